@@ -1,0 +1,109 @@
+"""Validation at the boundary: everything a learner is given is checked here, before any state
+changes, so a rejected batch leaves the learner exactly as it was."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from ._backend import as_tensor, backend_of, is_real_dtype, using
+
+
+def densify(X: Any) -> Any:
+    """Plain array data from the containers the learners accept (sparse, xarray, dask)."""
+    if hasattr(X, "todense") and not hasattr(X, "dims"):  # sparse.COO, scipy.sparse
+        return np.asarray(X.todense())
+    if hasattr(X, "dims") and hasattr(X, "data"):  # xarray.DataArray, positional use
+        X = X.data
+    if type(X).__module__.startswith("dask"):
+        return np.asarray(X.compute())
+    return X
+
+
+def check_batch(
+    X: Any,
+    *,
+    backend: str,
+    context: dict | None = None,
+    sample_shape: tuple | None = None,
+    nonnegative: bool = False,
+    name: str = "X",
+) -> Any:
+    """Return ``X`` as a finite float tensor of ``backend`` with samples on the first axis.
+
+    Raises ``TypeError`` for non-numeric data or a tensor of another backend/device, and
+    ``ValueError`` for wrong dimensions or sample shape, empty batches, NaN/inf, and negative
+    entries when ``nonnegative``.
+    """
+    if X is None:
+        raise TypeError(f"{name} must be an array of shape (n_samples, I_1, ..., I_n), got None")
+    X = densify(X)
+    source = backend_of(X)
+    if source != "numpy" and source != backend:
+        raise TypeError(f"{name} is a {source} tensor but this learner runs on the {backend} "
+                        f"backend; convert it, or use a new learner with backend={source!r}")
+    if source == "numpy":
+        X = np.asarray(X)
+    if not is_real_dtype(X):
+        raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
+    shape = tuple(X.shape)
+    if len(shape) < 2:
+        raise ValueError(f"{name} must have shape (n_samples, I_1, ..., I_n) with at least one "
+                         f"data mode, got shape {shape}; reshape a single sample to (1, ...)")
+    if shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (0 samples)")
+    if sample_shape is not None and shape[1:] != tuple(sample_shape):
+        raise ValueError(f"{name} has samples of shape {shape[1:]}, but this learner was fitted "
+                         f"on samples of shape {tuple(sample_shape)}")
+    if context is not None and source == backend == "pytorch" and X.device != context["device"]:
+        raise TypeError(f"{name} is on device {X.device} but the learner's state is on "
+                        f"{context['device']}")
+    tensor = as_tensor(X, backend, **(context or {}))
+    with using(backend):
+        if not bool(tl.all(tl.abs(tensor) < float("inf"))):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        if nonnegative and bool(tl.min(tensor) < 0):
+            raise ValueError(f"{name} has negative entries (min {float(tl.min(tensor)):.3g}), but "
+                             f"the model is nonnegative (nonnegative=True)")
+    return tensor
+
+
+def check_n_components(n_components: Any) -> int:
+    """A positive integer number of atoms."""
+    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
+        raise TypeError(f"n_components must be a positive int, got {n_components!r}")
+    if n_components < 1:
+        raise ValueError(f"n_components must be >= 1, got {n_components}")
+    return int(n_components)
+
+
+def check_nonnegative_number(value: Any, name: str) -> float:
+    """A finite real number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise TypeError(f"{name} must be a finite real number, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return float(value)
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """An integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def check_sample_weight(sample_weight: Any, n_samples: int) -> np.ndarray | None:
+    """Nonnegative finite weights, one per sample, not all zero."""
+    if sample_weight is None:
+        return None
+    weights = np.asarray(densify(sample_weight) if backend_of(sample_weight) == "numpy"
+                         else sample_weight.cpu().numpy(), dtype=float)
+    if weights.shape != (n_samples,):
+        raise ValueError(f"sample_weight must have shape ({n_samples},), got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() == 0:
+        raise ValueError("sample_weight must be finite, nonnegative and not all zero")
+    return weights

@@ -1,0 +1,348 @@
+"""OnlineCPDL: online (nonnegative) CP-dictionary learning, Lyu, Strohmeier & Needell.
+
+The bounded-memory form of the algorithm (spec 004, Algorithm 2). Per mini-batch ``X_t``:
+
+1. code the batch against the current dictionary (nonnegative LASSO, :mod:`..coding`);
+2. fold the batch into the running statistics with weight ``w_t``::
+
+       A_t = (1 - w_t) A_{t-1} + w_t H_t^T H_t / b            (R x R)
+       B_t = (1 - w_t) B_{t-1} + w_t sum_j X_j o H_t[j] / b   (I_1 x ... x I_n x R)
+       c_t = (1 - w_t) c_{t-1} + w_t mean_j(||X_j||^2 + alpha ||h_j||_1 + ridge ||h_j||^2)
+
+3. one block-coordinate pass over the loadings on the surrogate ``tr(A G) - 2 <B, W> + c``,
+   each loading moving at most ``rho_t`` (the search radius) (:mod:`..updates`).
+
+Losses are per-sample means, so batches of different sizes weigh correctly and the surrogate is
+on the same scale as :meth:`OnlineCPDL.score`. Memory is ``O(R prod(I_k))`` whatever the number
+of samples seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .._backend import as_tensor, backend_of, float_dtype_of, using
+from .._validation import (
+    check_batch,
+    check_n_components,
+    check_nonnegative_number,
+    check_positive_int,
+    check_sample_weight,
+    densify,
+)
+from ..coding import sample_losses, sparse_code
+from ..constraints import project_columns
+from ..cp_dictionary import gram, outer_statistic, project, reconstruct, to_cp_tensor
+from ..schedules import checked_weight, make_radius, make_weights
+from ..updates import surrogate_bcd_step, surrogate_value
+from ._base import OnlineEstimator
+
+
+class OnlineCPDL(OnlineEstimator):
+    """Online CP-dictionary learning from a stream of tensor-valued samples.
+
+    Learns loadings ``U^(k)`` of shape ``(I_k, R)`` so that every sample ``X_j`` (shape
+    ``(I_1, ..., I_n)``) is close to ``sum_r h_jr U^(1)[:, r] o ... o U^(n)[:, r]`` with sparse
+    (and, by default, nonnegative) codes ``h_j``. With one data mode (``X`` of shape
+    ``(n_samples, n_features)``) this is online NMF / dictionary learning.
+
+    Parameters
+    ----------
+    n_components : int
+        Number of rank-one atoms ``R``.
+    alpha : float, default 0.0
+        l1 penalty on the codes, in the convention ``||x - W h||^2 + alpha ||h||_1`` (the
+        paper's eq. (9); the paper's image/video values are scikit-learn alphas, ``alpha =
+        2 * prod(I) * sklearn_alpha``).
+    ridge : float, default 0.0
+        Squared l2 penalty on the codes; > 0 makes codes unique (the theory's assumption A4).
+    weights : "balanced", float or callable, default "balanced"
+        Schedule ``w_t``: ``"balanced"`` is ``1/t``, a float ``beta`` is ``t^-beta``, a callable
+        maps ``t = 1, 2, ...`` to ``w_t`` in (0, 1] (see :mod:`tensorstream.schedules` for
+        ``PowerLog`` and ``Forgetting``).
+    search_radius : None, float or callable, default None
+        ``None``: unrestricted loading updates. A float ``c'``: each loading moves by at most
+        ``c' w_t`` per step (the paper's restriction that the convergence proof needs). A callable
+        maps ``t`` to the radius (e.g. ``schedules.ReferenceRadius``).
+    radius_mode : {"frobenius", "column"}, default "frobenius"
+        Bound the Frobenius norm of each loading's step (paper), or of each column's step
+        (the reference code's variant; a loading then moves by at most ``sqrt(R)`` radii).
+    nonnegative : bool, default True
+        Nonnegative loadings and codes (requires nonnegative data).
+    column_bound : float or None, default 1.0
+        Bound on the Euclidean norm of every loading column (keeps the dictionary in a compact
+        set; codes carry the scale). ``None`` leaves columns unbounded.
+    batch_size : int, default 32
+        Samples per mini-batch when ``fit`` is given an array.
+    max_iter : int, default 10
+        Passes over an array given to ``fit``.
+    init : "random" or list of arrays, default "random"
+        Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
+        the given ``(I_k, R)`` matrices.
+    dict_passes : int, default 1
+        Column-minimisation passes per mode and step (1: the reference code's single pass).
+    code_max_iter : int, default 300
+        Maximum coordinate-descent sweeps of the coding step.
+    code_tol : float, default 1e-5
+        Relative tolerance of the coding step.
+    random_state : int, Generator or None
+        Seed of the initialisation and of the shuffling in ``fit``.
+    backend : {"numpy", "pytorch", None}, default None
+        TensorLy backend; ``None`` takes it from the first batch (a torch tensor runs on
+        pytorch, on its device and dtype). Numpy input is converted to the learner's backend.
+    verbose : bool, default False
+        Show a progress bar in ``fit``.
+    callback : callable, optional
+        ``callback(learner, info)`` after every step; returning True stops ``fit``.
+
+    Attributes
+    ----------
+    loadings_ : list of tensors of shape (I_k, n_components)
+    statistics_ : dict with ``A`` (R, R), ``B`` (I_1, ..., I_n, R) and ``c`` (float)
+    n_steps_ : int
+    n_samples_seen_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream import OnlineCPDL
+    >>> X = np.random.default_rng(0).random((100, 6, 5, 4))
+    >>> model = OnlineCPDL(3, batch_size=10, max_iter=2, random_state=0).fit(X)
+    >>> [U.shape for U in model.loadings_]
+    [(6, 3), (5, 3), (4, 3)]
+    >>> model.transform(X[:2]).shape
+    (2, 3)
+    """
+
+    def __init__(self, n_components: int, *, alpha: float = 0.0, ridge: float = 0.0,
+                 weights="balanced", search_radius=None, radius_mode: str = "frobenius",
+                 nonnegative: bool = True, column_bound: float | None = 1.0,
+                 batch_size: int = 32, max_iter: int = 10, init="random",
+                 dict_passes: int = 1, code_max_iter: int = 300, code_tol: float = 1e-5,
+                 random_state=None, backend: str | None = None, verbose: bool = False,
+                 callback=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.ridge = ridge
+        self.weights = weights
+        self.search_radius = search_radius
+        self.radius_mode = radius_mode
+        self.nonnegative = nonnegative
+        self.column_bound = column_bound
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.dict_passes = dict_passes
+        self.code_max_iter = code_max_iter
+        self.code_tol = code_tol
+        self.random_state = random_state
+        self.backend = backend
+        self.verbose = verbose
+        self.callback = callback
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        for name in ("loadings_", "statistics_", "n_steps_", "n_samples_seen_", "backend_",
+                     "sample_shape_", "_context", "_rng", "_last_info"):
+            self.__dict__.pop(name, None)
+
+    @property
+    def _fitted(self) -> bool:
+        return "loadings_" in self.__dict__
+
+    def _check_params(self) -> None:
+        check_n_components(self.n_components)
+        check_nonnegative_number(self.alpha, "alpha")
+        check_nonnegative_number(self.ridge, "ridge")
+        check_positive_int(self.dict_passes, "dict_passes")
+        check_positive_int(self.code_max_iter, "code_max_iter")
+        check_nonnegative_number(self.code_tol, "code_tol")
+        if self.radius_mode not in ("frobenius", "column"):
+            raise ValueError(f"radius_mode must be 'frobenius' or 'column', "
+                             f"got {self.radius_mode!r}")
+        if self.column_bound is not None:
+            if check_nonnegative_number(self.column_bound, "column_bound") == 0:
+                raise ValueError("column_bound must be > 0 or None")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+        make_radius(self.search_radius, make_weights(self.weights))
+
+    def _backend_for(self, X: Any) -> str:
+        return self.backend_ if self._fitted else (self.backend or backend_of(densify(X)))
+
+    def _validate(self, X: Any, name: str = "X") -> Any:
+        """``X`` as a tensor of the learner's backend, checked against the fitted state."""
+        backend = self._backend_for(X)
+        return check_batch(X, backend=backend, context=getattr(self, "_context", None),
+                           sample_shape=getattr(self, "sample_shape_", None),
+                           nonnegative=self.nonnegative, name=name)
+
+    def _initial_state(self, X: Any) -> dict:
+        """Loadings and zero statistics for samples shaped like the batch ``X``."""
+        self._init_random_state()
+        R = check_n_components(self.n_components)
+        backend = backend_of(X)
+        with using(backend):
+            context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
+            sample_shape = tuple(X.shape[1:])
+            loadings = self._initial_loadings(sample_shape, R, backend, context)
+            statistics = {"A": tl.zeros((R, R), **context),
+                          "B": tl.zeros((*sample_shape, R), **context), "c": 0.0}
+        return {"loadings_": loadings, "statistics_": statistics, "n_steps_": 0,
+                "n_samples_seen_": 0, "backend_": backend, "sample_shape_": sample_shape,
+                "_context": context}
+
+    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
+                          context: dict) -> list:
+        if isinstance(self.init, str):
+            if self.init != "random":
+                raise ValueError(f"init must be 'random' or a list of arrays, got {self.init!r}")
+            # drawn in numpy so that every backend starts from the same values
+            arrays = [self._rng.random((size, R)) for size in sample_shape]
+            return [project_columns(tl.tensor(a, **context), nonnegative=self.nonnegative,
+                                    column_bound=self.column_bound) for a in arrays]
+        return self._checked_init(sample_shape, R, backend, context)
+
+    def _checked_init(self, sample_shape: tuple, R: int, backend: str, context: dict) -> list:
+        init = list(self.init) if isinstance(self.init, Sequence) else None
+        if init is None or len(init) != len(sample_shape):
+            raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays of "
+                             f"shapes {[(s, R) for s in sample_shape]}")
+        loadings = []
+        for k, (U, size) in enumerate(zip(init, sample_shape)):
+            U = check_batch(U, backend=backend, nonnegative=self.nonnegative, name=f"init[{k}]")
+            if tuple(U.shape) != (size, R):
+                raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
+            loadings.append(project_columns(tl.tensor(U, **context), nonnegative=self.nonnegative,
+                                            column_bound=self.column_bound))
+        return loadings
+
+    # -- learning ------------------------------------------------------------------------------
+
+    def partial_fit(self, X: Any, y: Any = None) -> OnlineCPDL:
+        """Learn from one mini-batch ``X`` of shape ``(b, I_1, ..., I_n)``.
+
+        Invalid input raises before anything changes: the learner's state is left as it was.
+        """
+        self._check_params()
+        X = self._validate(X)
+        state = {} if self._fitted else self._initial_state(X)
+        current = {**self._state(), **state}
+        with using(current["backend_"]):
+            update = self._step(X, current)
+        self.__dict__.update(state)
+        self.__dict__.update(update)
+        return self
+
+    def _state(self) -> dict:
+        return {k: self.__dict__[k] for k in ("loadings_", "statistics_", "n_steps_",
+                                               "n_samples_seen_", "backend_")
+                if k in self.__dict__}
+
+    def _step(self, X: Any, state: dict) -> dict:
+        """One step of Algorithm 2 on the validated batch; returns the new state (pure)."""
+        t = state["n_steps_"] + 1
+        weights = make_weights(self.weights)
+        w = checked_weight(weights, t)
+        radius_schedule = make_radius(self.search_radius, weights)
+        radius = None if radius_schedule is None else float(radius_schedule(t))
+        loadings, stats = state["loadings_"], state["statistics_"]
+
+        b = X.shape[0]
+        G, P = gram(loadings), project(X, loadings)
+        H, _ = sparse_code(G, P, alpha=self.alpha, ridge=self.ridge,
+                           nonnegative=self.nonnegative, max_iter=self.code_max_iter,
+                           tol=self.code_tol)
+        sq_norms = tl.sum(tl.reshape(X * X, (b, -1)), axis=1)
+        losses = sample_losses(sq_norms, G, P, H, alpha=self.alpha, ridge=self.ridge)
+        constant = tl.sum(sq_norms) / b
+        if self.alpha:
+            constant = constant + self.alpha * tl.sum(tl.abs(H)) / b
+        if self.ridge:
+            constant = constant + self.ridge * tl.sum(H * H) / b
+        statistics = {
+            "A": (1 - w) * stats["A"] + (w / b) * tl.dot(tl.transpose(H), H),
+            "B": (1 - w) * stats["B"] + (w / b) * outer_statistic(X, H),
+            "c": (1 - w) * stats["c"] + w * float(constant),
+        }
+        new_loadings = surrogate_bcd_step(
+            loadings, statistics["A"], statistics["B"], nonnegative=self.nonnegative,
+            column_bound=self.column_bound, radius=radius, radius_mode=self.radius_mode,
+            n_passes=self.dict_passes)
+        if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in new_loadings):
+            raise FloatingPointError("the dictionary update produced non-finite loadings; "
+                                     "the learner's state was left unchanged")
+        self._last_info = {"step": t, "weight": w, "radius": radius,
+                           "batch_loss": float(tl.mean(losses)), "n_samples": b}
+        return {"loadings_": new_loadings, "statistics_": statistics, "n_steps_": t,
+                "n_samples_seen_": state["n_samples_seen_"] + b}
+
+    # -- using the dictionary ------------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit or "
+                             f"partial_fit first")
+
+    def _codes(self, X: Any) -> tuple[Any, Any, Any, Any]:
+        """Codes of validated ``X`` and what their losses need: ``(H, G, P, ||x||^2)``."""
+        loadings = self.loadings_
+        G, P = gram(loadings), project(X, loadings)
+        H, _ = sparse_code(G, P, alpha=self.alpha, ridge=self.ridge,
+                           nonnegative=self.nonnegative, max_iter=self.code_max_iter,
+                           tol=self.code_tol)
+        sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
+        return H, G, P, sq_norms
+
+    def transform(self, X: Any) -> Any:
+        """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``."""
+        self._check_fitted()
+        X = self._validate(X)
+        with using(self.backend_):
+            return self._codes(X)[0]
+
+    def inverse_transform(self, codes: Any) -> Any:
+        """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)``."""
+        self._check_fitted()
+        codes = check_batch(codes, backend=self.backend_, context=self._context,
+                            sample_shape=(self.loadings_[0].shape[1],), name="codes")
+        with using(self.backend_):
+            return reconstruct(self.loadings_, codes)
+
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
+        """Negative (weighted) mean over samples of ``min_h ||x - W h||^2 + alpha ||h||_1``."""
+        self._check_fitted()
+        X = self._validate(X)
+        weights = check_sample_weight(sample_weight, X.shape[0])
+        with using(self.backend_):
+            H, G, P, sq_norms = self._codes(X)
+            losses = tl.to_numpy(sample_losses(sq_norms, G, P, H, alpha=self.alpha,
+                                               ridge=self.ridge))
+        return -float(np.average(losses, weights=weights))
+
+    def surrogate_value(self) -> float:
+        """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
+        self._check_fitted()
+        stats = self.statistics_
+        with using(self.backend_):
+            return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
+
+    def to_cp_tensor(self, X: Any):
+        """The batch ``X`` as a TensorLy ``CPTensor``: its codes are the sample-mode factor."""
+        codes = self.transform(X)
+        with using(self.backend_):
+            return to_cp_tensor(self.loadings_, codes)
+
+    def reconstruct(self, X: Any) -> Any:
+        """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
+        return self.inverse_transform(self.transform(X))
+
+
+def as_backend_list(arrays: Sequence[Any], backend: str, context: dict) -> list:
+    """Tensors of ``backend`` from a list of arrays (used to restore checkpoints)."""
+    return [as_tensor(a, backend, **context) for a in arrays]
