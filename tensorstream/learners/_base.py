@@ -117,6 +117,12 @@ class OnlineEstimator:
         """``fit(X)`` then ``transform(X)``."""
         return self.fit(X, **fit_params).transform(X)
 
+    def save(self, path) -> Any:
+        """Checkpoint the learner to ``path`` (see :func:`tensorstream.io.save_checkpoint`)."""
+        from ..io import save_checkpoint
+
+        return save_checkpoint(self, path)
+
     def _init_random_state(self) -> None:
         if getattr(self, "_rng", None) is None:
             self._rng = np.random.default_rng(self.random_state)

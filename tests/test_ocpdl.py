@@ -1,0 +1,260 @@
+"""OnlineCPDL: spec 004 invariants B1-B5, B7, B8 and reductions C1, C2, C5."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+import tensorly as tl
+
+from tensorstream import OnlineCPDL, load
+from tensorstream.coding import sparse_code
+from tensorstream.datasets import low_rank_tensor, nonnegative_tensor_stream
+from tensorstream.metrics import reconstruction_error
+from tensorstream.schedules import Forgetting
+from tensorstream.updates import surrogate_value
+
+SCHEDULES = [
+    dict(),
+    dict(weights=0.75, search_radius=0.1),
+    dict(weights=0.8, search_radius=0.1, radius_mode="column"),
+    dict(weights=Forgetting(0.2), alpha=0.5),
+]
+
+
+def _numpy(loadings):
+    return [tl.to_numpy(U).copy() for U in loadings]
+
+
+def _run_with_checks(model, batches):
+    """Feed batches, checking B1-B3 and B5 at every step."""
+    previous_surrogate = None
+    for X in batches:
+        old = _numpy(model.loadings_) if hasattr(model, "loadings_") else None
+        model.partial_fit(X)
+        info, stats = model._last_info, model.statistics_
+        new = _numpy(model.loadings_)
+        # B1 feasibility
+        assert all(U.min() >= 0 for U in new)
+        if model.column_bound is not None:
+            assert all(np.linalg.norm(U, axis=0).max() <= model.column_bound + 1e-12 for U in new)
+        if old is None:
+            previous_surrogate = model.surrogate_value()
+            continue
+        # B2 radius
+        if info["radius"] is not None:
+            for U_old, U_new in zip(old, new):
+                step = U_new - U_old
+                lengths = (np.linalg.norm(step) if model.radius_mode == "frobenius"
+                           else np.linalg.norm(step, axis=0))
+                assert np.all(lengths <= info["radius"] * (1 + 1e-9))
+        at_old = surrogate_value(stats["A"], stats["B"], stats["c"], old)
+        at_new = model.surrogate_value()
+        # B3 forward monotonicity
+        assert at_old >= at_new - 1e-10 * abs(at_old)
+        # B5 surrogate recursion at the old point
+        w = info["weight"]
+        expected = (1 - w) * previous_surrogate + w * info["batch_loss"]
+        np.testing.assert_allclose(at_old, expected, rtol=1e-10)
+        previous_surrogate = at_new
+
+
+@pytest.mark.parametrize("params", SCHEDULES)
+def test_b1_b2_b3_b5_invariants(params):
+    batches = nonnegative_tensor_stream(60, 5)
+    model = OnlineCPDL(4, random_state=0, **params)
+    _run_with_checks(model, batches)
+    assert model.n_steps_ == 60 and model.n_samples_seen_ == 300
+
+
+def test_radius_binds_with_small_constant():
+    """c' = 0.1 must actually restrict the steps, or B2 above tests nothing."""
+    batches = nonnegative_tensor_stream(5, 5)
+    free = OnlineCPDL(4, random_state=0).partial_fit(batches[0])
+    held = OnlineCPDL(4, random_state=0, search_radius=0.1).partial_fit(batches[0])
+    before = OnlineCPDL(4, random_state=0)._initial_state(batches[0])["loadings_"]
+    moved = [np.linalg.norm(a - b) for a, b in zip(free.loadings_, before)]
+    assert max(moved) > 0.1
+    assert max(np.linalg.norm(a - b) for a, b in zip(held.loadings_, before)) <= 0.1 + 1e-12
+
+
+def test_b4_surrogate_majorises_the_empirical_objective():
+    batches = nonnegative_tensor_stream(30, 5)
+    model = OnlineCPDL(4, random_state=1, alpha=0.2, code_tol=1e-12, code_max_iter=5000)
+    for T, X in enumerate(batches, 1):
+        model.partial_fit(X)
+        if T % 10:
+            continue
+        # f_t(D_t) = sum_s w_s^t l(X_s, D_t), every past batch re-coded at the current dictionary
+        w = [1.0 / t for t in range(1, T + 1)]
+        effective = [w[k] * np.prod([1 - w[i] for i in range(k + 1, T)]) for k in range(T)]
+        f_t = sum(e * -model.score(Xs) for e, Xs in zip(effective, batches[:T]))
+        assert model.surrogate_value() >= f_t - 1e-8 * f_t
+
+
+def test_b7_memory_is_bounded():
+    def state_bytes(model):
+        return sum(tl.to_numpy(a).nbytes for a in [*model.loadings_, model.statistics_["A"],
+                                                   model.statistics_["B"]])
+    model = OnlineCPDL(4, random_state=0)
+    batches = nonnegative_tensor_stream(200, 5)
+    for X in batches[:10]:
+        model.partial_fit(X)
+    early_bytes, early_pickle = state_bytes(model), len(pickle.dumps(model))
+    for X in batches[10:]:
+        model.partial_fit(X)
+    assert state_bytes(model) == early_bytes
+    assert abs(len(pickle.dumps(model)) - early_pickle) < 64  # only counters grow (int widths)
+
+
+def test_b8_deterministic_given_random_state(backend):
+    X = np.random.default_rng(3).random((50, 6, 5, 4))
+    first = OnlineCPDL(3, batch_size=8, max_iter=2, random_state=7).fit(tl.tensor(X))
+    second = OnlineCPDL(3, batch_size=8, max_iter=2, random_state=7).fit(tl.tensor(X))
+    for a, b in zip(first.loadings_, second.loadings_):
+        np.testing.assert_array_equal(tl.to_numpy(a), tl.to_numpy(b))
+
+
+@pytest.mark.parametrize("params", [dict(), dict(weights=0.75, search_radius=1.0)])
+def test_b8_checkpoint_resume_equals_uninterrupted_run(backend, tmp_path, params):
+    batches = [tl.tensor(X) for X in nonnegative_tensor_stream(20, 5)]
+    straight = OnlineCPDL(4, random_state=0, **params)
+    for X in batches:
+        straight.partial_fit(X)
+    interrupted = OnlineCPDL(4, random_state=0, **params)
+    for X in batches[:9]:
+        interrupted.partial_fit(X)
+    path = interrupted.save(tmp_path / "run.npz")
+    del interrupted
+    resumed = load(path)
+    assert resumed.n_steps_ == 9 and resumed.backend_ == backend
+    for X in batches[9:]:
+        resumed.partial_fit(X)
+    for a, b in zip(straight.loadings_, resumed.loadings_):
+        np.testing.assert_array_equal(tl.to_numpy(a), tl.to_numpy(b))
+    assert straight.statistics_["c"] == resumed.statistics_["c"]
+
+
+def test_fit_resumed_from_checkpoint_keeps_its_random_stream(tmp_path):
+    """The generator state is saved: epochs drawn after a resume are the uninterrupted ones."""
+    X = np.random.default_rng(0).random((40, 5, 4))
+    model = OnlineCPDL(2, random_state=0).partial_fit(X[:5])
+    clone = load(model.save(tmp_path / "m.npz"))
+    assert model._rng.random() == clone._rng.random()
+
+
+def test_pickle_round_trip_continues_identically():
+    batches = nonnegative_tensor_stream(10, 5)
+    model = OnlineCPDL(3, random_state=0)
+    for X in batches[:5]:
+        model.partial_fit(X)
+    twin = pickle.loads(pickle.dumps(model))
+    for X in batches[5:]:
+        model.partial_fit(X)
+        twin.partial_fit(X)
+    for a, b in zip(model.loadings_, twin.loadings_):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_c1_one_mode_is_online_nmf():
+    """With one data mode, OCPDL is Mairal-style online NMF, iterate by iterate."""
+    rng = np.random.default_rng(0)
+    batches = [rng.random((8, 12)) for _ in range(15)]
+    model = OnlineCPDL(3, random_state=0)
+    W = None
+    A, B = np.zeros((3, 3)), np.zeros((12, 3))
+    for t, X in enumerate(batches, 1):
+        model.partial_fit(X)
+        if W is None:
+            W = OnlineCPDL(3, random_state=0)._initial_state(X)["loadings_"][0]
+        H, _ = sparse_code(W.T @ W, X @ W, max_iter=300, tol=1e-5)
+        A = (1 - 1 / t) * A + H.T @ H / (t * len(X))
+        B = (1 - 1 / t) * B + X.T @ H / (t * len(X))
+        W = W.copy()
+        for r in range(3):
+            column = np.maximum(W[:, r] - (W @ A[:, r] - B[:, r]) / A[r, r], 0)
+            W[:, r] = column / max(1.0, np.linalg.norm(column))
+        np.testing.assert_allclose(model.loadings_[0], W, rtol=1e-10, atol=1e-13)
+
+
+def test_c2_full_tensor_batches_with_unit_weights_is_als():
+    X, _ = low_rank_tensor()
+    model = OnlineCPDL(5, weights=lambda t: 1.0, random_state=0)
+    for _ in range(30):
+        model.partial_fit(X)
+    assert reconstruction_error(model, X) <= 0.05
+
+
+def test_c5_backend_parity(backend):
+    batches = nonnegative_tensor_stream(20, 5)
+    reference = OnlineCPDL(4, random_state=0, weights=0.75, search_radius=1.0)
+    other = OnlineCPDL(4, random_state=0, weights=0.75, search_radius=1.0)
+    for X in batches:
+        reference.partial_fit(X)
+        other.partial_fit(tl.tensor(X))
+    assert other.backend_ == backend
+    for a, b in zip(reference.loadings_, other.loadings_):
+        np.testing.assert_allclose(tl.to_numpy(b), a, rtol=1e-8, atol=1e-12)
+
+
+def test_float32_state_stays_float32(backend):
+    X = tl.tensor(np.random.default_rng(0).random((10, 4, 3)), dtype=tl.float32)
+    model = OnlineCPDL(2, random_state=0).partial_fit(X)
+    assert all(U.dtype == X.dtype for U in model.loadings_)
+    assert model.transform(X).dtype == X.dtype
+
+
+def test_transform_inverse_transform_and_cp_tensor(backend):
+    X, _ = low_rank_tensor(shape=(8, 7, 30), rank=2)
+    model = OnlineCPDL(2, batch_size=10, max_iter=30, random_state=0).fit(tl.tensor(X))
+    codes = model.transform(tl.tensor(X))
+    assert tuple(codes.shape) == (30, 2)
+    approx = model.inverse_transform(codes)
+    assert reconstruction_error(model, tl.tensor(X)) < 0.1
+    np.testing.assert_allclose(tl.to_numpy(tl.cp_to_tensor(model.to_cp_tensor(tl.tensor(X)))),
+                               tl.to_numpy(approx), rtol=1e-10)
+    assert model.score(tl.tensor(X)) <= 0
+    weights = np.r_[np.ones(15), np.zeros(15)]
+    assert np.isclose(model.score(tl.tensor(X), sample_weight=weights),
+                      model.score(tl.tensor(X[:15])))
+
+
+def test_signed_dictionary_learning_with_unbounded_columns():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 5, 6))
+    model = OnlineCPDL(3, nonnegative=False, column_bound=None, max_iter=3, batch_size=10,
+                       random_state=0).fit(X)
+    assert model.score(X) > -np.mean(np.sum(X.reshape(40, -1) ** 2, axis=1))
+
+
+def test_callback_can_stop_fit_and_sees_step_info():
+    seen = []
+
+    def callback(model, info):
+        seen.append(info)
+        return info["step"] == 3
+
+    X = np.random.default_rng(0).random((100, 4, 3))
+    model = OnlineCPDL(2, batch_size=10, random_state=0, callback=callback).fit(X)
+    assert model.n_steps_ == 3 and [i["step"] for i in seen] == [1, 2, 3]
+    assert {"weight", "radius", "batch_loss"} <= set(seen[0])
+
+
+def test_fit_consumes_a_stream_and_n_steps_limits_it():
+    batches = nonnegative_tensor_stream(10, 4, (5, 3))
+    model = OnlineCPDL(2, random_state=0).fit(iter(batches), n_steps=4)
+    assert model.n_steps_ == 4
+    model.fit(batches)
+    assert model.n_steps_ == 10  # fit starts from scratch
+
+
+def test_estimator_contract_with_scikit_learn_clone():
+    from sklearn.base import clone
+
+    model = OnlineCPDL(3, alpha=0.1, weights=0.8, random_state=0)
+    twin = clone(model)
+    assert twin.get_params() == model.get_params()
+    assert "alpha=0.1" in repr(model)
+    with pytest.raises(ValueError, match="invalid parameter"):
+        model.set_params(bogus=1)
+    assert copy.deepcopy(model).get_params()["weights"] == 0.8
