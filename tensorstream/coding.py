@@ -77,7 +77,9 @@ def sparse_code(
         else tl.copy(init)
     curvature = tl.clip(tl.diag(gram) + ridge, _TINY, None)
     threshold = alpha / (2 * curvature)
-    for sweep in range(1, max_iter + 1):
+    n_sweeps = 0
+    while n_sweeps < max_iter:
+        n_sweeps += 1
         largest_move = 0.0
         for k in range(R):
             old = tl.copy(codes[:, k])  # index_update may write in place
@@ -88,7 +90,7 @@ def sparse_code(
             largest_move = max(largest_move, float(tl.max(tl.abs(new - old))))
         if largest_move <= tol * max(float(tl.max(tl.abs(codes))), _TINY):
             break
-    return codes, sweep
+    return codes, n_sweeps
 
 
 def _shrink(value: Tensor, threshold: Tensor, nonnegative: bool) -> Tensor:

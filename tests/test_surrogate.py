@@ -1,4 +1,5 @@
-"""Spec 004, section 5.1: sufficient statistics (A3), block form (A4), gradient (A5), weights (A6)."""
+"""Spec 004, section 5.1: sufficient statistics (A3), block form (A4), gradient (A5) and
+weights (A6)."""
 
 import importlib.util
 
@@ -78,7 +79,8 @@ def test_a5_block_gradient_matches_finite_differences(rng):
         plus[mode], minus[mode] = loadings[mode].copy(), loadings[mode].copy()
         plus[mode][idx] += eps
         minus[mode][idx] -= eps
-        numeric[idx] = (surrogate_value(A, B, 0, plus) - surrogate_value(A, B, 0, minus)) / (2 * eps)
+        difference = surrogate_value(A, B, 0, plus) - surrogate_value(A, B, 0, minus)
+        numeric[idx] = difference / (2 * eps)
     np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-6)
 
 
