@@ -14,7 +14,6 @@ backend context of their tensors. Samples lie on the first axis of data and code
 
 from __future__ import annotations
 
-import string
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,16 +22,6 @@ from tensorly.cp_tensor import CPTensor
 
 Tensor = Any
 Loadings = Sequence[Tensor]
-
-# einsum letters: data modes use a.., the rank index is "r" and the sample index is "s"
-_MODE_LETTERS = [c for c in string.ascii_lowercase if c not in "rs"]
-
-
-def _letters(n_modes: int) -> list[str]:
-    if n_modes > len(_MODE_LETTERS):
-        raise ValueError(f"at most {len(_MODE_LETTERS)} data modes are supported, got {n_modes}")
-    return _MODE_LETTERS[:n_modes]
-
 
 def rank(loadings: Loadings) -> int:
     """Number of atoms ``R`` of a CP dictionary."""
@@ -60,18 +49,21 @@ def gram(loadings: Loadings, skip: int | None = None) -> Tensor:
 def project(X: Tensor, loadings: Loadings) -> Tensor:
     """``W^T vec(X_j)`` for every sample: shape ``(b, R)``, with ``X`` of shape ``(b, I_1..I_n)``.
 
-    Contracts one data mode at a time (last mode first), so the cost is ``O(b R prod(I))``
-    and the Khatri-Rao product is never built.
+    One GEMM with the last loading, then one Hadamard-and-sum per remaining mode (last first),
+    so the cost is ``O(b R prod(I))`` and the Khatri-Rao product is never built.
     """
-    n = len(loadings)
-    letters = _letters(n)
-    # first contraction creates the rank index; later ones share it (Hadamard along r)
-    out = tl.einsum(f"s{''.join(letters)},{letters[-1]}r->s{''.join(letters[:-1])}r",
-                    X, loadings[-1])
-    for k in range(n - 2, -1, -1):
-        rest = "".join(letters[:k])
-        out = tl.einsum(f"s{rest}{letters[k]}r,{letters[k]}r->s{rest}r", out, loadings[k])
-    return out
+    sizes = [tl.shape(U)[0] for U in loadings]
+    R = rank(loadings)
+    out = tl.dot(tl.reshape(X, (-1, sizes[-1])), loadings[-1])  # (b I_1..I_{n-1}, R)
+    for k in range(len(loadings) - 2, -1, -1):
+        out = _contract_middle(out, loadings[k], sizes[k], R)
+    return tl.reshape(out, (-1, R))
+
+
+def _contract_middle(T: Tensor, U: Tensor, size: int, R: int) -> Tensor:
+    """``out[p, r] = sum_i T[p, i, r] U[i, r]`` with ``T`` given as ``(P * size, R)``."""
+    T = tl.reshape(T, (-1, size, R))
+    return tl.sum(T * tl.reshape(U, (1, size, R)), axis=1)
 
 
 def contract_except(B: Tensor, loadings: Loadings, mode: int) -> Tensor:
@@ -80,16 +72,17 @@ def contract_except(B: Tensor, loadings: Loadings, mode: int) -> Tensor:
     Column ``r`` of the result (shape ``(I_mode, R)``) is ``B[..., r]`` multiplied along every
     other mode ``k`` by ``U^(k)[:, r]`` (the per-atom MTTKRP of the spec's Algorithm 3).
     """
-    n = len(loadings)
-    letters = _letters(n)
-    out, kept = B, list(letters)
-    for k in range(n - 1, -1, -1):
-        if k == mode:
-            continue
-        source = "".join(kept)
-        kept.remove(letters[k])
-        out = tl.einsum(f"{source}r,{letters[k]}r->{''.join(kept)}r", out, loadings[k])
-    return out
+    sizes = [tl.shape(U)[0] for U in loadings]
+    R = rank(loadings)
+    out = B
+    # modes after `mode`, last first: out is (I_1 .. I_k, R) and loses its last data mode
+    for k in range(len(loadings) - 1, mode, -1):
+        out = _contract_middle(out, loadings[k], sizes[k], R)
+    # modes before `mode`, first first: out is (I_k, rest, R) and loses its first data mode
+    for k in range(mode):
+        out = tl.reshape(out, (sizes[k], -1, R))
+        out = tl.sum(out * tl.reshape(loadings[k], (sizes[k], 1, R)), axis=0)
+    return tl.reshape(out, (sizes[mode], R))
 
 
 def inner_with_dictionary(B: Tensor, loadings: Loadings) -> Tensor:
@@ -99,15 +92,14 @@ def inner_with_dictionary(B: Tensor, loadings: Loadings) -> Tensor:
 
 def reconstruct(loadings: Loadings, codes: Tensor) -> Tensor:
     """Samples ``sum_r codes[j, r] * atom_r``: shape ``(b, I_1, ..., I_n)``."""
-    n = len(loadings)
-    letters = _letters(n)
-    # expand one mode at a time, keeping r until the last expansion sums it out
-    out = codes
-    for k in range(n):
-        done = "".join(letters[:k])
-        target = f"s{done}{letters[k]}" + ("" if k == n - 1 else "r")
-        out = tl.einsum(f"s{done}r,{letters[k]}r->{target}", out, loadings[k])
-    return out
+    sizes = [tl.shape(U)[0] for U in loadings]
+    R = rank(loadings)
+    out = codes  # (b I_1 .. I_{k-1}, R): partial atoms scaled by the codes
+    for k in range(len(loadings) - 1):
+        out = tl.reshape(tl.reshape(out, (-1, 1, R)) * tl.reshape(loadings[k], (1, sizes[k], R)),
+                         (-1, R))
+    out = tl.dot(out, tl.transpose(loadings[-1]))  # the last mode sums over the atoms
+    return tl.reshape(out, (tl.shape(codes)[0], *sizes))
 
 
 def dictionary_matrix(loadings: Loadings) -> Tensor:
@@ -117,9 +109,9 @@ def dictionary_matrix(loadings: Loadings) -> Tensor:
 
 def outer_statistic(X: Tensor, codes: Tensor) -> Tensor:
     """``sum_j X_j o H[j, :]``: the ``(I_1..I_n, R)`` tensor added to the statistic ``B``."""
-    n = tl.ndim(X) - 1
-    letters = "".join(_letters(n))
-    return tl.einsum(f"s{letters},sr->{letters}r", X, codes)
+    b = tl.shape(X)[0]
+    matrix = tl.dot(tl.transpose(tl.reshape(X, (b, -1))), codes)
+    return tl.reshape(matrix, (*tl.shape(X)[1:], tl.shape(codes)[1]))
 
 
 def to_cp_tensor(loadings: Loadings, codes: Tensor) -> CPTensor:
