@@ -20,6 +20,7 @@ of samples seen.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,16 @@ from ..cp_dictionary import gram, outer_statistic, project, reconstruct, to_cp_t
 from ..schedules import checked_weight, make_radius, make_weights
 from ..updates import surrogate_bcd_step, surrogate_value
 from ._base import OnlineEstimator
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """What the coding step of a batch yields for the statistics and the objective."""
+
+    codes: Any  #: (b, R) codes
+    explained: Any  #: the part of the batch the dictionary must explain (X, or X - outliers)
+    losses: Any  #: (b,) per-sample objective at these codes
+    constant: float  #: batch mean of the surrogate's dictionary-free terms (||explained||^2, ...)
 
 
 class OnlineCPDL(OnlineEstimator):
@@ -254,31 +265,19 @@ class OnlineCPDL(OnlineEstimator):
         loadings, stats = state["loadings_"], state["statistics_"]
 
         b = X.shape[0]
-        G, P = gram(loadings), project(X, loadings)
-        H, _ = sparse_code(G, P, alpha=self.alpha, ridge=self.ridge,
-                           nonnegative=self.nonnegative, max_iter=self.code_max_iter,
-                           tol=self.code_tol)
-        sq_norms = tl.sum(tl.reshape(X * X, (b, -1)), axis=1)
-        losses = sample_losses(sq_norms, G, P, H, alpha=self.alpha, ridge=self.ridge)
-        constant = tl.sum(sq_norms) / b
-        if self.alpha:
-            constant = constant + self.alpha * tl.sum(tl.abs(H)) / b
-        if self.ridge:
-            constant = constant + self.ridge * tl.sum(H * H) / b
+        coded = self._encode(X, loadings)
+        H = coded.codes
         statistics = {
             "A": (1 - w) * stats["A"] + (w / b) * tl.dot(tl.transpose(H), H),
-            "B": (1 - w) * stats["B"] + (w / b) * outer_statistic(X, H),
-            "c": (1 - w) * stats["c"] + w * float(constant),
+            "B": (1 - w) * stats["B"] + (w / b) * outer_statistic(coded.explained, H),
+            "c": (1 - w) * stats["c"] + w * coded.constant,
         }
-        new_loadings = surrogate_bcd_step(
-            loadings, statistics["A"], statistics["B"], nonnegative=self.nonnegative,
-            column_bound=self.column_bound, radius=radius, radius_mode=self.radius_mode,
-            n_passes=self.dict_passes)
+        new_loadings = self._update_dictionary(loadings, statistics, radius)
         if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in new_loadings):
             raise FloatingPointError("the dictionary update produced non-finite loadings; "
                                      "the learner's state was left unchanged")
         self._last_info = {"step": t, "weight": w, "radius": radius,
-                           "batch_loss": float(tl.mean(losses)), "n_samples": b}
+                           "batch_loss": float(tl.mean(coded.losses)), "n_samples": b}
         return {"loadings_": new_loadings, "statistics_": statistics, "n_steps_": t,
                 "n_samples_seen_": state["n_samples_seen_"] + b}
 
@@ -289,22 +288,35 @@ class OnlineCPDL(OnlineEstimator):
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit or "
                              f"partial_fit first")
 
-    def _codes(self, X: Any) -> tuple[Any, Any, Any, Any]:
-        """Codes of validated ``X`` and what their losses need: ``(H, G, P, ||x||^2)``."""
-        loadings = self.loadings_
+    def _encode(self, X: Any, loadings: list) -> Encoding:
+        """The coding step of a validated batch against ``loadings`` (pure).
+
+        Subclasses with other per-sample problems (outliers, other losses) override this and
+        :meth:`_update_dictionary`; the statistics and the loop stay the same.
+        """
         G, P = gram(loadings), project(X, loadings)
         H, _ = sparse_code(G, P, alpha=self.alpha, ridge=self.ridge,
                            nonnegative=self.nonnegative, max_iter=self.code_max_iter,
                            tol=self.code_tol)
         sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
-        return H, G, P, sq_norms
+        losses = sample_losses(sq_norms, G, P, H, alpha=self.alpha, ridge=self.ridge)
+        penalties = self.alpha * tl.abs(H) + self.ridge * H * H
+        constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
+        return Encoding(codes=H, explained=X, losses=losses, constant=constant)
+
+    def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
+        """One block-coordinate pass on the surrogate, each loading within ``radius`` (pure)."""
+        return surrogate_bcd_step(
+            loadings, statistics["A"], statistics["B"], nonnegative=self.nonnegative,
+            column_bound=self.column_bound, radius=radius, radius_mode=self.radius_mode,
+            n_passes=self.dict_passes)
 
     def transform(self, X: Any) -> Any:
         """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``."""
         self._check_fitted()
         X = self._validate(X)
         with using(self.backend_):
-            return self._codes(X)[0]
+            return self._encode(X, self.loadings_).codes
 
     def inverse_transform(self, codes: Any) -> Any:
         """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)``."""
@@ -320,9 +332,7 @@ class OnlineCPDL(OnlineEstimator):
         X = self._validate(X)
         weights = check_sample_weight(sample_weight, X.shape[0])
         with using(self.backend_):
-            H, G, P, sq_norms = self._codes(X)
-            losses = tl.to_numpy(sample_losses(sq_norms, G, P, H, alpha=self.alpha,
-                                               ridge=self.ridge))
+            losses = tl.to_numpy(self._encode(X, self.loadings_).losses)
         return -float(np.average(losses, weights=weights))
 
     def surrogate_value(self) -> float:
