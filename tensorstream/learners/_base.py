@@ -13,8 +13,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from .._validation import check_positive_int
+from ..labels import ModeLayout, to_samples
 
 
 def is_array_like(X: Any) -> bool:
@@ -22,13 +24,24 @@ def is_array_like(X: Any) -> bool:
     return hasattr(X, "shape") and hasattr(X, "ndim")
 
 
-def epoch_batches(X: Any, batch_size: int, n_epochs: int, rng: np.random.Generator) -> Iterator:
-    """Shuffled mini-batches of the rows of ``X``, ``n_epochs`` passes (last batch may be short)."""
-    n = X.shape[0]
+def is_labelled(X: Any) -> bool:
+    """True for an ``xarray.DataArray`` (labelled input)."""
+    return isinstance(X, xr.DataArray)
+
+
+def make_layout(da: Any, sample_dim: str | None, modes: Any) -> ModeLayout:
+    """The mode layout of a DataArray, with a clear error when ``sample_dim`` is missing."""
+    if sample_dim is None:
+        raise ValueError(f"sample_dim is required for xarray.DataArray input (dims {da.dims})")
+    return ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+
+
+def epoch_indices(n: int, batch_size: int, n_epochs: int, rng: np.random.Generator) -> Iterator:
+    """Shuffled mini-batch positions, ``n_epochs`` passes over ``n`` (last batch may be short)."""
     for _ in range(n_epochs):
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
-            yield X[order[start:start + batch_size]]
+            yield order[start:start + batch_size]
 
 
 class OnlineEstimator:
@@ -63,18 +76,26 @@ class OnlineEstimator:
 
     # -- fitting -------------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None, *, n_steps: int | None = None) -> OnlineEstimator:
+    def fit(self, X: Any, y: Any = None, *, n_steps: int | None = None,
+            sample_dim: str | None = None, modes: Any = None) -> OnlineEstimator:
         """Learn from scratch.
 
         Parameters
         ----------
-        X : array of shape (n_samples, ...) or iterable of such batches
-            An array is streamed as ``max_iter`` shuffled passes of ``batch_size`` samples;
-            any other iterable (a stream from :mod:`tensorstream.streams`, a generator, a list
-            of arrays) is consumed batch by batch.
+        X : array of shape (n_samples, ...), xarray.DataArray, or iterable of batches
+            An array is streamed as ``max_iter`` shuffled passes of ``batch_size`` samples (a
+            DataArray along ``sample_dim``; a dask-backed one is read batch by batch); any other
+            iterable (a stream from :mod:`tensorstream.streams`, a generator, a list of arrays)
+            is consumed batch by batch.
         y : ignored
         n_steps : int, optional
             Stop after this many mini-batches (needed for infinite streams).
+        sample_dim : str, optional
+            For DataArray input: the dim along which samples lie.
+        modes : list, optional
+            For DataArray input: one entry per CP mode, a dim name or a tuple of dims stacked
+            into one mode (their joint features are learned); None makes every other dim a mode.
+            See :mod:`tensorstream.labels`.
 
         Returns
         -------
@@ -83,24 +104,34 @@ class OnlineEstimator:
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
         self._reset()
+        labels = {"sample_dim": sample_dim, "modes": modes}
         if is_array_like(X):
             batch_size = check_positive_int(self.batch_size, "batch_size")
             n_epochs = check_positive_int(self.max_iter, "max_iter")
             self._init_random_state()
-            total = n_epochs * -(-X.shape[0] // batch_size)
-            batches = epoch_batches(X, batch_size, n_epochs, self._rng)
+            if is_labelled(X):
+                n_samples = make_layout(X, sample_dim, modes).n_samples  # checks labels early
+                # sorted positions: a lazily opened or dask-backed array reads each chunk once
+                batches = (X.isel({sample_dim: np.sort(rows)})
+                           for rows in epoch_indices(n_samples, batch_size, n_epochs, self._rng))
+            else:
+                n_samples = X.shape[0]
+                batches = (X[rows] for rows in
+                           epoch_indices(n_samples, batch_size, n_epochs, self._rng))
+            total = n_epochs * -(-n_samples // batch_size)
             n_steps = total if n_steps is None else min(n_steps, total)
         elif isinstance(X, Iterable):
             batches = iter(X)
         else:
             raise TypeError(f"X must be an array or an iterable of batches, got {type(X)!r}")
-        return self._consume(batches, n_steps)
+        return self._consume(batches, n_steps, labels)
 
-    def _consume(self, batches: Iterator, n_steps: int | None) -> OnlineEstimator:
+    def _consume(self, batches: Iterator, n_steps: int | None,
+                 labels: dict | None = None) -> OnlineEstimator:
         progress = _progress_bar(n_steps) if self.verbose else None
         try:
             for step, batch in enumerate(batches, 1):
-                self.partial_fit(batch)
+                self.partial_fit(batch, **(labels if is_labelled(batch) else {}))
                 if progress is not None:
                     progress.update(1)
                     progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}")
@@ -113,6 +144,28 @@ class OnlineEstimator:
                 progress.close()
         return self
 
+    def _unlabel(self, X: Any, sample_dim: str | None, modes: Any) -> tuple[Any, Any]:
+        """``(samples-first array, layout)`` of ``X``; the layout is None for unlabelled input.
+
+        The first labelled batch defines the layout; later batches must match it (same dims and
+        feature labels). Nothing is stored here: ``partial_fit`` keeps the layout on success.
+        """
+        layout = self.__dict__.get("layout_")
+        if not is_labelled(X):
+            if sample_dim is not None or modes is not None:
+                raise TypeError("sample_dim and modes apply to xarray.DataArray input only")
+            if layout is not None:
+                raise TypeError(f"this learner was fitted on labelled data (dims "
+                                f"{layout.dims}); pass an xarray.DataArray")
+            return X, None
+        if layout is None or sample_dim is not None or modes is not None:
+            fresh = make_layout(X, sample_dim or getattr(layout, "sample_dim", None), modes)
+            if layout is not None and (fresh.mode_names, fresh.shape) != (layout.mode_names,
+                                                                         layout.shape):
+                raise ValueError(f"modes {fresh.mode_names} with shape {fresh.shape} differ from "
+                                 f"the fitted {layout.mode_names} with shape {layout.shape}")
+            layout = layout or fresh
+        return to_samples(X, layout), layout
     def fit_transform(self, X: Any, y: Any = None, **fit_params) -> Any:
         """``fit(X)`` then ``transform(X)``."""
         return self.fit(X, **fit_params).transform(X)

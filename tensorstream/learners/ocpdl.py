@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import tensorly as tl
+import xarray as xr
 
 from .._backend import as_tensor, backend_of, float_dtype_of, using
 from .._validation import (
@@ -38,9 +39,10 @@ from .._validation import (
 from ..coding import sample_losses, sparse_code
 from ..constraints import project_columns
 from ..cp_dictionary import gram, outer_statistic, project, reconstruct, to_cp_tensor
+from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples
 from ..schedules import checked_weight, make_radius, make_weights
 from ..updates import surrogate_bcd_step, surrogate_value
-from ._base import OnlineEstimator
+from ._base import OnlineEstimator, is_labelled
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ class OnlineCPDL(OnlineEstimator):
 
     def _reset(self) -> None:
         for name in ("loadings_", "statistics_", "n_steps_", "n_samples_seen_", "backend_",
-                     "sample_shape_", "_context", "_rng", "_last_info"):
+                     "sample_shape_", "layout_", "_context", "_rng", "_last_info"):
             self.__dict__.pop(name, None)
 
     @property
@@ -235,19 +237,36 @@ class OnlineCPDL(OnlineEstimator):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def partial_fit(self, X: Any, y: Any = None) -> OnlineCPDL:
-        """Learn from one mini-batch ``X`` of shape ``(b, I_1, ..., I_n)``.
+    def partial_fit(self, X: Any, y: Any = None, *, sample_dim: str | None = None,
+                    modes: Any = None) -> OnlineCPDL:
+        """Learn from one mini-batch.
+
+        Parameters
+        ----------
+        X : array of shape (b, I_1, ..., I_n) or xarray.DataArray
+            The batch; a DataArray is laid out by ``sample_dim`` and ``modes`` (see ``fit``),
+            given with the first batch and kept for the next ones.
+        y : ignored
+        sample_dim, modes : optional
+            Labelled input only (see :meth:`fit`).
+
+        Returns
+        -------
+        self
 
         Invalid input raises before anything changes: the learner's state is left as it was.
         """
         self._check_params()
-        X = self._validate(X)
+        data, layout = self._unlabel(X, sample_dim, modes)
+        X = self._validate(data)
         state = {} if self._fitted else self._initial_state(X)
         current = {**self._state(), **state}
         with using(current["backend_"]):
             update = self._step(X, current)
         self.__dict__.update(state)
         self.__dict__.update(update)
+        if layout is not None:
+            self.layout_ = layout
         return self
 
     def _state(self) -> dict:
@@ -312,24 +331,41 @@ class OnlineCPDL(OnlineEstimator):
             n_passes=self.dict_passes)
 
     def transform(self, X: Any) -> Any:
-        """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``."""
+        """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``.
+
+        Labelled input gives a DataArray over ``(sample_dim, "component")`` with the sample
+        coords.
+        """
         self._check_fitted()
-        X = self._validate(X)
+        data, layout = self._unlabel(X, None, None)
         with using(self.backend_):
-            return self._encode(X, self.loadings_).codes
+            codes = self._encode(self._validate(data), self.loadings_).codes
+        return codes if layout is None else codes_to_dataarray(codes, layout.with_samples(X))
 
     def inverse_transform(self, codes: Any) -> Any:
-        """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)``."""
+        """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)``.
+
+        Codes given as a DataArray (from ``transform`` of labelled data) give the samples back
+        as a DataArray with the original dims and coords.
+        """
         self._check_fitted()
+        layout = None
+        if is_labelled(codes):
+            layout = self.__dict__.get("layout_")
+            if layout is None:
+                raise TypeError("labelled codes need a learner fitted on labelled data")
+            layout = layout.with_samples(codes)
+            codes = codes.transpose(layout.sample_dim, ...).data
         codes = check_batch(codes, backend=self.backend_, context=self._context,
                             sample_shape=(self.loadings_[0].shape[1],), name="codes")
         with using(self.backend_):
-            return reconstruct(self.loadings_, codes)
+            samples = reconstruct(self.loadings_, codes)
+        return samples if layout is None else from_samples(samples, layout)
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
         """Negative (weighted) mean over samples of ``min_h ||x - W h||^2 + alpha ||h||_1``."""
         self._check_fitted()
-        X = self._validate(X)
+        X = self._validate(self._unlabel(X, None, None)[0])
         weights = check_sample_weight(sample_weight, X.shape[0])
         with using(self.backend_):
             losses = tl.to_numpy(self._encode(X, self.loadings_).losses)
@@ -341,6 +377,22 @@ class OnlineCPDL(OnlineEstimator):
         stats = self.statistics_
         with using(self.backend_):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
+
+    @property
+    def factors_(self):
+        """The learned loadings as an ``xarray.Dataset``: one variable per mode.
+
+        For labelled input each variable keeps the original dims and coords (stacked modes
+        unstacked again) plus a ``component`` dim; for plain arrays the dims are ``mode_0``,
+        ``mode_1``, ...
+        """
+        self._check_fitted()
+        layout = self.__dict__.get("layout_")
+        if layout is None:
+            dims = ("sample", *(f"mode_{k}" for k in range(len(self.sample_shape_))))
+            template = xr.DataArray(np.broadcast_to(0.0, (1, *self.sample_shape_)), dims=dims)
+            layout = ModeLayout.from_dataarray(template, "sample", None)
+        return factors_to_dataset(self.loadings_, layout)
 
     def to_cp_tensor(self, X: Any):
         """The batch ``X`` as a TensorLy ``CPTensor``: its codes are the sample-mode factor."""

@@ -1,0 +1,88 @@
+"""Labelled input: DataArrays in, labelled factors and codes out (learners' side of labels)."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from tensorstream import OnlineCPDL
+
+
+def _planted(rng, n_time=120):
+    """time x lat x lon x variable data from a planted model with joint (lat, lon) maps."""
+    maps = rng.random((4, 5, 2))  # lat x lon x component: free spatial maps
+    profiles = rng.random((3, 2))  # variable x component
+    codes = rng.random((n_time, 2))
+    data = np.einsum("tr,abr,vr->tabv", codes, maps, profiles)
+    coords = {"time": np.arange(n_time), "lat": [-10.0, 0.0, 10.0, 20.0],
+              "lon": [0.0, 90.0, 180.0, 270.0, 300.0], "variable": ["t2m", "u10", "v10"]}
+    da = xr.DataArray(data, dims=("time", "lat", "lon", "variable"), coords=coords, name="obs")
+    return da.transpose("lat", "time", "variable", "lon"), maps, profiles  # dims out of order
+
+
+def test_fit_dataarray_gives_labelled_factors_and_codes():
+    da, maps, _ = _planted(np.random.default_rng(0))
+    model = OnlineCPDL(2, batch_size=20, max_iter=30, random_state=0)
+    model.fit(da, sample_dim="time", modes=[("lat", "lon"), "variable"])
+    factors = model.factors_
+    assert set(factors.data_vars) >= {"lat_lon_loadings", "variable_loadings"}
+    assert factors["lat_lon_loadings"].dims == ("lat", "lon", "component")
+    np.testing.assert_array_equal(factors["variable"], ["t2m", "u10", "v10"])
+    # each planted (joint) map is found, labelled right: compare at the labels
+    learned = factors["lat_lon_loadings"].transpose("lat", "lon", "component").values
+    learned = learned.reshape(20, 2) / np.linalg.norm(learned.reshape(20, 2), axis=0)
+    truth = maps.reshape(20, 2) / np.linalg.norm(maps.reshape(20, 2), axis=0)
+    assert np.abs(truth.T @ learned).max(axis=1).min() > 0.99
+    codes = model.transform(da.isel(time=slice(0, 7)))
+    assert codes.dims == ("time", "component")
+    np.testing.assert_array_equal(codes["time"], np.arange(7))
+    approx = model.inverse_transform(codes)
+    assert set(approx.dims) == set(da.dims)
+    original = da.isel(time=slice(0, 7)).transpose(*approx.dims)
+    assert float(np.abs(approx - original).max() / np.abs(original).max()) < 0.05
+
+
+def test_labelled_and_plain_learning_agree():
+    da, _, _ = _planted(np.random.default_rng(1), n_time=30)
+    plain = da.transpose("time", "lat", "lon", "variable").values.reshape(30, 20, 3)
+    labelled = OnlineCPDL(2, random_state=0)
+    unlabelled = OnlineCPDL(2, random_state=0)
+    for start in range(0, 30, 10):
+        labelled.partial_fit(da.isel(time=slice(start, start + 10)), sample_dim="time",
+                             modes=[("lat", "lon"), "variable"])
+        unlabelled.partial_fit(plain[start:start + 10])
+    for a, b in zip(labelled.loadings_, unlabelled.loadings_):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_dask_backed_input_matches_in_memory():
+    pytest.importorskip("dask")
+    da, _, _ = _planted(np.random.default_rng(2), n_time=60)
+    lazy = da.chunk({"time": 15})
+    kwargs = dict(sample_dim="time", modes=[("lat", "lon"), "variable"])
+    eager_model = OnlineCPDL(2, batch_size=10, max_iter=2, random_state=0).fit(da, **kwargs)
+    lazy_model = OnlineCPDL(2, batch_size=10, max_iter=2, random_state=0).fit(lazy, **kwargs)
+    for a, b in zip(eager_model.loadings_, lazy_model.loadings_):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_plain_fit_still_has_a_factors_dataset():
+    X = np.random.default_rng(0).random((20, 4, 3))
+    factors = OnlineCPDL(2, random_state=0).fit(X).factors_
+    assert factors["mode_0_loadings"].shape == (4, 2)
+
+
+def test_labelled_input_errors_are_clear():
+    da, _, _ = _planted(np.random.default_rng(3), n_time=10)
+    with pytest.raises(ValueError, match="sample_dim is required"):
+        OnlineCPDL(2).fit(da)
+    with pytest.raises(ValueError, match="nope"):
+        OnlineCPDL(2).fit(da, sample_dim="nope")
+    with pytest.raises(TypeError, match="DataArray input only"):
+        OnlineCPDL(2).partial_fit(np.ones((3, 4)), sample_dim="time")
+    model = OnlineCPDL(2).partial_fit(da, sample_dim="time", modes=[("lat", "lon"), "variable"])
+    with pytest.raises(TypeError, match="fitted on labelled data"):
+        model.partial_fit(np.ones((3, 20, 3)))
+    steps = model.n_steps_
+    with pytest.raises(ValueError):
+        model.partial_fit(da.rename(lat="latitude"))
+    assert model.n_steps_ == steps
