@@ -1,0 +1,683 @@
+"""Coding step for general divergences: projected (sub)gradient descent on the codes of a batch.
+
+This is Algorithm 2 of Zhao, Tan & Xu (spec 001, §2.3) run on a whole batch at once. For a batch
+``V`` of shape ``(b, *sample_shape)`` and a fixed dictionary it solves, for every sample ``j``,
+
+    min_{lower <= h <= upper}  d(v_j || (W h)_j) + (ridge / 2) ||h||²
+
+with codes ``H`` of shape ``(b, R)`` (samples on the first axis). The dictionary enters only
+through two operators, so matrices, CP dictionaries of tensors and (later) sparse data share the
+code: ``forward(H)`` returns the model ``Y`` (shape of ``V``) and ``adjoint(G)`` maps a gradient
+in the model back to the codes (shape ``(b, R)``); the code gradient is ``adjoint(∂d/∂y)``.
+
+Step rules (§2.3): :class:`ConstantStep` (``1/L``, an MM step; needs a curvature bound and the
+``R x R`` Gram ``W^T W``), :class:`ArmijoStep` (per-sample backtracking on the projected arc) and
+:class:`PolyakStep` (modified Polyak for nonsmooth losses; returns the best iterate). Every
+sample has its own step, convergence test and mask; converged samples are frozen.
+
+The box is the paper's ``H = {eps' <= h <= U}`` with ``eps' = 1e-8`` and ``U = 1e8`` (spec §2.6);
+``lower=0`` gives plain nonnegativity, ``None`` removes a bound.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .losses import Divergence, get_loss
+
+Tensor = Any
+
+CODE_LOWER = 1e-8
+"""The paper's lower code bound ``eps'`` (keeps ``W h >= eps eps' > 0`` for KL/IS)."""
+
+CODE_UPPER = 1e8
+"""The paper's upper code bound ``U`` (fixes the scale ambiguity; inactive in practice)."""
+
+_INF = float("inf")
+
+
+# --------------------------------------------------------------------------------------------
+# projections and spectral norm
+# --------------------------------------------------------------------------------------------
+
+
+def _check_bounds(lower: float | None, upper: float | None) -> tuple[float | None, float | None]:
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, numbers.Real) or math.isnan(bound)
+        ):
+            raise ValueError(f"{name} must be a real number or None, got {bound!r}")
+    lower = None if lower is None or lower == -_INF else float(lower)
+    upper = None if upper is None or upper == _INF else float(upper)
+    if lower is not None and upper is not None and not lower < upper:
+        raise ValueError(f"lower must be < upper, got lower={lower}, upper={upper}")
+    if lower == _INF or upper == -_INF:
+        raise ValueError("lower must be < +inf and upper > -inf")
+    return lower, upper
+
+
+def project_box(
+    H: Tensor, lower: float | None = CODE_LOWER, upper: float | None = CODE_UPPER
+) -> Tensor:
+    """Euclidean projection onto the box ``{lower <= h <= upper}`` (the paper's ``Π_H``): a clip.
+
+    Parameters
+    ----------
+    H : tensor
+        Codes, any shape.
+    lower, upper : float or None, default 1e-8 and 1e8
+        The bounds (``None`` or ``∓inf``: no bound). ``lower=0`` is the nonnegative orthant.
+
+    Returns
+    -------
+    tensor
+        ``min(max(H, lower), upper)``.
+
+    Raises
+    ------
+    ValueError
+        If a bound is not a real number or ``lower >= upper``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> project_box(np.array([-1.0, 0.5, 3.0]), lower=0.0, upper=1.0)
+    array([0. , 0.5, 1. ])
+    """
+    lower, upper = _check_bounds(lower, upper)
+    if lower is None and upper is None:
+        return H
+    return tl.clip(H, lower, upper)
+
+
+def spectral_norm_psd(gram: Tensor) -> float:
+    """Largest eigenvalue of a symmetric PSD matrix, i.e. its spectral norm ``||W^T W||_2``.
+
+    ``tl.norm`` is the Frobenius norm, a looser bound; the Lipschitz step needs this one.
+
+    Parameters
+    ----------
+    gram : tensor
+        Symmetric positive semi-definite ``(R, R)`` matrix.
+
+    Returns
+    -------
+    float
+        ``λ_max(gram)`` (0 for the zero matrix).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> spectral_norm_psd(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    3.0
+    """
+    shape = tuple(tl.shape(gram))
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"gram must be a square matrix, got shape {shape}")
+    eigenvalues, _ = tl.eigh(gram)
+    return max(float(tl.max(eigenvalues)), 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# step rules
+# --------------------------------------------------------------------------------------------
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return float(value)
+
+
+def _in_open_unit(name: str, value: Any, upper: float = 1.0) -> float:
+    value = _positive(name, value)
+    if not value < upper:
+        raise ValueError(f"{name} must lie in (0, {upper}), got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ConstantStep:
+    """Constant step ``1/L`` (an MM step: monotone for smooth losses).
+
+    Parameters
+    ----------
+    lipschitz : float or None, default None
+        Lipschitz constant of the code gradient (ridge included). ``None``: computed as
+        ``loss.curvature_bound * ||gram||_2 + ridge``, which needs a loss with a curvature bound
+        (squared ℓ2, Huber, Mahalanobis) and the Gram matrix.
+
+    Examples
+    --------
+    >>> ConstantStep(lipschitz=4.0)
+    ConstantStep(lipschitz=4.0)
+    """
+
+    lipschitz: float | None = None
+    monotone = True
+
+    def __post_init__(self):
+        if self.lipschitz is not None:
+            object.__setattr__(self, "lipschitz", _positive("lipschitz", self.lipschitz))
+
+    def _start(self, problem, H, f, g):
+        return None
+
+    def _step(self, problem, H, Y, f, g, active, state):
+        H_new = problem.project(H - g / self.lipschitz)
+        Y_new = problem.forward(H_new)
+        return H_new, Y_new, problem.objective(H_new, Y_new), state
+
+    def _finish(self, state, H, f):
+        return H, f
+
+
+@dataclass(frozen=True)
+class ArmijoStep:
+    """Armijo backtracking on the projected arc, per sample (the paper's Algorithm 3).
+
+    A trial step ``ξ`` is accepted when ``d(P[h - ξ g]) <= d(h) + sigma g^T (P[h - ξ g] - h)``
+    (Calamai & Moré's projected-arc rule, which reduces to the paper's literal rule when no bound
+    is active); otherwise ``ξ <- shrink ξ``, at most ``max_reductions`` times. Non-finite trial
+    values, and trial models with negative entries for divergences that need ``y > 0``, are
+    rejected. Deviation from the paper: a sample whose last reduction still fails keeps its
+    codes (so the objective never increases) and is marked converged.
+
+    Parameters
+    ----------
+    sigma : float, default 0.01
+        Sufficient-decrease constant, in (0, 0.5) (the paper's α).
+    shrink : float, default 0.1
+        Reduction factor, in (0, 1) (the paper's γ).
+    max_reductions : int, default 10
+        The paper's ``q``: up to ``q + 1`` trials per iteration.
+    initial_step : float, default 1.0
+        The paper's ``ξ^0``: the first trial of the first iteration.
+    init : {"bb", "warm", "paper"}, default "bb"
+        First trial of later iterations: ``"paper"`` restarts from ``initial_step`` (literal, but
+        not scale-invariant: far too timid for IS at data scale 1e3, spec §5.4); ``"warm"`` uses
+        the previous accepted step divided by ``shrink``; ``"bb"`` uses the Barzilai-Borwein step
+        ``s^T s / s^T r`` of each sample (``s``, ``r``: change of codes and of gradient), and the
+        warm trial where ``s^T r <= 0``. A deviation from the paper's ξ⁰ = 1 (spec §6.7); the
+        sufficient-decrease test is unchanged, so every rule stays monotone.
+    max_step : float, default 1e15
+        Cap on any trial step (guards against overflow of repeated warm growth).
+
+    Examples
+    --------
+    >>> ArmijoStep(init="paper").sigma  # the paper's literal rule
+    0.01
+    """
+
+    sigma: float = 0.01
+    shrink: float = 0.1
+    max_reductions: int = 10
+    initial_step: float = 1.0
+    init: str = "bb"
+    max_step: float = 1e15
+    monotone = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", _in_open_unit("sigma", self.sigma, 0.5))
+        object.__setattr__(self, "shrink", _in_open_unit("shrink", self.shrink))
+        object.__setattr__(self, "initial_step", _positive("initial_step", self.initial_step))
+        object.__setattr__(self, "max_step", _positive("max_step", self.max_step))
+        if isinstance(self.max_reductions, bool) or not isinstance(
+            self.max_reductions, numbers.Integral
+        ) or self.max_reductions < 0:
+            raise ValueError(f"max_reductions must be an int >= 0, got {self.max_reductions!r}")
+        if self.init not in ("warm", "paper", "bb"):
+            raise ValueError(f"init must be 'warm', 'paper' or 'bb', got {self.init!r}")
+
+    def _start(self, problem, H, f, g):
+        return {"step": tl.zeros_like(f) + self.initial_step, "first": True, "H": H, "g": g}
+
+    def _first_trial(self, H, g, state):
+        if state["first"] or self.init == "paper":
+            return tl.zeros_like(state["step"]) + self.initial_step
+        warm = state["step"] / self.shrink
+        if self.init == "warm":
+            return tl.clip(warm, None, self.max_step)
+        s, r = H - state["H"], g - state["g"]
+        sr, ss = tl.sum(s * r, axis=1), tl.sum(s * s, axis=1)
+        bb = ss / tl.where(sr > 0, sr, 1.0)
+        return tl.clip(tl.where(sr > 0, bb, warm), None, self.max_step)
+
+    def _step(self, problem, H, Y, f, g, active, state):
+        xi = self._first_trial(H, g, state)
+        done = ~active
+        H_acc, Y_acc, f_acc, xi_acc = H, Y, f, state["step"]
+        for _ in range(self.max_reductions + 1):
+            H_try = problem.project(H - xi[:, None] * g)
+            Y_try = problem.forward(H_try)
+            f_try = problem.trial_objective(H_try, Y_try)
+            bound = f + self.sigma * tl.sum(g * (H_try - H), axis=1)
+            ok = (f_try <= bound) & ~done
+            H_acc = tl.where(ok[:, None], H_try, H_acc)
+            Y_acc = tl.where(_expand(ok, Y), Y_try, Y_acc)
+            f_acc = tl.where(ok, f_try, f_acc)
+            xi_acc = tl.where(ok, xi, xi_acc)
+            done = done | ok
+            if bool(tl.all(done)):
+                break
+            xi = xi * self.shrink
+        new_state = {"step": xi_acc, "first": False, "H": H, "g": g}
+        return H_acc, Y_acc, f_acc, new_state
+
+    def _finish(self, state, H, f):
+        return H, f
+
+
+@dataclass(frozen=True)
+class PolyakStep:
+    """Modified Polyak step with an adaptive target level (for nonsmooth losses, e.g. ℓ1).
+
+    ``ξ = relaxation (d(h) - (d_rec - δ)) / ||g||²`` with ``d_rec`` the best value seen; after a
+    step that reaches the target, ``δ <- grow δ``, otherwise ``δ <- max(shrink δ, delta_min)``
+    (Bertsekas, *Nonlinear Programming* §6.3.1). Not monotone: the best iterate is returned, and
+    ``liminf d(h^k) <= min d + delta_min``. The paper's literal rule is
+    ``PolyakStep(delta=0.01, delta_min=0.01, relative=False)``; the default measures δ relative
+    to each sample's initial objective, because an absolute 0.01 is negligible for losses
+    around 1e4 (spec §5.4).
+
+    Parameters
+    ----------
+    delta : float, default 0.01
+        Initial δ.
+    delta_min : float, default 1e-4
+        Smallest δ, in (0, delta]: the accuracy the method guarantees.
+    relative : bool, default True
+        Multiply ``delta`` and ``delta_min`` by each sample's initial objective.
+    grow : float, default 1.5
+        Factor ``>= 1`` after a step that reached the target level.
+    shrink : float, default 0.8
+        Factor in (0, 1] after a step that did not.
+    relaxation : float, default 1.5
+        Bertsekas' factor ``γ`` in (0, 2). Above 1 it keeps δ from collapsing to ``delta_min`` on
+        smooth losses (a step of exactly ``δ / ||g||²`` never reaches the target there).
+
+    Examples
+    --------
+    >>> PolyakStep(delta=0.01, delta_min=0.01, relative=False).grow
+    1.5
+    """
+
+    delta: float = 0.01
+    delta_min: float = 1e-4
+    relative: bool = True
+    grow: float = 1.5
+    shrink: float = 0.8
+    relaxation: float = 1.5
+    monotone = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "delta", _positive("delta", self.delta))
+        object.__setattr__(self, "delta_min", _positive("delta_min", self.delta_min))
+        if self.delta_min > self.delta:
+            raise ValueError(f"delta_min must be <= delta, got {self.delta_min} > {self.delta}")
+        if _positive("grow", self.grow) < 1:
+            raise ValueError(f"grow must be >= 1, got {self.grow!r}")
+        if _positive("shrink", self.shrink) > 1:
+            raise ValueError(f"shrink must lie in (0, 1], got {self.shrink!r}")
+        if _positive("relaxation", self.relaxation) >= 2:
+            raise ValueError(f"relaxation must lie in (0, 2), got {self.relaxation!r}")
+
+    def _start(self, problem, H, f, g):
+        scale = tl.abs(f) if self.relative else tl.zeros_like(f) + 1
+        return {"H": H, "f": f, "delta": self.delta * scale, "delta_min": self.delta_min * scale}
+
+    def _step(self, problem, H, Y, f, g, active, state):
+        level = state["f"] - state["delta"]
+        gg = tl.sum(g * g, axis=1)
+        # a zero subgradient means an exact minimiser: do not move
+        xi = tl.where(gg > 0, self.relaxation * (f - level) / tl.where(gg > 0, gg, 1.0), 0.0)
+        H_new = problem.project(H - xi[:, None] * g)
+        Y_new = problem.forward(H_new)
+        f_new = problem.objective(H_new, Y_new)
+        reached = f_new <= level
+        shrunk = tl.where(
+            state["delta"] * self.shrink > state["delta_min"],
+            state["delta"] * self.shrink,
+            state["delta_min"],
+        )
+        delta = tl.where(active, tl.where(reached, state["delta"] * self.grow, shrunk),
+                         state["delta"])
+        better = active & (f_new < state["f"])
+        new_state = {
+            "H": tl.where(better[:, None], H_new, state["H"]),
+            "f": tl.where(better, f_new, state["f"]),
+            "delta": delta,
+            "delta_min": state["delta_min"],
+        }
+        return H_new, Y_new, f_new, new_state
+
+    def _finish(self, state, H, f):
+        return state["H"], state["f"]
+
+
+StepRule = ConstantStep | ArmijoStep | PolyakStep
+
+_STEP_NAMES = {"constant": ConstantStep, "armijo": ArmijoStep, "polyak": PolyakStep}
+
+# the paper's inner rule for the two nonsmooth losses (spec §2.3 table)
+_PAPER_RULE = {"l1": "polyak", "l2_nonsquared": "armijo"}
+
+
+# --------------------------------------------------------------------------------------------
+# the problem: operators, projection, objective
+# --------------------------------------------------------------------------------------------
+
+
+def _expand(mask: Tensor, like: Tensor) -> Tensor:
+    """Reshape a per-sample mask ``(b,)`` to broadcast against ``like`` of shape ``(b, ...)``."""
+    return tl.reshape(mask, (-1,) + (1,) * (tl.ndim(like) - 1))
+
+
+class _Problem:
+    """The batch of code problems: data, operators, box, ridge and the loss (unchecked calls)."""
+
+    def __init__(self, V, forward, adjoint, loss, lower, upper, ridge):
+        self.V, self._forward, self._adjoint = V, forward, adjoint
+        self.loss, self.lower, self.upper, self.ridge = loss, lower, upper, ridge
+
+    def project(self, H):
+        if self.lower is None and self.upper is None:
+            return H
+        return tl.clip(H, self.lower, self.upper)
+
+    def forward(self, H):
+        return self._forward(H)
+
+    def objective(self, H, Y):
+        f = self.loss.per_sample(self.V, Y, check=False)
+        if self.ridge:
+            f = f + self.ridge / 2 * tl.sum(H * H, axis=1)
+        return f
+
+    def trial_objective(self, H, Y):
+        """Objective with every rejectable trial mapped to +inf (NaN would compare False)."""
+        f = self.objective(H, Y)
+        bad = ~(tl.abs(f) < _INF)
+        if self.loss.needs_positive_model:
+            flat = tl.reshape(Y, (tl.shape(Y)[0], -1))
+            # some model entry < 0: outside the domain (a sum: torch's max-with-indices is slow)
+            bad = bad | (tl.sum(tl.clip(flat, None, 0.0), axis=1) < 0)
+        return tl.where(bad, _INF, f)
+
+    def gradient(self, H, Y):
+        g = self._adjoint(self.loss.gradient(self.V, Y, check=False))
+        if self.ridge:
+            g = g + self.ridge * H
+        return g
+
+
+# --------------------------------------------------------------------------------------------
+# the solver
+# --------------------------------------------------------------------------------------------
+
+
+def _resolve_step(step, loss: Divergence, gram, ridge: float) -> StepRule:
+    if isinstance(step, str):
+        if step == "auto":
+            step = _PAPER_RULE.get(loss.name)
+            if step is None:
+                smooth_bound = loss.curvature_bound is not None and gram is not None
+                step = "constant" if smooth_bound else "armijo"
+        if step not in _STEP_NAMES:
+            raise ValueError(f"step must be 'auto', {list(_STEP_NAMES)} or a step rule, "
+                             f"got {step!r}")
+        step = _STEP_NAMES[step]()
+    if not isinstance(step, ConstantStep | ArmijoStep | PolyakStep):
+        raise ValueError(f"step must be 'auto', {list(_STEP_NAMES)} or a step rule, got {step!r}")
+    if isinstance(step, ConstantStep) and step.lipschitz is None:
+        if loss.curvature_bound is None:
+            raise ValueError(f"step='constant' needs lipschitz=...: the {loss.name} divergence "
+                             "has no global curvature bound")
+        if gram is None:
+            raise ValueError("step='constant' needs gram (W^T W) or an explicit lipschitz")
+        lipschitz = loss.curvature_bound * spectral_norm_psd(gram) + ridge
+        # W = 0 gives g = 0: any positive L is exact there
+        step = replace(step, lipschitz=max(lipschitz, np.finfo(np.float64).tiny))
+    return step
+
+
+def _initial_codes(V, forward, b: int, R: int, context: dict) -> Tensor:
+    """Spec §2.3: ``c 1`` with ``c = 1^T v / 1^T W 1`` so that ``sum(W h) = sum(v)``."""
+    ones = tl.ones((b, R), **context)
+    model = forward(ones)
+    _check_model_shape(model, V)
+    data_sum = tl.sum(tl.reshape(V, (b, -1)), axis=1)
+    model_sum = tl.sum(tl.reshape(model, (b, -1)), axis=1)
+    scale = tl.where(model_sum > 0, data_sum / tl.where(model_sum > 0, model_sum, 1.0), 1.0)
+    return ones * scale[:, None]
+
+
+def _check_model_shape(model, V):
+    if tuple(tl.shape(model)) != tuple(tl.shape(V)):
+        raise ValueError(f"forward(H) must return the shape of V {tuple(tl.shape(V))}, "
+                         f"got {tuple(tl.shape(model))}")
+
+
+def _check_options(max_iter, tol, ridge):
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 0:
+        raise ValueError(f"max_iter must be an int >= 0, got {max_iter!r}")
+    for name, value in (("tol", tol), ("ridge", ridge)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            0 <= value < _INF
+        ):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _n_components(n_components, init, gram) -> int:
+    if n_components is not None:
+        if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral) or (
+            n_components < 1
+        ):
+            raise ValueError(f"n_components must be an int >= 1, got {n_components!r}")
+        return int(n_components)
+    if init is not None and tl.ndim(init) == 2:
+        return int(tl.shape(init)[1])
+    if gram is not None and tl.ndim(gram) == 2:
+        return int(tl.shape(gram)[0])
+    raise ValueError("n_components is required when neither init nor gram is given")
+
+
+def code_divergence(
+    V: Tensor,
+    forward: Callable[[Tensor], Tensor],
+    adjoint: Callable[[Tensor], Tensor],
+    loss: str | float | Divergence,
+    *,
+    n_components: int | None = None,
+    init: Tensor | None = None,
+    gram: Tensor | None = None,
+    step: str | StepRule = "auto",
+    lower: float | None = CODE_LOWER,
+    upper: float | None = CODE_UPPER,
+    ridge: float = 0.0,
+    max_iter: int = 200,
+    tol: float = 1e-4,
+    callback: Callable[[int, Tensor, Tensor], bool | None] | None = None,
+) -> tuple[Tensor, dict]:
+    """Codes of a batch under a general divergence, by batched projected (sub)gradient descent.
+
+    Solves ``min_{lower <= h_j <= upper} d(v_j || y_j) + ridge/2 ||h_j||²`` with
+    ``Y = forward(H)`` for every sample ``j`` at once. A sample stops when its objective changes
+    by at most ``tol`` relative (monotone rules), or when its projected gradient vanishes; it is
+    then frozen.
+
+    Parameters
+    ----------
+    V : tensor
+        Data batch, shape ``(b, *sample_shape)``, of the active backend.
+    forward : callable
+        ``forward(H)`` -> model ``Y`` of the shape of ``V`` (``H @ W.T`` for a matrix).
+    adjoint : callable
+        ``adjoint(G)`` -> ``(b, R)``: the adjoint of ``forward`` (``G @ W`` for a matrix).
+    loss : str, float or Divergence
+        Anything :func:`tensorstream.losses.get_loss` accepts.
+    n_components : int, optional
+        ``R``; only needed when neither ``init`` nor ``gram`` gives it.
+    init : tensor, optional
+        Warm start ``(b, R)`` (projected into the box). Default: the scale-aware constant
+        ``c 1`` with ``c = sum(v_j) / sum(forward(1)_j)`` (1 where that is undefined).
+    gram : tensor, optional
+        ``W^T W`` (``R x R``), for the constant step's ``L = curvature_bound ||gram||_2 + ridge``.
+    step : {"auto", "constant", "armijo", "polyak"} or step rule, default "auto"
+        ``"auto"`` follows the paper: Polyak for ℓ1, Armijo for non-squared ℓ2, the constant
+        step where the loss has a curvature bound and ``gram`` is given, Armijo otherwise.
+        Pass :class:`ConstantStep`, :class:`ArmijoStep` or :class:`PolyakStep` to set options.
+    lower, upper : float or None, default 1e-8 and 1e8
+        The code box (the paper's ``eps'`` and ``U``). ``None`` removes a bound.
+    ridge : float, default 0.0
+        Optional Tikhonov weight ``m``: makes each code problem ``m``-strongly convex.
+    max_iter : int, default 200
+        Maximum number of iterations.
+    tol : float, default 1e-4
+        Relative objective change that marks a sample converged (monotone rules).
+    callback : callable, optional
+        ``callback(iteration, H, objective)`` after every iteration; returning True stops.
+
+    Returns
+    -------
+    H : tensor
+        Codes ``(b, R)`` in the box (for Polyak: the best iterate of each sample).
+    info : dict
+        ``n_iter`` (int), ``iterations`` (numpy ``(b,)`` ints: iterations each sample ran),
+        ``converged`` (bool tensor ``(b,)``), ``objective`` (tensor ``(b,)``, at ``H``),
+        ``step`` (the resolved step rule, with ``lipschitz`` filled in for the constant step)
+        and, for Armijo, ``step_sizes`` (last accepted step per sample, to warm-start a
+        following batch through ``ArmijoStep(initial_step=...)``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown loss or step, bad bounds or options, negative data where the loss needs
+        nonnegative data, or operators that return the wrong shapes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    >>> V = np.array([[1.0, 4.0, 3.0]])
+    >>> H, info = code_divergence(V, lambda H: H @ W.T, lambda G: G @ W, "l2", gram=W.T @ W,
+    ...                           lower=0.0, max_iter=500, tol=0.0)
+    >>> np.round(H, 6)
+    array([[1., 2.]])
+    """
+    loss = get_loss(loss)
+    lower, upper = _check_bounds(lower, upper)
+    _check_options(max_iter, tol, ridge)
+    if tl.ndim(V) < 2:
+        raise ValueError(f"V must be a batch (b, *sample_shape), got shape {tuple(tl.shape(V))}")
+    V = loss.prepare_data(V)
+    b, R = int(tl.shape(V)[0]), _n_components(n_components, init, gram)
+    if gram is not None and tuple(tl.shape(gram)) != (R, R):
+        raise ValueError(f"gram must have shape ({R}, {R}), got {tuple(tl.shape(gram))}")
+    if init is not None and tuple(tl.shape(init)) != (b, R):
+        raise ValueError(f"init must have shape ({b}, {R}), got {tuple(tl.shape(init))}")
+    rule = _resolve_step(step, loss, gram, float(ridge))
+
+    problem = _Problem(V, forward, adjoint, loss, lower, upper, float(ridge))
+    if init is None:
+        init = _initial_codes(V, forward, b, R, tl.context(V))
+    H = problem.project(init)
+    Y = problem.forward(H)
+    _check_model_shape(Y, V)
+    f = problem.objective(H, Y)
+    g = problem.gradient(H, Y)
+    if tuple(tl.shape(g)) != (b, R):
+        raise ValueError(f"adjoint(G) must return shape ({b}, {R}), got {tuple(tl.shape(g))}")
+    return _iterate(problem, rule, H, Y, f, g, max_iter, float(tol), callback)
+
+
+def _iterate(problem, rule, H, Y, f, g, max_iter, tol, callback):
+    """The masked main loop shared by every step rule."""
+    b = tl.shape(H)[0]
+    state = rule._start(problem, H, f, g)
+    converged = tl.zeros_like(f) > 0
+    iterations = np.zeros(b, dtype=np.int64)
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        active = ~converged
+        iterations += tl.to_numpy(active).astype(np.int64)
+        H_new, Y_new, f_new, state = rule._step(problem, H, Y, f, g, active, state)
+        f_old = f
+        H = tl.where(active[:, None], H_new, H)
+        Y = tl.where(_expand(active, Y), Y_new, Y)
+        f = tl.where(active, f_new, f)
+        g = problem.gradient(H, Y)
+        # exact stationarity: the projected gradient step does not move
+        stationary = tl.sum((problem.project(H - g) - H) ** 2, axis=1) == 0
+        if rule.monotone:
+            stationary = stationary | (tl.abs(f_old - f) <= tol * tl.abs(f_old))
+        converged = converged | (active & stationary)
+        if callback is not None and callback(n_iter, H, f):
+            break
+        if bool(tl.all(converged)):
+            break
+    H, f = rule._finish(state, H, f)
+    info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
+            "objective": f, "step": rule}
+    if isinstance(rule, ArmijoStep):
+        info["step_sizes"] = state["step"]
+    return H, info
+
+
+def code_divergence_matrix(
+    V: Tensor, W: Tensor, loss: str | float | Divergence, **options: Any
+) -> tuple[Tensor, dict]:
+    """:func:`code_divergence` for an explicit dictionary matrix ``W`` of shape ``(F, R)``.
+
+    Parameters
+    ----------
+    V : tensor
+        Data ``(b, F)``.
+    W : tensor
+        Dictionary ``(F, R)`` (atoms in columns).
+    loss : str, float or Divergence
+        See :func:`code_divergence`.
+    **options
+        Keyword options of :func:`code_divergence`; ``gram`` defaults to ``W^T W``.
+
+    Returns
+    -------
+    H : tensor
+        Codes ``(b, R)``.
+    info : dict
+        See :func:`code_divergence`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> H, info = code_divergence_matrix(np.array([[2.0, 3.0]]), W, "kl", tol=1e-12)
+    >>> np.round(H, 4)
+    array([[2., 3.]])
+    """
+    if tl.ndim(W) != 2:
+        raise ValueError(f"W must be a (F, R) matrix, got shape {tuple(tl.shape(W))}")
+    if tl.ndim(V) != 2 or tl.shape(V)[1] != tl.shape(W)[0]:
+        raise ValueError(f"V must have shape (b, {tl.shape(W)[0]}) to match W, "
+                         f"got {tuple(tl.shape(V))}")
+    W_t = tl.transpose(W)
+
+    def forward(H):
+        return tl.dot(H, W_t)
+
+    def adjoint(G):
+        return tl.dot(G, W)
+
+    if "gram" not in options:
+        options["gram"] = tl.dot(W_t, W)
+    options.setdefault("n_components", int(tl.shape(W)[1]))
+    return code_divergence(V, forward, adjoint, loss, **options)
