@@ -291,7 +291,7 @@ class OnlineCPDL(OnlineEstimator):
             "B": (1 - w) * stats["B"] + (w / b) * outer_statistic(coded.explained, H),
             "c": (1 - w) * stats["c"] + w * coded.constant,
         }
-        new_loadings = self._update_dictionary(loadings, statistics, radius)
+        new_loadings = self._dictionary_step(X, coded, statistics, loadings, t, radius)
         if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in new_loadings):
             raise FloatingPointError("the dictionary update produced non-finite loadings; "
                                      "the learner's state was left unchanged")
@@ -322,6 +322,13 @@ class OnlineCPDL(OnlineEstimator):
         penalties = self.alpha * tl.abs(H) + self.ridge * H * H
         constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
         return Encoding(codes=H, explained=X, losses=losses, constant=constant)
+
+    def _dictionary_step(self, X: Any, coded: Encoding, statistics: dict, loadings: list,
+                         t: int, radius: float | None) -> list:
+        """The dictionary step of step ``t`` (pure). Surrogate learners use the statistics
+        (:meth:`_update_dictionary`); stochastic-gradient learners override this hook, which
+        also sees the batch and its codes."""
+        return self._update_dictionary(loadings, statistics, radius)
 
     def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
         """One block-coordinate pass on the surrogate, each loading within ``radius`` (pure)."""
