@@ -128,10 +128,11 @@ def _restore(meta: dict, arrays: dict, path: Path, overrides: dict) -> Any:
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                          f"contents ({error!r})") from None
-    R = tuple(statistics["A"].shape)
+    R = statistics["A"].shape[-1]  # A is (R, R), or (I_1..I_n, R, R) after missing data
     sample_shape = tuple(U.shape[0] for U in loadings)
-    if tuple(statistics["B"].shape) != (*sample_shape, R[0]) or any(
-            U.shape[1] != R[0] for U in loadings):
+    if tuple(statistics["B"].shape) != (*sample_shape, R) or any(
+            U.shape[1] != R for U in loadings) or tuple(statistics["A"].shape) not in (
+            (R, R), (*sample_shape, R, R)):
         raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
     learner.__dict__.update(
         loadings_=loadings, statistics_=statistics, n_steps_=int(meta["n_steps"]),
