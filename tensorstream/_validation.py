@@ -64,11 +64,69 @@ def check_batch(
     tensor = as_tensor(X, backend, **(context or {}))
     with using(backend):
         if not bool(tl.all(tl.abs(tensor) < float("inf"))):
-            raise ValueError(f"{name} contains NaN or infinite values")
+            raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "
+                             f"entries, use missing='nan' or pass a mask")
         if nonnegative and bool(tl.min(tensor) < 0):
             raise ValueError(f"{name} has negative entries (min {float(tl.min(tensor)):.3g}), but "
                              f"the model is nonnegative (nonnegative=True)")
     return tensor
+
+
+def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
+                       context: dict | None = None, sample_shape: tuple | None = None,
+                       nonnegative: bool = False, name: str = "X") -> tuple[Any, Any]:
+    """``(X, mask)`` for a batch with missing entries; ``mask`` is None when nothing is missing.
+
+    ``mask`` (boolean, X's shape, True = observed) and/or ``missing="nan"`` (NaN = missing)
+    mark entries that must not influence anything: they are set to 0 in the returned ``X``
+    (whatever they held, NaN included) and the returned mask is a float 0/1 tensor. Every
+    sample needs at least one observed entry.
+    """
+    if missing not in (None, "nan"):
+        raise ValueError(f"missing must be None or 'nan', got {missing!r}")
+    if mask is None and missing is None:
+        return check_batch(X, backend=backend, context=context, sample_shape=sample_shape,
+                           nonnegative=nonnegative, name=name), None
+    X = densify(X)
+    shape = tuple(getattr(X, "shape", np.shape(X)))
+    observed = _observed(X, mask, missing, shape)
+    zeroed = np.where(observed, X, 0.0) if backend_of(X) == "numpy" else _zero_missing(X, observed)
+    tensor = check_batch(zeroed, backend=backend, context=context, sample_shape=sample_shape,
+                         nonnegative=nonnegative, name=name)
+    with using(backend):
+        mask_tensor = as_tensor(observed, backend, **tl.context(tensor))
+    return tensor, mask_tensor
+
+
+def _observed(X: Any, mask: Any, missing: str | None, shape: tuple) -> np.ndarray:
+    """Host boolean array of the observed entries, validated."""
+    observed = np.ones(shape, dtype=bool)
+    if mask is not None:
+        mask = densify(mask)
+        mask = np.asarray(mask.cpu() if backend_of(mask) == "pytorch" else mask)
+        if mask.dtype != bool:
+            raise TypeError(f"mask must be a boolean array (True = observed), got dtype "
+                            f"{mask.dtype}")
+        if mask.shape != shape:
+            raise ValueError(f"mask must have the shape of X {shape}, got {mask.shape}")
+        observed &= mask
+    if missing == "nan":
+        values = np.asarray(X.detach().cpu() if backend_of(X) == "pytorch" else X)
+        if values.dtype.kind == "f":
+            observed &= ~np.isnan(values)
+    if len(shape) >= 2 and shape[0] > 0:
+        empty = np.flatnonzero(~observed.reshape(shape[0], -1).any(axis=1))
+        if empty.size:
+            raise ValueError(f"sample(s) {empty[:5].tolist()} of X have no observed entry")
+    return observed
+
+
+def _zero_missing(X: Any, observed: np.ndarray) -> Any:
+    """A backend tensor with its missing entries set to 0 (on its own device)."""
+    import torch
+
+    keep = torch.as_tensor(observed, device=X.device)
+    return torch.where(keep, X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def check_n_components(n_components: Any) -> int:

@@ -40,8 +40,9 @@ def sparse_code(
 
     Parameters
     ----------
-    gram : tensor of shape (R, R)
-        ``W^T W``.
+    gram : tensor of shape (R, R) or (b, R, R)
+        ``W^T W``, or one Gram per sample (``W^T diag(m_j) W`` when sample ``j`` has missing
+        entries, ``m_j`` its mask).
     projections : tensor of shape (b, R)
         ``X W``: each sample projected on the atoms.
     alpha : float
@@ -72,10 +73,11 @@ def sparse_code(
     >>> np.round(codes, 6)
     array([[3., 2.]])
     """
-    R = tl.shape(gram)[0]
+    R = tl.shape(gram)[-1]
+    per_sample = tl.ndim(gram) == 3
     codes = _initial_codes(gram, projections, alpha, ridge, nonnegative) if init is None \
         else tl.copy(init)
-    curvature = tl.clip(tl.diag(gram) + ridge, _TINY, None)
+    curvature = tl.clip(_diagonal(gram) + ridge, _TINY, None)  # (R,) or (b, R)
     threshold = alpha / (2 * curvature)
     n_sweeps = 0
     while n_sweeps < max_iter:
@@ -83,9 +85,15 @@ def sparse_code(
         previous = tl.copy(codes)
         for k in range(R):
             # minimiser in coordinate k with the others fixed: remove k's own contribution
-            residual = projections[:, k] - tl.dot(codes, gram[:, k]) + gram[k, k] * codes[:, k]
-            codes = tl.index_update(codes, tl.index[:, k],
-                                    _shrink(residual / curvature[k], threshold[k], nonnegative))
+            if per_sample:
+                coupling = tl.sum(gram[:, :, k] * codes, axis=1) - gram[:, k, k] * codes[:, k]
+                step = (projections[:, k] - coupling) / curvature[:, k]
+                new = _shrink(step, threshold[:, k], nonnegative)
+            else:
+                coupling = tl.dot(codes, gram[:, k]) - gram[k, k] * codes[:, k]
+                step = (projections[:, k] - coupling) / curvature[k]
+                new = _shrink(step, threshold[k], nonnegative)
+            codes = tl.index_update(codes, tl.index[:, k], new)
         largest_move = float(tl.max(tl.abs(codes - previous)))
         if largest_move <= tol * max(float(tl.max(tl.abs(codes))), _TINY):
             break
@@ -99,11 +107,19 @@ def _initial_codes(gram: Tensor, projections: Tensor, alpha: float, ridge: float
     Close to the solution when few constraints are active, which saves most sweeps; the
     regularisation keeps the solve defined when atoms are dead or collinear.
     """
-    R = tl.shape(gram)[0]
+    R = tl.shape(gram)[-1]
     eye = tl.eye(R, **tl.context(gram))
     damping = ridge + 1e-10 * float(tl.max(tl.abs(gram))) + _TINY
-    solution = tl.transpose(tl.solve(gram + damping * eye, tl.transpose(projections)))
-    return _shrink(solution, alpha / (2 * (tl.diag(gram) + damping)), nonnegative)
+    if tl.ndim(gram) == 3:  # one system per sample
+        solution = tl.solve(gram + damping * eye, projections[:, :, None])[:, :, 0]
+    else:
+        solution = tl.transpose(tl.solve(gram + damping * eye, tl.transpose(projections)))
+    return _shrink(solution, alpha / (2 * (_diagonal(gram) + damping)), nonnegative)
+
+
+def _diagonal(gram: Tensor) -> Tensor:
+    """Diagonal of a Gram, ``(R,)``, or of each per-sample Gram, ``(b, R)``."""
+    return tl.diag(gram) if tl.ndim(gram) == 2 else tl.einsum("skk->sk", gram)
 
 
 def _shrink(value: Tensor, threshold: Tensor, nonnegative: bool) -> Tensor:
@@ -119,9 +135,13 @@ def sample_losses(
 ) -> Tensor:
     """Per-sample losses ``||x - W h||^2 + alpha ||h||_1 + ridge ||h||^2`` without forming ``W h``.
 
-    Uses ``||x - W h||^2 = ||x||^2 - 2 h^T W^T x + h^T G h``; ``sq_norms`` holds ``||x||^2``.
+    Uses ``||x - W h||^2 = ||x||^2 - 2 h^T W^T x + h^T G h``; ``sq_norms`` holds ``||x||^2``
+    (with missing entries: of the observed part, and ``gram`` the per-sample Grams).
     """
-    quadratic = tl.sum(tl.dot(codes, gram) * codes, axis=1)
+    if tl.ndim(gram) == 3:
+        quadratic = tl.sum(tl.sum(gram * codes[:, None, :], axis=2) * codes, axis=1)
+    else:
+        quadratic = tl.sum(tl.dot(codes, gram) * codes, axis=1)
     losses = sq_norms - 2 * tl.sum(codes * projections, axis=1) + quadratic
     if alpha:
         losses = losses + alpha * tl.sum(tl.abs(codes), axis=1)

@@ -114,6 +114,24 @@ def outer_statistic(X: Tensor, codes: Tensor) -> Tensor:
     return tl.reshape(matrix, (*tl.shape(X)[1:], tl.shape(codes)[1]))
 
 
+def pairs(factor: Tensor) -> Tensor:
+    """Row-wise products of all column pairs: ``(I, R)`` -> ``(I, R*R)``, column ``r*R + s``.
+
+    The CP dictionary whose loadings are ``pairs(U^(k))`` has the atoms ``W[:, r] * W[:, s]``,
+    so the contractions above give entrywise Gram terms without forming ``W``: for a mask
+    ``M``, ``project(M, [pairs(U) for U in loadings])`` is every sample's ``W^T diag(m_j) W``.
+    """
+    size, R = tl.shape(factor)
+    return tl.reshape(tl.reshape(factor, (size, R, 1)) * tl.reshape(factor, (size, 1, R)),
+                      (size, R * R))
+
+
+def masked_gram(mask: Tensor, loadings: Loadings) -> Tensor:
+    """``W^T diag(m_j) W`` for every sample ``j`` of a mask ``(b, I_1..I_n)``: ``(b, R, R)``."""
+    R = rank(loadings)
+    return tl.reshape(project(mask, [pairs(U) for U in loadings]), (-1, R, R))
+
+
 def to_cp_tensor(loadings: Loadings, codes: Tensor) -> CPTensor:
     """A TensorLy ``CPTensor`` of the batch: the codes are the factor of the (first) sample mode."""
     R = rank(loadings)

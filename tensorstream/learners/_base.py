@@ -76,7 +76,7 @@ class OnlineEstimator:
 
     # -- fitting -------------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None, *, n_steps: int | None = None,
+    def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
             sample_dim: str | None = None, modes: Any = None) -> OnlineEstimator:
         """Learn from scratch.
 
@@ -88,6 +88,9 @@ class OnlineEstimator:
             iterable (a stream from :mod:`tensorstream.streams`, a generator, a list of arrays)
             is consumed batch by batch.
         y : ignored
+        mask : boolean array of X's shape, optional
+            True where an entry is observed (array input); a stream may yield ``(X, mask)``
+            pairs instead.
         n_steps : int, optional
             Stop after this many mini-batches (needed for infinite streams).
         sample_dim : str, optional
@@ -111,16 +114,23 @@ class OnlineEstimator:
             self._init_random_state()
             if is_labelled(X):
                 n_samples = make_layout(X, sample_dim, modes).n_samples  # checks labels early
-                # sorted positions: a lazily opened or dask-backed array reads each chunk once
-                batches = (X.isel({sample_dim: np.sort(rows)})
-                           for rows in epoch_indices(n_samples, batch_size, n_epochs, self._rng))
+
+                def take(data, rows):
+                    # sorted positions: a lazily opened or dask-backed array reads chunks once
+                    return data.isel({sample_dim: np.sort(rows)})
             else:
                 n_samples = X.shape[0]
-                batches = (X[rows] for rows in
-                           epoch_indices(n_samples, batch_size, n_epochs, self._rng))
+
+                def take(data, rows):
+                    return data[rows]
+            positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
+            batches = (take(X, rows) if mask is None else (take(X, rows), take(mask, rows))
+                       for rows in positions)
             total = n_epochs * -(-n_samples // batch_size)
             n_steps = total if n_steps is None else min(n_steps, total)
         elif isinstance(X, Iterable):
+            if mask is not None:
+                raise TypeError("mask applies to array input; a stream yields (X, mask) pairs")
             batches = iter(X)
         else:
             raise TypeError(f"X must be an array or an iterable of batches, got {type(X)!r}")
@@ -131,7 +141,9 @@ class OnlineEstimator:
         progress = _progress_bar(n_steps) if self.verbose else None
         try:
             for step, batch in enumerate(batches, 1):
-                self.partial_fit(batch, **(labels if is_labelled(batch) else {}))
+                batch, mask = batch if isinstance(batch, tuple) else (batch, None)
+                extra = {"mask": mask} if mask is not None else {}
+                self.partial_fit(batch, **extra, **(labels if is_labelled(batch) else {}))
                 if progress is not None:
                     progress.update(1)
                     progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}")

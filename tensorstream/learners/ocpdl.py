@@ -30,6 +30,7 @@ import xarray as xr
 from .._backend import as_tensor, backend_of, float_dtype_of, using
 from .._validation import (
     check_batch,
+    check_masked_batch,
     check_n_components,
     check_nonnegative_number,
     check_positive_int,
@@ -38,8 +39,16 @@ from .._validation import (
 )
 from ..coding import sample_losses, sparse_code
 from ..constraints import project_columns
-from ..cp_dictionary import gram, outer_statistic, project, reconstruct, to_cp_tensor
-from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples
+from ..cp_dictionary import (
+    gram,
+    masked_gram,
+    outer_statistic,
+    pairs,
+    project,
+    reconstruct,
+    to_cp_tensor,
+)
+from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 from ..schedules import checked_weight, make_radius, make_weights
 from ..updates import surrogate_bcd_step, surrogate_value
 from ._base import OnlineEstimator, is_labelled
@@ -89,6 +98,10 @@ class OnlineCPDL(OnlineEstimator):
     column_bound : float or None, default 1.0
         Bound on the Euclidean norm of every loading column (keeps the dictionary in a compact
         set; codes carry the scale). ``None`` leaves columns unbounded.
+    missing : {None, "nan"}, default None
+        ``"nan"``: NaN entries of the data are missing. Missing entries (these, and those a
+        ``mask`` marks) never influence anything: codes and statistics use the observed
+        entries only (the statistic ``A`` then becomes entrywise, ``(I_1..I_n, R, R)``).
     batch_size : int, default 32
         Samples per mini-batch when ``fit`` is given an array.
     max_iter : int, default 10
@@ -134,6 +147,7 @@ class OnlineCPDL(OnlineEstimator):
     def __init__(self, n_components: int, *, alpha: float = 0.0, ridge: float = 0.0,
                  weights="balanced", search_radius=None, radius_mode: str = "frobenius",
                  nonnegative: bool = True, column_bound: float | None = 1.0,
+                 missing: str | None = None,
                  batch_size: int = 32, max_iter: int = 10, init="random",
                  dict_passes: int = 1, code_max_iter: int = 300, code_tol: float = 1e-5,
                  random_state=None, backend: str | None = None, verbose: bool = False,
@@ -146,6 +160,7 @@ class OnlineCPDL(OnlineEstimator):
         self.radius_mode = radius_mode
         self.nonnegative = nonnegative
         self.column_bound = column_bound
+        self.missing = missing
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.init = init
@@ -181,6 +196,8 @@ class OnlineCPDL(OnlineEstimator):
         if self.column_bound is not None:
             if check_nonnegative_number(self.column_bound, "column_bound") == 0:
                 raise ValueError("column_bound must be > 0 or None")
+        if self.missing not in (None, "nan"):
+            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
         if self.backend not in (None, "numpy", "pytorch"):
             raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
         make_radius(self.search_radius, make_weights(self.weights))
@@ -194,6 +211,13 @@ class OnlineCPDL(OnlineEstimator):
         return check_batch(X, backend=backend, context=getattr(self, "_context", None),
                            sample_shape=getattr(self, "sample_shape_", None),
                            nonnegative=self.nonnegative, name=name)
+
+    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
+        """``(X, mask)`` as tensors; ``mask`` is None unless entries are missing."""
+        return check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
+                                  context=getattr(self, "_context", None),
+                                  sample_shape=getattr(self, "sample_shape_", None),
+                                  nonnegative=self.nonnegative, name=name)
 
     def _initial_state(self, X: Any) -> dict:
         """Loadings and zero statistics for samples shaped like the batch ``X``."""
@@ -237,8 +261,8 @@ class OnlineCPDL(OnlineEstimator):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def partial_fit(self, X: Any, y: Any = None, *, sample_dim: str | None = None,
-                    modes: Any = None) -> OnlineCPDL:
+    def partial_fit(self, X: Any, y: Any = None, *, mask: Any = None,
+                    sample_dim: str | None = None, modes: Any = None) -> OnlineCPDL:
         """Learn from one mini-batch.
 
         Parameters
@@ -247,6 +271,8 @@ class OnlineCPDL(OnlineEstimator):
             The batch; a DataArray is laid out by ``sample_dim`` and ``modes`` (see ``fit``),
             given with the first batch and kept for the next ones.
         y : ignored
+        mask : boolean array of X's shape, optional
+            True where an entry is observed; missing entries never influence the result.
         sample_dim, modes : optional
             Labelled input only (see :meth:`fit`).
 
@@ -258,11 +284,11 @@ class OnlineCPDL(OnlineEstimator):
         """
         self._check_params()
         data, layout = self._unlabel(X, sample_dim, modes)
-        X = self._validate(data)
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
         state = {} if self._fitted else self._initial_state(X)
         current = {**self._state(), **state}
         with using(current["backend_"]):
-            update = self._step(X, current)
+            update = self._step(X, current, mask)
         self.__dict__.update(state)
         self.__dict__.update(update)
         if layout is not None:
@@ -274,7 +300,7 @@ class OnlineCPDL(OnlineEstimator):
                                                "n_samples_seen_", "backend_")
                 if k in self.__dict__}
 
-    def _step(self, X: Any, state: dict) -> dict:
+    def _step(self, X: Any, state: dict, mask: Any = None) -> dict:
         """One step of Algorithm 2 on the validated batch; returns the new state (pure)."""
         t = state["n_steps_"] + 1
         weights = make_weights(self.weights)
@@ -284,10 +310,10 @@ class OnlineCPDL(OnlineEstimator):
         loadings, stats = state["loadings_"], state["statistics_"]
 
         b = X.shape[0]
-        coded = self._encode(X, loadings)
+        coded = self._encode(X, loadings) if mask is None else self._encode(X, loadings, mask)
         H = coded.codes
         statistics = {
-            "A": (1 - w) * stats["A"] + (w / b) * tl.dot(tl.transpose(H), H),
+            "A": _averaged_code_products(stats["A"], H, mask, w),
             "B": (1 - w) * stats["B"] + (w / b) * outer_statistic(coded.explained, H),
             "c": (1 - w) * stats["c"] + w * coded.constant,
         }
@@ -307,13 +333,15 @@ class OnlineCPDL(OnlineEstimator):
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit or "
                              f"partial_fit first")
 
-    def _encode(self, X: Any, loadings: list) -> Encoding:
+    def _encode(self, X: Any, loadings: list, mask: Any = None) -> Encoding:
         """The coding step of a validated batch against ``loadings`` (pure).
 
         Subclasses with other per-sample problems (outliers, other losses) override this and
-        :meth:`_update_dictionary`; the statistics and the loop stay the same.
+        :meth:`_update_dictionary`; the statistics and the loop stay the same. With a ``mask``
+        (``X`` is zero where it is 0), each sample has its own Gram ``W^T diag(m_j) W``.
         """
-        G, P = gram(loadings), project(X, loadings)
+        G = gram(loadings) if mask is None else masked_gram(mask, loadings)
+        P = project(X, loadings)
         H, _ = sparse_code(G, P, alpha=self.alpha, ridge=self.ridge,
                            nonnegative=self.nonnegative, max_iter=self.code_max_iter,
                            tol=self.code_tol)
@@ -322,6 +350,20 @@ class OnlineCPDL(OnlineEstimator):
         penalties = self.alpha * tl.abs(H) + self.ridge * H * H
         constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
         return Encoding(codes=H, explained=X, losses=losses, constant=constant)
+
+    def _coded(self, X: Any, mask: Any) -> Encoding:
+        """:meth:`_encode` at the learned dictionary (mask passed only when there is one)."""
+        if mask is None:
+            return self._encode(X, self.loadings_)
+        return self._encode(X, self.loadings_, mask)
+
+    def _unlabel_mask(self, mask: Any, layout: Any) -> Any:
+        """A labelled mask laid out like its labelled data."""
+        if mask is not None and is_labelled(mask):
+            if layout is None:
+                raise TypeError("a labelled mask needs labelled data")
+            return to_samples(mask, layout)
+        return mask
 
     def _dictionary_step(self, X: Any, coded: Encoding, statistics: dict, loadings: list,
                          t: int, radius: float | None) -> list:
@@ -337,16 +379,17 @@ class OnlineCPDL(OnlineEstimator):
             column_bound=self.column_bound, radius=radius, radius_mode=self.radius_mode,
             n_passes=self.dict_passes)
 
-    def transform(self, X: Any) -> Any:
+    def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``.
 
         Labelled input gives a DataArray over ``(sample_dim, "component")`` with the sample
-        coords.
+        coords. ``mask`` (or ``missing="nan"``) marks missing entries, which are ignored.
         """
         self._check_fitted()
         data, layout = self._unlabel(X, None, None)
+        X_checked, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
         with using(self.backend_):
-            codes = self._encode(self._validate(data), self.loadings_).codes
+            codes = self._coded(X_checked, mask).codes
         return codes if layout is None else codes_to_dataarray(codes, layout.with_samples(X))
 
     def inverse_transform(self, codes: Any) -> Any:
@@ -369,13 +412,17 @@ class OnlineCPDL(OnlineEstimator):
             samples = reconstruct(self.loadings_, codes)
         return samples if layout is None else from_samples(samples, layout)
 
-    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
-        """Negative (weighted) mean over samples of ``min_h ||x - W h||^2 + alpha ||h||_1``."""
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
+        """Negative (weighted) mean over samples of ``min_h ||x - W h||^2 + alpha ||h||_1``.
+
+        With missing entries (``mask`` or ``missing="nan"``) only observed entries count.
+        """
         self._check_fitted()
-        X = self._validate(self._unlabel(X, None, None)[0])
+        data, layout = self._unlabel(X, None, None)
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
         weights = check_sample_weight(sample_weight, X.shape[0])
         with using(self.backend_):
-            losses = tl.to_numpy(self._encode(X, self.loadings_).losses)
+            losses = tl.to_numpy(self._coded(X, mask).losses)
         return -float(np.average(losses, weights=weights))
 
     def surrogate_value(self) -> float:
@@ -410,6 +457,25 @@ class OnlineCPDL(OnlineEstimator):
     def reconstruct(self, X: Any) -> Any:
         """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
         return self.inverse_transform(self.transform(X))
+
+
+def _averaged_code_products(A: Any, H: Any, mask: Any, w: float) -> Any:
+    """``(1 - w) A + w mean_j h_j h_j^T``, entrywise (``mean_j m_j[i] h_j h_j^T``) with a mask.
+
+    The first batch with missing entries turns ``A`` entrywise: until then every entry had the
+    same ``A``, so broadcasting it is exact.
+    """
+    b, R = H.shape
+    if mask is None and tl.ndim(A) == 2:
+        return (1 - w) * A + (w / b) * tl.dot(tl.transpose(H), H)
+    if mask is None:
+        increment = tl.reshape(tl.dot(tl.transpose(H), H), (1,) * (tl.ndim(A) - 2) + (R, R))
+    else:
+        sample_shape = tuple(mask.shape[1:])
+        increment = tl.reshape(outer_statistic(mask, pairs(H)), (*sample_shape, R, R))
+        if tl.ndim(A) == 2:
+            A = tl.reshape(A, (1,) * len(sample_shape) + (R, R))
+    return (1 - w) * A + (w / b) * increment
 
 
 def as_backend_list(arrays: Sequence[Any], backend: str, context: dict) -> list:
