@@ -258,3 +258,11 @@ def test_estimator_contract_with_scikit_learn_clone():
     with pytest.raises(ValueError, match="invalid parameter"):
         model.set_params(bogus=1)
     assert copy.deepcopy(model).get_params()["weights"] == 0.8
+
+
+def test_verbose_fit_shows_a_progress_bar_and_fit_transform_codes(capsys):
+    X = np.random.default_rng(0).random((40, 4, 3))
+    codes = OnlineCPDL(2, batch_size=10, max_iter=2, verbose=True, random_state=0).fit_transform(X)
+    assert codes.shape == (40, 2)
+    err = capsys.readouterr().err
+    assert "8/8" in err and "loss=" in err
