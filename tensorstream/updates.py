@@ -15,12 +15,18 @@ which is the forward monotonicity (Lemma 4.2 i) the convergence proof uses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorly as tl
 
-from .constraints import limit_step, project_columns
+from .constraints import (
+    limit_step,
+    max_row_norm_subgradient,
+    project_columns,
+    prox_max_row_norm,
+    soft_threshold,
+)
 from .cp_dictionary import contract_except, gram, inner_with_dictionary, pairs
 
 Tensor = Any
@@ -33,22 +39,30 @@ def block_statistics(A: Tensor, B: Tensor, loadings: Sequence[Tensor], mode: int
 
 def column_descent(
     U: Tensor, A_i: Tensor, B_i: Tensor, *, nonnegative: bool, column_bound: float | None,
-    n_passes: int = 1,
+    n_passes: int = 1, l1: float = 0.0, l2: float = 0.0,
 ) -> Tensor:
     """Passes of exact, projected column minimisation of ``tr(U A_i U^T) - 2 tr(U B_i^T)``.
 
-    A column whose curvature ``A_i[r, r]`` is zero is an atom no code uses; it is left as it is.
+    With penalties the objective gains ``2 l1 ||U||_1 + l2 ||U||_F^2`` (``l1 ||U||_1 +
+    l2/2 ||U||_F^2`` on the 1/2-scaled surrogate). The column problem stays isotropic, so its
+    constrained minimiser is the projection of the soft-thresholded unconstrained one
+    (soft-thresholding then a centred-ball projection is the exact proximal map of the sum).
+    A column whose curvature ``A_i[r, r] + l2`` is zero is an atom no code uses; it is left as
+    it is.
     """
     U = tl.copy(U)
     curvature = [float(a) for a in tl.to_numpy(tl.diag(A_i))]
     scale = max(curvature + [0.0])
     for _ in range(n_passes):
         for r, a_rr in enumerate(curvature):
-            if a_rr <= 1e-12 * scale or a_rr == 0.0:
+            if l2 <= 0 and (a_rr <= 1e-12 * scale or a_rr == 0.0):
                 continue
             gradient = tl.dot(U, A_i[:, r]) - B_i[:, r]
-            column = project_columns(U[:, r] - gradient / a_rr, nonnegative=nonnegative,
-                                     column_bound=column_bound)
+            if l1 == 0 and l2 == 0:
+                target = U[:, r] - gradient / a_rr
+            else:
+                target = soft_threshold(a_rr * U[:, r] - gradient, l1) / (a_rr + l2)
+            column = project_columns(target, nonnegative=nonnegative, column_bound=column_bound)
             U = tl.index_update(U, tl.index[:, r], column)
     return U
 
@@ -118,14 +132,17 @@ def _weighted_ball_solution(g: Tensor, q: Tensor, nonnegative: bool,
 def surrogate_bcd_step(
     loadings: Sequence[Tensor], A: Tensor, B: Tensor, *, nonnegative: bool,
     column_bound: float | None, radius: float | None = None, radius_mode: str = "frobenius",
-    n_passes: int = 1,
+    n_passes: int = 1, l1: float = 0.0, l2: float = 0.0,
 ) -> list[Tensor]:
     """One Gauss-Seidel cycle over the modes (spec Algorithm 2, the loop over ``i``).
 
     Each mode's block statistics are recomputed with the freshest loadings of the modes before
-    it. Returns new loadings; the inputs are not modified.
+    it. ``l1``, ``l2`` penalise every loading (see :func:`column_descent`; not with missing
+    data). Returns new loadings; the inputs are not modified.
     """
     entrywise = tl.ndim(A) > 2  # statistics of data with missing entries
+    if entrywise and (l1 or l2):
+        raise ValueError("loading penalties l1, l2 are not supported with missing data")
     new = list(loadings)
     for mode in range(len(new)):
         if entrywise:
@@ -135,7 +152,7 @@ def surrogate_bcd_step(
         else:
             A_i, B_i = block_statistics(A, B, new, mode)
             target = column_descent(new[mode], A_i, B_i, nonnegative=nonnegative,
-                                    column_bound=column_bound, n_passes=n_passes)
+                                    column_bound=column_bound, n_passes=n_passes, l1=l1, l2=l2)
         new[mode] = limit_step(new[mode], target, radius, radius_mode)
     return new
 
@@ -152,3 +169,291 @@ def surrogate_value(A: Tensor, B: Tensor, c: float, loadings: Sequence[Tensor]) 
     else:
         quadratic = tl.sum(A * gram(loadings))
     return float(quadratic - 2 * inner_with_dictionary(B, loadings)) + c
+
+
+# -- the max-norm basis step (spec 002, Algorithm 4, and the prox-gradient of section 6.11) -------
+#
+# Surrogate of a matrix basis L (p x d) with statistics A (d x d, or p x d x d entrywise when
+# data have missing entries) and B (p x d):
+#     1/2 tr(L A L^T) - tr(L^T B) + max_norm/2 ||L||_{2,inf}^2 + frobenius/2 ||L||_F^2
+
+
+def max_norm_surrogate(L: Tensor, A: Tensor, B: Tensor, *, max_norm: float = 0.0,
+                       frobenius: float = 0.0) -> float:
+    """The basis surrogate above at ``L`` (``A`` shared ``(d, d)`` or entrywise ``(p, d, d)``)."""
+    LA = _times_statistic(L, A)
+    value = 0.5 * tl.sum(LA * L) - tl.sum(L * B)
+    if max_norm:
+        value = value + 0.5 * max_norm * tl.max(tl.sum(L * L, axis=1))
+    if frobenius:
+        value = value + 0.5 * frobenius * tl.sum(L * L)
+    return float(value)
+
+
+def _times_statistic(L: Tensor, A: Tensor) -> Tensor:
+    """``L A`` (shared ``A``), or row by row ``L[i] A[i]`` (entrywise ``A``)."""
+    if tl.ndim(A) == 2:
+        return tl.dot(L, A)
+    return tl.einsum("ik,ikj->ij", L, A)
+
+
+def penalized_column_bcd(
+    L: Tensor, A: Tensor, B: Tensor, *, max_norm: float = 0.0, frobenius: float = 0.0,
+    jitter: float = 0.0, column_bound: float | None = None, n_sweeps: int = 1,
+    tie_rtol: float = 0.0,
+) -> Tensor:
+    """Gauss-Seidel column sweeps on the basis surrogate (spec 002, Algorithm 4; OR-PCA's step).
+
+    Column ``j`` moves to ``l_j - (L a_j - b_j + max_norm u_j + frobenius l_j) / (A_jj + jitter
+    + frobenius)``, using the columns already updated in this sweep, then (``column_bound``) onto
+    the ball ``||l_j|| <= column_bound``. ``U = diag(mu) L`` is a subgradient of
+    ``1/2 ||L||_{2,inf}^2`` taken once per sweep, before it (the reference code's choice). With
+    entrywise ``A`` each entry of the column has its own curvature ``A[i, j, j]``.
+
+    The first sweep is the reference algorithm. Further sweeps ("until convergence" in the
+    paper) are kept only while they lower the surrogate: without the column projection the
+    linearised max-norm term can overshoot by a factor ``max_norm / jitter`` while ``A`` is
+    rank-deficient, and repeating such sweeps diverges (spec 002, section 6.9).
+
+    Returns a new matrix; the inputs are not modified.
+    """
+    current = _column_sweep(L, A, B, max_norm, frobenius, jitter, column_bound, tie_rtol)
+    if n_sweeps > 1:
+        value = max_norm_surrogate(current, A, B, max_norm=max_norm, frobenius=frobenius)
+        for _ in range(n_sweeps - 1):
+            candidate = _column_sweep(current, A, B, max_norm, frobenius, jitter, column_bound,
+                                      tie_rtol)
+            candidate_value = max_norm_surrogate(candidate, A, B, max_norm=max_norm,
+                                                 frobenius=frobenius)
+            if candidate_value > value + 1e-12 * abs(value):  # rounding is not an increase
+                break
+            current, value = candidate, candidate_value
+    return current
+
+
+def _column_sweep(L, A, B, max_norm, frobenius, jitter, column_bound, tie_rtol):
+    L = tl.copy(L)
+    U = max_row_norm_subgradient(L, tie_rtol) if max_norm else None
+    entrywise = tl.ndim(A) == 3
+    for j in range(tl.shape(L)[1]):
+        if entrywise:
+            gradient = tl.sum(L * A[:, :, j], axis=1) - B[:, j]
+            curvature = A[:, j, j] + (jitter + frobenius)
+        else:
+            gradient = tl.dot(L, A[:, j]) - B[:, j]
+            curvature = A[j, j] + (jitter + frobenius)
+        if max_norm:
+            gradient = gradient + max_norm * U[:, j]
+        if frobenius:
+            gradient = gradient + frobenius * L[:, j]
+        column = L[:, j] - gradient / curvature
+        if column_bound is not None:
+            column = project_columns(column, nonnegative=False, column_bound=column_bound)
+        L = tl.index_update(L, tl.index[:, j], column)
+    return L
+
+
+def max_norm_prox_gradient(
+    L: Tensor, A: Tensor, B: Tensor, *, max_norm: float, jitter: float = 0.0,
+    column_bound: float | None = None, n_iter: int = 3,
+) -> Tensor:
+    """Proximal-gradient steps on the basis surrogate (spec 002, section 6.11; not in the paper).
+
+    ``L <- prox_{(max_norm/Lip) 1/2 ||.||_{2,inf}^2}(L - (L A - B) / Lip)`` with ``Lip`` the
+    spectral norm of ``A`` (the largest over rows when ``A`` is entrywise) plus ``jitter``: a
+    matrix-level step, monotone on the surrogate and stable while ``A`` is rank-deficient.
+    ``column_bound`` projects the columns after each step (a heuristic, as in the reference
+    code; the exact prox of both terms together is not this).
+    """
+    values = tl.eigh(A)[0]
+    lipschitz = float(tl.max(values)) + jitter
+    if lipschitz <= 0:
+        return tl.copy(L)
+    for _ in range(n_iter):
+        L = prox_max_row_norm(L - (_times_statistic(L, A) - B) / lipschitz,
+                              max_norm / lipschitz)
+        if column_bound is not None:
+            L = project_columns(L, nonnegative=False, column_bound=column_bound)
+    return L
+
+
+# -- penalised, projected-gradient and ADMM dictionary steps (robust NMF, spec 000, 2.4-2.6) -----
+#
+# They minimise, over a convex set given by its projection, the 1/2-scaled block surrogate
+#     p(U) = 1/2 tr(U A U^T) - tr(U B^T) + l1 sum(U) + l2/2 ||U||_F^2 (+ constant),
+# the linear l1 term being ||U||_1 on the nonnegative sets they are used with.
+
+
+def penalty_value(loadings: Sequence[Tensor], l1: float = 0.0, l2: float = 0.0) -> float:
+    """``sum_k l1 ||U^(k)||_1 + l2/2 ||U^(k)||_F^2``: the loadings' penalty on the 1/2 scale."""
+    total = 0.0
+    for U in loadings:
+        if l1:
+            total += l1 * float(tl.sum(tl.abs(U)))
+        if l2:
+            total += 0.5 * l2 * float(tl.sum(U * U))
+    return total
+
+
+def _half_surrogate(U: Tensor, UA: Tensor, B: Tensor, l1: float, l2: float,
+                    constant: float) -> float:
+    value = 0.5 * tl.sum(UA * U) - tl.sum(U * B)
+    if l1:
+        value = value + l1 * tl.sum(U)
+    if l2:
+        value = value + 0.5 * l2 * tl.sum(U * U)
+    return float(value) + constant
+
+
+def _stop(current: float, previous: float, tol: float) -> bool:
+    """The paper's relative-decrease rule on a nonnegative objective (spec 000, section 2.7)."""
+    return abs(current - previous) / max(abs(previous), 1e-300) < tol
+
+
+def dictionary_pgd(
+    U: Tensor, A: Tensor, B: Tensor, *, project: Callable[[Tensor], Tensor], l1: float = 0.0,
+    l2: float = 0.0, constant: float = 0.0, kappa: float = 0.7, tol: float = 1e-4,
+    max_iter: int = 200,
+) -> tuple[Tensor, int]:
+    """Projected gradient on the block surrogate (the spec's OPGD W-step, eqs. 18-22).
+
+    The step is ``kappa / (||A||_F + l2)``: the paper's Lipschitz bound ``||A||_F`` (not the
+    ``L`` of the coding step, spec 000 section 6.1), safe since ``lambda_max(A) <= ||A||_F``, so
+    every step lowers the objective. ``constant`` (the surrogate's dictionary-free part) keeps the
+    relative-decrease test's denominator positive. When ``A = 0`` and ``l2 = 0`` (no code used
+    any atom) nothing is learned: ``U`` is returned as it is.
+
+    Parameters
+    ----------
+    U : tensor of shape (I, R)
+        Starting point (warm start: the previous dictionary), inside the set.
+    A, B : tensors of shapes (R, R) and (I, R)
+        The (block) statistics.
+    project : callable
+        Euclidean projection onto the constraint set.
+    l1, l2, constant : float
+        Penalty weights and the objective's constant.
+    kappa, tol, max_iter : float, float, int
+        Step fraction in (0, 1] and the paper's stopping rule (1e-4, 200).
+
+    Returns
+    -------
+    U : tensor of shape (I, R)
+    n_iter : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream.constraints import project_columns
+    >>> ball = lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
+    >>> U, _ = dictionary_pgd(np.ones((2, 1)) / 2, np.eye(1), np.array([[3.0], [0.0]]),
+    ...                       project=ball, tol=0, max_iter=100)
+    >>> np.round(U, 6)
+    array([[1.],
+           [0.]])
+    """
+    curvature = float(tl.norm(A)) + l2
+    if curvature <= 0:
+        return U, 0
+    step = kappa / curvature
+    UA = tl.dot(U, A)
+    previous = _half_surrogate(U, UA, B, l1, l2, constant)
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        gradient = UA - B + l1 + l2 * U if (l1 or l2) else UA - B
+        U = project(U - step * gradient)
+        UA = tl.dot(U, A)
+        current = _half_surrogate(U, UA, B, l1, l2, constant)
+        if _stop(current, previous, tol):
+            break
+        previous = current
+    return U, n_iter
+
+
+def dictionary_admm(
+    U: Tensor, A: Tensor, B: Tensor, *, project: Callable[[Tensor], Tensor], l1: float = 0.0,
+    l2: float = 0.0, constant: float = 0.0, rho: float = 1.0, tol: float = 1e-4,
+    max_iter: int = 200,
+) -> tuple[Tensor, int]:
+    """ADMM on the block surrogate (the spec's OADMM W-step, eqs. 31-35).
+
+    Splitting ``W = Q`` with ``Q`` in the set; starts at ``W = Q = U`` (warm) and ``D = 0``;
+    returns the feasible ``Q``, at which the stopping rule is evaluated. ``A + (l2 + rho) I``
+    has eigenvalues of at least ``rho``; it is inverted once per call.
+
+    Parameters
+    ----------
+    U, A, B, project, l1, l2, constant, tol, max_iter
+        As in :func:`dictionary_pgd`.
+    rho : float
+        The penalty parameter ``rho3`` (> 0).
+
+    Returns
+    -------
+    U : tensor of shape (I, R)
+        The feasible iterate ``Q``.
+    n_iter : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream.constraints import project_columns
+    >>> ball = lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
+    >>> U, _ = dictionary_admm(np.ones((2, 1)) / 2, np.eye(1), np.array([[3.0], [0.0]]),
+    ...                        project=ball, tol=0, max_iter=100)
+    >>> np.round(U, 6)
+    array([[1.],
+           [0.]])
+    """
+    K = tl.shape(A)[0]
+    eye = tl.eye(K, **tl.context(A))
+    inverse = tl.solve(A + (l2 + rho) * eye, eye)
+    Q = U
+    D = tl.zeros(tl.shape(U), **tl.context(U))
+    target = B - l1 if l1 else B
+    previous = _half_surrogate(Q, tl.dot(Q, A), B, l1, l2, constant)
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        W = tl.dot(target - D + rho * Q, inverse)  # the inverse is symmetric
+        Q = project(W + D / rho)
+        D = D + rho * (W - Q)
+        current = _half_surrogate(Q, tl.dot(Q, A), B, l1, l2, constant)
+        if _stop(current, previous, tol):
+            break
+        previous = current
+    return Q, n_iter
+
+
+def surrogate_solver_step(
+    loadings: Sequence[Tensor], A: Tensor, B: Tensor, c: float, *, solver: str,
+    project: Callable[[Tensor], Tensor], l1: float = 0.0, l2: float = 0.0, kappa: float = 0.7,
+    rho: float = 1.0, tol: float = 1e-4, max_iter: int = 200, radius: float | None = None,
+    radius_mode: str = "frobenius",
+) -> tuple[list[Tensor], int]:
+    """One Gauss-Seidel cycle over the modes, each block solved by PGD or ADMM.
+
+    For one mode (a matrix dictionary) this is the spec's W-step on ``(A, B)``; for CP
+    dictionaries each loading's block problem (:func:`block_statistics`) has the same form.
+    ``c`` is the engine-scale constant of the surrogate (``c/2`` on the spec's scale); with it
+    and the other loadings' penalties each block objective *is* the surrogate, so the stopping
+    test is the spec's. ``radius`` restricts each loading's move as in
+    :func:`surrogate_bcd_step`. Returns the new loadings and the total number of iterations.
+    """
+    if solver not in ("pgd", "admm"):
+        raise ValueError(f"solver must be 'pgd' or 'admm', got {solver!r}")
+    new = list(loadings)
+    total = 0
+    for mode in range(len(new)):
+        A_i, B_i = block_statistics(A, B, new, mode)
+        others = penalty_value(new[:mode] + new[mode + 1:], l1, l2)
+        options = dict(project=project, l1=l1, l2=l2, constant=0.5 * c + others,
+                       tol=tol, max_iter=max_iter)
+        if solver == "pgd":
+            target, n_iter = dictionary_pgd(new[mode], A_i, B_i, kappa=kappa, **options)
+        else:
+            target, n_iter = dictionary_admm(new[mode], A_i, B_i, rho=rho, **options)
+        new[mode] = limit_step(new[mode], target, radius, radius_mode)
+        total += n_iter
+    return new, total

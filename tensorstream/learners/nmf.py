@@ -1,0 +1,515 @@
+"""OnlineNMF: online NMF with the squared loss, the one-mode case of the CP-dictionary engine.
+
+A drop-in for scikit-learn's :class:`~sklearn.decomposition.MiniBatchNMF` where the ideas
+overlap: ``X`` is ``(n_samples, n_features)``, ``components_`` is ``(n_components, n_features)``,
+the regularisers are ``alpha_W`` (codes), ``alpha_H`` (components) and ``l1_ratio``, and
+``forget_factor`` discounts past batches. The learning itself is :class:`OnlineCPDL`'s loop
+(Mairal-style surrogate statistics ``A = mean h h^T``, ``B = mean x h^T``, exact column steps)
+with two hooks overridden: the coding step (scikit-learn's penalty scaling) and the dictionary
+step (the components' penalty).
+
+Penalty convention: the objective is scikit-learn's divided by the number of samples,
+
+    mean_j [ 1/2 ||x_j - h_j H||^2 + alpha_W l1_ratio F ||h_j||_1
+             + 1/2 alpha_W (1 - l1_ratio) F ||h_j||^2 ]
+    + alpha_H l1_ratio ||H||_1 + 1/2 alpha_H (1 - l1_ratio) ||H||_F^2
+
+(``F = n_features``, ``H = components_``). Scikit-learn's MiniBatchNMF minimises this objective
+times the batch size on every batch (its ``l1_reg_H`` scales with the batch's ``n_samples``), so
+the same ``alpha_W``, ``alpha_H`` and ``l1_ratio`` mean the same model in both libraries, and
+``transform`` solves the very problem scikit-learn's ``NMF.transform`` solves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .._validation import (
+    check_batch,
+    check_n_components,
+    check_nonnegative_number,
+    check_positive_int,
+)
+from ..coding import sample_losses, sparse_code
+from ..constraints import project_columns
+from ..cp_dictionary import gram, masked_gram, project
+from ..robust_coding import RobustPenalties, robust_code_admm
+from ..schedules import make_radius, make_weights
+from ..updates import penalty_value, surrogate_bcd_step
+from ._base import is_array_like, is_labelled
+from .ocpdl import Encoding, OnlineCPDL
+
+__all__ = ["Discounted", "OnlineNMF", "blas_threads"]
+
+
+# -- shared helpers of the NMF learners ----------------------------------------------------------
+
+_CONTROLLER: list = []
+
+
+@contextlib.contextmanager
+def blas_threads(n_threads: int | None) -> Iterator[None]:
+    """Limit BLAS/OpenMP threads (``threadpoolctl``, when installed) inside the block.
+
+    On small matrices two BLAS threads on a loaded 2-core machine ran ~80x slower than one
+    (oversubscription; ``shared/DESIGN.md`` section 6); the learners' hot loops are made of such
+    products. ``None`` leaves the thread pools alone.
+    """
+    if n_threads is None:
+        yield
+        return
+    with _torch_threads(n_threads), _pool_threads(n_threads):
+        yield
+
+
+@contextlib.contextmanager
+def _torch_threads(n_threads: int) -> Iterator[None]:
+    """PyTorch's intra-op pool (its own setting; 9x slower at 2 threads on these steps)."""
+    torch = sys.modules.get("torch")  # only when the caller already uses torch
+    if torch is None:
+        yield
+        return
+    given = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(given)
+
+
+@contextlib.contextmanager
+def _pool_threads(n_threads: int) -> Iterator[None]:
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # optional: without it the pools keep their settings
+            _CONTROLLER.append(None)
+        else:
+            _CONTROLLER.append(ThreadpoolController())  # cached: creating one costs ~0.1 ms
+    if _CONTROLLER[0] is None:
+        yield
+        return
+    with _CONTROLLER[0].limit(limits=n_threads):
+        yield
+
+
+def check_blas_threads(value: Any) -> None:
+    if value is not None:
+        check_positive_int(value, "blas_threads")
+
+
+def loadings_from_init(init: Any, sample_shape: tuple, R: int, backend: str,
+                       context: dict) -> list | None:
+    """Loadings from an array ``init`` of shape ``(n_components, n_features)`` (the
+    scikit-learn ``components_`` layout, one data mode only), or None for other ``init``."""
+    if isinstance(init, (str, Sequence)) or init is None:
+        return None
+    if len(sample_shape) != 1:
+        raise ValueError("an init array of shape (n_components, n_features) needs samples with "
+                         "one data mode; give a list of loadings for tensor samples")
+    components = check_batch(init, backend=backend, nonnegative=True, name="init")
+    if tuple(components.shape) != (R, sample_shape[0]):
+        raise ValueError(f"init must have shape (n_components, n_features) = "
+                         f"{(R, sample_shape[0])}, got {tuple(components.shape)}")
+    return [tl.tensor(tl.transpose(components), **context)]
+
+
+@dataclass(frozen=True)
+class Discounted:
+    """Weights of statistics that discount the past by ``factor`` per batch (scikit-learn's
+    ``forget_factor``): ``w_t = (1 - factor) / (1 - factor^t)``, ``1/t`` for ``factor = 1``.
+
+    Scikit-learn keeps sums ``S_t = factor S_{t-1} + s_t``; the engine keeps means, and
+    ``S_t / sum_s factor^(t-s)`` obeys ``A_t = (1 - w_t) A_{t-1} + w_t s_t`` with these weights.
+
+    Examples
+    --------
+    >>> [round(Discounted(0.5)(t), 4) for t in (1, 2, 3)]
+    [1.0, 0.6667, 0.5714]
+    """
+
+    factor: float
+
+    def __call__(self, t: int) -> float:
+        if self.factor == 1.0:
+            return 1.0 / t
+        return (1.0 - self.factor) / (1.0 - self.factor**t)
+
+
+class OnlineNMF(OnlineCPDL):
+    """Online nonnegative matrix factorization, scikit-learn ``MiniBatchNMF`` compatible.
+
+    Factorizes ``X (n_samples, n_features) ~ W H`` with nonnegative codes ``W = transform(X)``
+    and components ``H = components_``, learning ``H`` from mini-batches by minimising the
+    Mairal-style surrogate of the objective in the module docstring (:class:`OnlineCPDL` with one
+    data mode).
+
+    Parameters
+    ----------
+    n_components : int
+        Number of components.
+    init : {"random", "nndsvda"}, array of shape (n_components, n_features) or list
+        ``"random"``: scikit-learn's scale, ``|N(0, 1)| sqrt(mean(X) / n_components)`` from the
+        first batch. ``"nndsvda"``: NNDSVD of the first batch, zeros filled with its mean (needs
+        ``n_components <= min(batch size, n_features)``). An array gives the components; a list
+        ``[W]`` with one ``(n_features, n_components)`` matrix gives the dictionary (this form
+        can be checkpointed).
+    batch_size : int, default 1024
+        Samples per mini-batch in ``fit``.
+    max_iter : int, default 10
+        Passes over an array in ``fit`` (no early stopping).
+    alpha_W, alpha_H, l1_ratio : float, float or "same", float
+        Penalties as in scikit-learn (module docstring): ``alpha_W`` on the codes,
+        ``alpha_H`` on the components (``"same"``: ``alpha_W``), ``l1_ratio`` the l1 share.
+    forget_factor : float in (0, 1] or None, default None
+        Discount of past batches as in scikit-learn: per batch in ``partial_fit`` and streams,
+        ``forget_factor ** (batch_size / n_samples)`` per batch in ``fit`` on an array (the past
+        is discounted by ``forget_factor`` per pass). ``None`` uses ``weights``.
+    weights : "balanced", float or callable, default "balanced"
+        The engine's schedule ``w_t`` when ``forget_factor`` is None: ``1/t``, ``t^-beta``, ...
+    coder : {"admm", "hals"}, default "admm"
+        Solver of the codes: ADMM vectorised over the batch (a few GEMMs per iteration,
+        :func:`tensorstream.robust_coding.robust_code_admm` without outliers, from the clipped
+        least-squares codes), or the engine's exact coordinate descent (HALS,
+        one pass over the components per sweep; what :class:`OnlineCPDL` uses). With missing
+        entries the codes are always HALS's (per-sample Grams).
+    code_max_iter, code_tol : int, float, default 100, 1e-4
+        Iterations and tolerance of the coder (ADMM: relative change of each sample's
+        objective; HALS: largest code move relative to the largest code). Online learning
+        tolerates inexact codes; tighten them (``set_params``) for evaluations.
+    search_radius, radius_mode, dict_passes, missing
+        As in :class:`OnlineCPDL`.
+    column_bound : float or None, default 1.0
+        Bound on the norm of every component (Mairal's constraint set; the codes carry the
+        scale). ``None`` leaves them unbounded as scikit-learn does: the same model when the
+        penalties are 0, but the online surrogate then drifts along the scale direction (on a
+        planted 20,000 x 400 matrix, a 3x higher held-out objective after 4 passes; docs/nmf.md).
+    random_state, backend, verbose, callback
+        As in :class:`OnlineCPDL`.
+    blas_threads : int or None, default 1
+        BLAS threads inside the coding and dictionary steps (:func:`blas_threads`).
+
+    Attributes
+    ----------
+    components_ : tensor of shape (n_components, n_features)
+    loadings_ : list with the dictionary ``components_.T``
+    statistics_, n_steps_, n_samples_seen_ : as in :class:`OnlineCPDL`
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream.learners.nmf import OnlineNMF
+    >>> X = np.random.default_rng(0).random((200, 12))
+    >>> model = OnlineNMF(3, batch_size=50, max_iter=3, random_state=0).fit(X)
+    >>> model.components_.shape, model.transform(X[:5]).shape
+    ((3, 12), (5, 3))
+    >>> bool(model.objective(X) < 0.5 * np.mean(np.sum(X**2, axis=1)))
+    True
+    """
+
+    nonnegative = True
+
+    def __init__(self, n_components: int, *, init="random", batch_size: int = 1024,
+                 max_iter: int = 10, alpha_W: float = 0.0, alpha_H="same", l1_ratio: float = 0.0,
+                 forget_factor: float | None = None, weights="balanced", search_radius=None,
+                 radius_mode: str = "frobenius", column_bound: float | None = 1.0,
+                 missing: str | None = None, dict_passes: int = 1, coder: str = "admm",
+                 code_max_iter: int = 100, code_tol: float = 1e-4, random_state=None,
+                 backend: str | None = None, blas_threads: int | None = 1,
+                 verbose: bool = False, callback=None):
+        self.n_components = n_components
+        self.init = init
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.alpha_W = alpha_W
+        self.alpha_H = alpha_H
+        self.l1_ratio = l1_ratio
+        self.forget_factor = forget_factor
+        self.weights = weights
+        self.search_radius = search_radius
+        self.radius_mode = radius_mode
+        self.column_bound = column_bound
+        self.missing = missing
+        self.dict_passes = dict_passes
+        self.coder = coder
+        self.code_max_iter = code_max_iter
+        self.code_tol = code_tol
+        self.random_state = random_state
+        self.backend = backend
+        self.blas_threads = blas_threads
+        self.verbose = verbose
+        self.callback = callback
+
+    # -- parameters ----------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        check_n_components(self.n_components)
+        check_nonnegative_number(self.alpha_W, "alpha_W")
+        if not (isinstance(self.alpha_H, str) and self.alpha_H == "same"):
+            check_nonnegative_number(self.alpha_H, "alpha_H")
+        if check_nonnegative_number(self.l1_ratio, "l1_ratio") > 1:
+            raise ValueError(f"l1_ratio must lie in [0, 1], got {self.l1_ratio!r}")
+        if self.forget_factor is not None:
+            factor = check_nonnegative_number(self.forget_factor, "forget_factor")
+            if not 0 < factor <= 1:
+                raise ValueError(f"forget_factor must lie in (0, 1] or be None, "
+                                 f"got {self.forget_factor!r}")
+            if not isinstance(self.weights, (str, Discounted)) or (
+                    isinstance(self.weights, str) and self.weights != "balanced"):
+                raise ValueError("give either forget_factor or weights, not both")
+        check_positive_int(self.dict_passes, "dict_passes")
+        if self.coder not in ("admm", "hals"):
+            raise ValueError(f"coder must be 'admm' or 'hals', got {self.coder!r}")
+        check_positive_int(self.code_max_iter, "code_max_iter")
+        check_nonnegative_number(self.code_tol, "code_tol")
+        check_blas_threads(self.blas_threads)
+        if self.radius_mode not in ("frobenius", "column"):
+            raise ValueError(f"radius_mode must be 'frobenius' or 'column', "
+                             f"got {self.radius_mode!r}")
+        if self.column_bound is not None and \
+                check_nonnegative_number(self.column_bound, "column_bound") == 0:
+            raise ValueError("column_bound must be > 0 or None")
+        if self.missing not in (None, "nan"):
+            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+        if isinstance(self.init, str) and self.init not in ("random", "nndsvda"):
+            raise ValueError(f"init must be 'random', 'nndsvda', an array of shape "
+                             f"(n_components, n_features) or a list [W], got {self.init!r}")
+        make_radius(self.search_radius, make_weights(self.weights))
+
+    @property
+    def _alpha_H(self) -> float:
+        return self.alpha_W if isinstance(self.alpha_H, str) else self.alpha_H
+
+    def _code_penalties(self, n_features: int) -> tuple[float, float]:
+        """The engine's ``(alpha, ridge)`` (no 1/2 on the loss) for scikit-learn's ``alpha_W``."""
+        scale = self.alpha_W * n_features
+        return 2.0 * scale * self.l1_ratio, scale * (1.0 - self.l1_ratio)
+
+    def _dictionary_penalties(self) -> tuple[float, float]:
+        """``(l1, l2)`` of the components on the 1/2 scale (as in ``updates.penalty_value``)."""
+        return self._alpha_H * self.l1_ratio, self._alpha_H * (1.0 - self.l1_ratio)
+
+    # -- data and initialisation ---------------------------------------------------------------
+
+    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
+        X, mask = super()._validate_masked(X, mask, name)
+        if len(X.shape) != 2:
+            raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
+                             f"{tuple(X.shape)}; use OnlineCPDL for tensor samples")
+        return X, mask
+
+    def _initial_state(self, X: Any) -> dict:
+        self._first_batch = X  # the data-dependent inits need it; gone after the call
+        try:
+            return super()._initial_state(X)
+        finally:
+            del self._first_batch
+
+    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
+                          context: dict) -> list:
+        X = self._first_batch
+        given = loadings_from_init(self.init, sample_shape, R, backend, context)
+        if given is not None:
+            loadings = given
+        elif isinstance(self.init, str):
+            with_data = tl.tensor(X, **context)
+            W = self._random_init(with_data, R, context) if self.init == "random" else \
+                nndsvda(with_data, R)
+            loadings = [W]
+        else:
+            return super()._initial_loadings(sample_shape, R, backend, context)
+        return [project_columns(U, nonnegative=True, column_bound=self.column_bound)
+                for U in loadings]
+
+    def _random_init(self, X: Any, R: int, context: dict) -> Any:
+        """scikit-learn's random scale; drawn in numpy so every backend starts the same."""
+        scale = float(np.sqrt(max(float(tl.mean(X)), 0.0) / R))
+        draws = np.abs(self._rng.standard_normal((R, X.shape[1])))
+        return tl.tensor(scale * draws.T, **context)
+
+    # -- the two hooks -------------------------------------------------------------------------
+
+    def _encode(self, X: Any, loadings: list, mask: Any = None) -> Encoding:
+        """Nonnegative elastic-net codes with scikit-learn's ``alpha_W`` scaling (pure).
+
+        The losses are on scikit-learn's 1/2 scale, the constant on the engine's (the
+        statistics are shared with :class:`OnlineCPDL`).
+        """
+        alpha, ridge = self._code_penalties(int(np.prod(X.shape[1:])))
+        with blas_threads(self.blas_threads):
+            if self.coder == "hals" or mask is not None:
+                H, losses = self._hals_codes(X, loadings, mask, alpha, ridge)
+            else:
+                H, losses = self._admm_codes(X, loadings, alpha, ridge)
+            sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
+            penalties = alpha * tl.abs(H) + ridge * H * H  # as the engine sums them
+            constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
+        return Encoding(codes=H, explained=X, losses=losses, constant=constant)
+
+    def _admm_codes(self, X: Any, loadings: list, alpha: float,
+                    ridge: float) -> tuple[Any, Any]:
+        """ADMM codes from the clipped least-squares start, penalty ``sqrt(lmin lmax)``.
+
+        Both choices cut the iterations to a given tolerance by 2-3x against a zero start and
+        ``rho = trace(G) / R`` (measured on digits); the floor on ``lmin`` keeps ``rho`` away
+        from 0 for (nearly) dependent atoms.
+        """
+        penalties = RobustPenalties(lam=math.inf, code_l1=alpha / 2, code_l2=ridge)
+        G = gram(loadings)
+        eigenvalues = tl.eigh(G)[0]
+        top = max(float(tl.max(eigenvalues)), 0.0)
+        bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
+        rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + ridge
+        eye = tl.eye(G.shape[0], **tl.context(G))
+        right = tl.transpose(project(X, loadings) - alpha / 2)
+        start = tl.solve(G + (ridge + 1e-10 * top + 1e-300) * eye, right)
+        coding = robust_code_admm(X, loadings, penalties, H0=tl.clip(tl.transpose(start), 0, None),
+                                  rho=rho, tol=self.code_tol, max_iter=self.code_max_iter,
+                                  residual_tol=math.sqrt(self.code_tol))
+        return coding.codes, coding.losses
+
+    def _hals_codes(self, X: Any, loadings: list, mask: Any, alpha: float,
+                    ridge: float) -> tuple[Any, Any]:
+        """The engine's coder (exact coordinate descent) and the losses on the 1/2 scale."""
+        G = gram(loadings) if mask is None else masked_gram(mask, loadings)
+        P = project(X, loadings)
+        H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=True,
+                           max_iter=self.code_max_iter, tol=self.code_tol)
+        sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
+        return H, 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
+
+    def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
+        """Exact column steps on the surrogate plus the components' penalty (pure)."""
+        l1, l2 = self._dictionary_penalties()
+        with blas_threads(self.blas_threads):
+            return surrogate_bcd_step(
+                loadings, statistics["A"], statistics["B"], nonnegative=True,
+                column_bound=self.column_bound, radius=radius, radius_mode=self.radius_mode,
+                n_passes=self.dict_passes, l1=l1, l2=l2)
+
+    # -- learning: scikit-learn's forget factor on the engine's weights ------------------------
+
+    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
+        """Learn from one mini-batch ``X`` of shape ``(b, n_features)`` (see OnlineCPDL)."""
+        with self._discounting():
+            return super().partial_fit(X, y, **kwargs)
+
+    def fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
+        """Learn from scratch from an array or a stream of batches (see OnlineCPDL.fit)."""
+        n = _n_samples(X, kwargs.get("sample_dim"))
+        self._epoch_samples = n  # scikit-learn's per-batch discount in fit depends on it
+        try:
+            return super().fit(X, y, **kwargs)
+        finally:
+            self.__dict__.pop("_epoch_samples", None)
+
+    @contextlib.contextmanager
+    def _discounting(self) -> Iterator[None]:
+        """Run a step with ``weights`` set to the forget factor's :class:`Discounted` schedule.
+
+        The engine reads the schedule from ``self.weights`` (a hyper-parameter, returned as given
+        by ``get_params``), so the effective schedule is put there for the step and the user's
+        value restored afterwards, even when the step raises.
+        """
+        if self.forget_factor is None:
+            yield
+            return
+        self._check_params()  # before the swap: it checks forget_factor against weights
+        n = self.__dict__.get("_epoch_samples")
+        factor = float(self.forget_factor)
+        if n:
+            factor **= min(int(self.batch_size), n) / n
+        given = self.weights
+        self.weights = Discounted(factor)
+        try:
+            yield
+        finally:
+            self.weights = given
+
+    # -- results -------------------------------------------------------------------------------
+
+    @property
+    def components_(self) -> Any:
+        """The components ``H``, shape ``(n_components, n_features)`` (scikit-learn's layout)."""
+        self._check_fitted()
+        return self.loadings_[0].T
+
+    @property
+    def n_components_(self) -> int:
+        self._check_fitted()
+        return int(self.loadings_[0].shape[1])
+
+    @property
+    def n_features_in_(self) -> int:
+        self._check_fitted()
+        return int(self.loadings_[0].shape[0])
+
+    def surrogate_value(self) -> float:
+        """The surrogate of the objective (module docstring's scale) at the current components."""
+        l1, l2 = self._dictionary_penalties()
+        with blas_threads(self.blas_threads):
+            return 0.5 * super().surrogate_value() + penalty_value(self.loadings_, l1, l2)
+
+    def objective(self, X: Any) -> float:
+        """The objective of the module docstring on ``X``, codes from :meth:`transform`.
+
+        Scikit-learn's objective (``0.5 * ||X - W H||^2 + penalties``) divided by ``len(X)``.
+        """
+        l1, l2 = self._dictionary_penalties()
+        return -self.score(X) + penalty_value(self.loadings_, l1, l2)
+
+
+def nndsvda(X: Any, R: int) -> Any:
+    """NNDSVD initial dictionary (Boutsidis & Gallopoulos), zeros filled with ``mean(X)``.
+
+    For ``X ~ W H`` with samples on the rows, the dictionary ``H^T`` of shape
+    ``(n_features, R)``: for every singular triplet ``(s, u, v)`` the larger of the products of
+    the positive and negative parts gives the column ``sqrt(s ||u_part|| ||v_part||) *
+    v_part / ||v_part||`` (vectorised over the components).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> D = nndsvda(np.random.default_rng(0).random((8, 5)), 2)
+    >>> D.shape, bool(D.min() > 0)
+    ((5, 2), True)
+    """
+    n_samples, n_features = tl.shape(X)
+    if R > min(n_samples, n_features):
+        raise ValueError(f"init='nndsvda' needs n_components <= min(batch size, n_features) = "
+                         f"{min(n_samples, n_features)}, got {R}; use init='random' or larger "
+                         f"batches")
+    U, S, Vt = tl.svd(X, full_matrices=False)
+    U, S, V = U[:, :R], S[:R], tl.transpose(Vt[:R])
+    u_pos, u_neg = tl.clip(U, 0, None), tl.clip(-U, 0, None)
+    v_pos, v_neg = tl.clip(V, 0, None), tl.clip(-V, 0, None)
+    nu_pos, nu_neg = tl.norm(u_pos, axis=0), tl.norm(u_neg, axis=0)
+    nv_pos, nv_neg = tl.norm(v_pos, axis=0), tl.norm(v_neg, axis=0)
+    positive = nu_pos * nv_pos > nu_neg * nv_neg  # ties: the negative parts, as NNDSVD
+    v_part = tl.where(tl.reshape(positive, (1, -1)), v_pos, v_neg)
+    v_norm = tl.where(positive, nv_pos, nv_neg)
+    u_norm = tl.where(positive, nu_pos, nu_neg)
+    factor = tl.sqrt(S * u_norm * v_norm) / tl.clip(v_norm, 1e-300, None)
+    D = v_part * tl.reshape(factor, (1, -1))
+    # the first triplet of a nonnegative matrix is one-signed: keep it whole (as NNDSVD does)
+    D = tl.index_update(D, tl.index[:, 0], tl.sqrt(S[0]) * tl.abs(V[:, 0]))
+    D = tl.where(D < 1e-6, tl.zeros(tl.shape(D), **tl.context(D)), D)  # scikit-learn's eps
+    mean = float(tl.mean(X))
+    return tl.where(D == 0, tl.zeros(tl.shape(D), **tl.context(D)) + mean, D)
+
+
+def _n_samples(X: Any, sample_dim: str | None) -> int | None:
+    """Number of samples of an array given to ``fit`` (None for a stream)."""
+    if is_labelled(X):
+        return int(X.sizes[sample_dim]) if sample_dim in X.dims else None
+    return int(X.shape[0]) if is_array_like(X) else None

@@ -1,0 +1,709 @@
+"""Robust NMF with outliers (Zhao & Tan, spec 000): ONMFO online, and BPGD / BADMM in batch.
+
+:class:`RobustOnlineNMF` is the paper's Algorithm 1 on the CP-dictionary engine
+(:class:`OnlineCPDL`'s loop and statistics). Per batch the coding step solves, for every sample,
+
+    (h, r) = argmin_{h >= 0, |r| <= M}  1/2 ||x - W h - r||^2 + lam ||r||_1        (eq. 9)
+
+by OPGD or OADMM (:mod:`tensorstream.robust_coding`); the engine folds ``A = mean h h^T`` and
+``B = mean (x - r) h^T`` into the statistics (its ``Encoding.explained = X - R``); the dictionary
+step minimises ``1/2 tr(W^T W A) - tr(W^T B)`` over ``C = {W >= 0, ||w_k|| <= 1}`` by PGD or
+ADMM (:func:`tensorstream.updates.surrogate_solver_step`), warm-started. Matrices are the case of
+one data mode; tensor samples work the same way, ``W h`` being the CP reconstruction.
+
+Scales: objectives, ``score`` and ``surrogate_value`` use the paper's 1/2 convention; the engine's
+statistics keep its own (no 1/2), so ``statistics_["c"]`` is twice the paper's ``c_t``.
+Weights: ``1/t`` with ``t`` counting batches (the engine's), which is the paper's sample-weighted
+mean ``(n A + H H^T) / (n + b)`` whenever batches have equal sizes (a shorter last batch weighs
+a little more).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .._backend import backend_of, float_dtype_of, using
+from .._validation import (
+    check_batch,
+    check_n_components,
+    check_nonnegative_number,
+    check_positive_int,
+    densify,
+)
+from ..constraints import (
+    project_columns,
+    project_elastic_net_columns,
+    project_simplex_columns,
+    soft_threshold,
+)
+from ..robust_coding import (
+    RobustCoding,
+    RobustPenalties,
+    code_penalty,
+    lipschitz,
+    outlier_penalty,
+    outlier_step,
+    project_outliers,
+    robust_code,
+    robust_losses,
+)
+from ..schedules import make_weights
+from ..updates import dictionary_pgd, penalty_value, surrogate_solver_step
+from ._base import OnlineEstimator
+from .nmf import blas_threads, check_blas_threads, loadings_from_init
+from .ocpdl import Encoding, OnlineCPDL
+
+__all__ = ["RobustNMF", "RobustOnlineNMF"]
+
+CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
+
+
+@dataclass(frozen=True)
+class RobustEncoding(Encoding):
+    """The engine's :class:`Encoding` plus the batch's outliers."""
+
+    outliers: Any = None
+
+
+# -- parameter checks shared by the online and batch learners ------------------------------------
+
+
+def _check_lam(lam: Any, lam_scale: Any) -> None:
+    if lam is not None:
+        if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or math.isnan(lam):
+            raise TypeError(f"lam must be a positive number (inf: no outliers) or None, "
+                            f"got {lam!r}")
+        if not lam > 0:
+            raise ValueError(f"lam must be > 0 (the outliers' l1 weight), got {lam!r}")
+    if check_nonnegative_number(lam_scale, "lam_scale") == 0:
+        raise ValueError("lam_scale must be > 0")
+
+
+def _check_box(M: Any) -> None:
+    if M is None:
+        return
+    if isinstance(M, bool) or not isinstance(M, numbers.Real) or math.isnan(M):
+        raise TypeError(f"M must be a positive number, inf or None, got {M!r}")
+    if not M > 0:
+        raise ValueError(f"M must be > 0 (the outliers' box |r| <= M), got {M!r}")
+
+
+def _check_solver(solver: Any, kappa: Any, rho: Any) -> None:
+    if solver not in ("pgd", "admm"):
+        raise ValueError(f"solver must be 'pgd' or 'admm', got {solver!r}")
+    if not 0 < check_nonnegative_number(kappa, "kappa") <= 1:
+        raise ValueError(f"kappa must lie in (0, 1], got {kappa!r}")
+    if check_nonnegative_number(rho, "rho") == 0:
+        raise ValueError("rho must be > 0")
+
+
+def _default_lam(lam: float | None, lam_scale: float, n_features: int) -> float:
+    """``lam``, or the paper's convention ``lam_scale / sqrt(F)`` (spec 000, section 6.16)."""
+    return float(lam) if lam is not None else lam_scale / math.sqrt(n_features)
+
+
+def coding_start(X: Any, R: int, code_init: str, outlier_init: str) -> tuple[Any, Any]:
+    """Starting ``(h, r)`` of a coding step: the paper's U[0, 1) codes (or zeros), zero outliers
+    (or the paper-literal U[0, 1)). The draws come from a fixed seed, so the coding step is a
+    pure, deterministic function of the batch and the dictionary (``transform`` is repeatable
+    and checkpoints resume exactly)."""
+    context = tl.context(X)
+    b = tl.shape(X)[0]
+    H0 = tl.tensor(np.random.default_rng(0).random((b, R)), **context) \
+        if code_init == "uniform" else tl.zeros((b, R), **context)
+    R0 = tl.tensor(np.random.default_rng(1).random(tuple(tl.shape(X))), **context) \
+        if outlier_init == "uniform" else tl.zeros(tl.shape(X), **context)
+    return H0, R0
+
+
+def dictionary_projection(constraint: str, gamma1: float = 0.0,
+                          gamma2: float = 2.0) -> Callable[[Any], Any]:
+    """The projection onto the dictionary's constraint set (spec 000, section 2.11).
+
+    ``"l2ball"``: the paper's ``C`` (nonnegative, column norms <= 1); ``"nonneg"``: ``C1``;
+    ``"simplex"``: ``C2`` (nonnegative, column sums = 1); ``"elasticnet"``: ``C3``
+    (nonnegative, ``gamma1 ||w||_1 + gamma2/2 ||w||^2 <= 1``).
+    """
+    if constraint == "l2ball":
+        return lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
+    if constraint == "nonneg":
+        return lambda U: tl.clip(U, 0, None)
+    if constraint == "simplex":
+        return project_simplex_columns
+    if constraint == "elasticnet":
+        return lambda U: project_elastic_net_columns(U, gamma1, gamma2)
+    raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
+
+
+class RobustOnlineNMF(OnlineCPDL):
+    """Online NMF with outliers (ONMFO, Zhao & Tan): dictionary, codes and sparse outliers.
+
+    Learns a nonnegative dictionary ``W`` from a stream so that every sample is ``W h + r``
+    with ``h >= 0`` and sparse, bounded outliers ``r`` (module docstring). With one data mode
+    ``W`` is ``(n_features, n_components)``; tensor samples get a CP dictionary.
+
+    Parameters
+    ----------
+    n_components : int
+        Number of atoms ``K``.
+    lam : float or None, default None
+        Weight of ``||r||_1``; None: ``lam_scale / sqrt(F)`` with ``F`` the sample size (the
+        paper's convention); ``inf``: no outliers (plain online NMF with these solvers).
+    lam_scale : float, default 1.0
+        Multiple of ``1/sqrt(F)`` when ``lam`` is None (``1/sqrt(F)`` is too small for large or
+        sparse samples: spec 000, section 6.16).
+    M : float or None, default 1.0
+        Box ``|r_i| <= M`` (1 for data scaled to unit maximum); None or inf: no box.
+    solver : {"admm", "pgd"}, default "admm"
+        OADMM or OPGD, for both the coding and the dictionary step.
+    kappa : float, default 0.7
+        PGD step fractions (``kappa / ||W||_2^2`` for ``h``, ``kappa / ||A||_F`` for ``W``).
+    rho : float, default 1.0
+        ADMM penalties (``rho1 = rho2 = rho3``).
+    accelerated : bool, default False
+        FISTA on the codes (``solver="pgd"`` only; spec 000, section 2.3's APGD).
+    code_tol, code_max_iter : float, int, default 1e-3, 50
+        The paper's stopping rule of the coding step, per sample (relative objective change).
+    dict_tol, dict_max_iter : float, int, default 1e-4, 200
+        The paper's stopping rule of the dictionary step.
+    constraint : {"l2ball", "nonneg", "simplex", "elasticnet"}, default "l2ball"
+        The dictionary's set: ``C``, ``C1``, ``C2`` or ``C3`` of the paper (for tensor samples:
+        of each loading's columns).
+    gamma1, gamma2 : float, default 0.0, 2.0
+        The elastic-net ball ``C3`` (the defaults make it ``C``).
+    dict_l1, dict_l2 : float, default 0.0
+        Elastic-net penalty ``dict_l1 ||W||_1 + dict_l2/2 ||W||_F^2`` on the dictionary.
+    code_l1, code_l2 : float, default 0.0
+        Lasso and Tikhonov (``nu1``) penalties on ``h``.
+    code_group, group_size : float, int, default 0.0, 1
+        Group lasso on consecutive groups of ``group_size`` codes (with ``code_l1``: the
+        sparse group lasso).
+    outlier_l2 : float, default 0.0
+        Tikhonov penalty ``nu2/2 ||r||^2`` (eq. 39: with ``code_l2`` it makes ``(h, r)`` unique).
+    nonnegative_outliers : bool, default False
+        Outliers in ``{0 <= r <= M}`` (the paper's ``R'``).
+    code_init : {"uniform", "zero"}, default "uniform"
+        Start of the codes in every coding step (the paper's U[0, 1)).
+    outlier_init : {"zero", "uniform"}, default "zero"
+        Start of the outliers (``"uniform"`` is paper-literal and harmful: spec 000, 6.6).
+    weights : "balanced", float or callable, default "balanced"
+        Weights of the statistics (``1/t`` is the paper's).
+    batch_size : int, default 5
+        Samples per mini-batch in ``fit`` (the paper's tau).
+    max_iter : int, default 1
+        Passes over an array in ``fit`` (the paper streams every sample once).
+    init : "random", list of loadings, or array of shape (n_components, n_features)
+        ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
+    random_state, backend, verbose, callback
+        As in :class:`OnlineCPDL`.
+    blas_threads : int or None, default 1
+        BLAS threads inside the steps (see :func:`tensorstream.learners.nmf.blas_threads`).
+
+    Attributes
+    ----------
+    loadings_ : list of tensors of shape (I_k, n_components)
+    components_ : tensor of shape (n_components, n_features) (one data mode only)
+    statistics_, n_steps_, n_samples_seen_ : as in :class:`OnlineCPDL`
+    last_decomposition_ : (codes, outliers) of the most recent coding step (after
+        ``partial_fit``: the batch's online ``h_t`` and ``r_t``)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream.learners.robust_nmf import RobustOnlineNMF
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((60, 3)) @ rng.random((3, 20)) / 3
+    >>> X[::4, ::5] = 1.0  # outliers
+    >>> model = RobustOnlineNMF(3, batch_size=10, max_iter=2, random_state=0).fit(X)
+    >>> model.components_.shape, model.transform(X[:4]).shape, model.outliers(X[:4]).shape
+    ((3, 20), (4, 3), (4, 20))
+    """
+
+    # the engine's parameters that this learner fixes
+    nonnegative = True
+    column_bound = 1.0
+    missing = None
+    search_radius = None
+    radius_mode = "frobenius"
+
+    def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
+                 M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
+                 rho: float = 1.0, accelerated: bool = False, code_tol: float = 1e-3,
+                 code_max_iter: int = 50, dict_tol: float = 1e-4, dict_max_iter: int = 200,
+                 constraint: str = "l2ball", gamma1: float = 0.0, gamma2: float = 2.0,
+                 dict_l1: float = 0.0, dict_l2: float = 0.0, code_l1: float = 0.0,
+                 code_l2: float = 0.0, code_group: float = 0.0, group_size: int = 1,
+                 outlier_l2: float = 0.0, nonnegative_outliers: bool = False,
+                 code_init: str = "uniform", outlier_init: str = "zero", weights="balanced",
+                 batch_size: int = 5, max_iter: int = 1, init="random", random_state=None,
+                 backend: str | None = None, blas_threads: int | None = 1,
+                 verbose: bool = False, callback=None):
+        self.n_components = n_components
+        self.lam = lam
+        self.lam_scale = lam_scale
+        self.M = M
+        self.solver = solver
+        self.kappa = kappa
+        self.rho = rho
+        self.accelerated = accelerated
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
+        self.dict_tol = dict_tol
+        self.dict_max_iter = dict_max_iter
+        self.constraint = constraint
+        self.gamma1 = gamma1
+        self.gamma2 = gamma2
+        self.dict_l1 = dict_l1
+        self.dict_l2 = dict_l2
+        self.code_l1 = code_l1
+        self.code_l2 = code_l2
+        self.code_group = code_group
+        self.group_size = group_size
+        self.outlier_l2 = outlier_l2
+        self.nonnegative_outliers = nonnegative_outliers
+        self.code_init = code_init
+        self.outlier_init = outlier_init
+        self.weights = weights
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.backend = backend
+        self.blas_threads = blas_threads
+        self.verbose = verbose
+        self.callback = callback
+
+    # -- parameters ----------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        check_n_components(self.n_components)
+        _check_lam(self.lam, self.lam_scale)
+        _check_box(self.M)
+        _check_solver(self.solver, self.kappa, self.rho)
+        if self.accelerated not in (True, False):
+            raise TypeError(f"accelerated must be a bool, got {self.accelerated!r}")
+        for name in ("code_tol", "dict_tol", "dict_l1", "dict_l2", "code_l1", "code_l2",
+                     "code_group", "outlier_l2", "gamma1", "gamma2"):
+            check_nonnegative_number(getattr(self, name), name)
+        for name in ("code_max_iter", "dict_max_iter", "group_size"):
+            check_positive_int(getattr(self, name), name)
+        if self.constraint not in CONSTRAINTS:
+            raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {self.constraint!r}")
+        if self.constraint == "elasticnet" and self.gamma1 == self.gamma2 == 0:
+            raise ValueError("constraint='elasticnet' needs gamma1 > 0 or gamma2 > 0")
+        if self.nonnegative_outliers not in (True, False):
+            raise TypeError(f"nonnegative_outliers must be a bool, "
+                            f"got {self.nonnegative_outliers!r}")
+        if self.code_init not in ("uniform", "zero"):
+            raise ValueError(f"code_init must be 'uniform' or 'zero', got {self.code_init!r}")
+        if self.outlier_init not in ("zero", "uniform"):
+            raise ValueError(f"outlier_init must be 'zero' or 'uniform', "
+                             f"got {self.outlier_init!r}")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+        check_blas_threads(self.blas_threads)
+        if isinstance(self.init, str) and self.init != "random":
+            raise ValueError(f"init must be 'random', a list of loadings or an array of shape "
+                             f"(n_components, n_features), got {self.init!r}")
+        make_weights(self.weights)
+
+    def _penalties(self, n_features: int) -> RobustPenalties:
+        return RobustPenalties(
+            lam=_default_lam(self.lam, self.lam_scale, n_features), M=self.M,
+            nonnegative_outliers=bool(self.nonnegative_outliers), outlier_l2=self.outlier_l2,
+            code_l1=self.code_l1, code_l2=self.code_l2, code_group=self.code_group,
+            group_size=int(self.group_size))
+
+    def _projection(self) -> Callable[[Any], Any]:
+        return dictionary_projection(self.constraint, self.gamma1, self.gamma2)
+
+    # -- data and initialisation ---------------------------------------------------------------
+
+    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
+        if mask is not None:
+            raise TypeError(f"{type(self).__name__} does not take masks (missing entries)")
+        return super()._validate_masked(X, None, name)
+
+    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
+                          context: dict) -> list:
+        loadings = loadings_from_init(self.init, sample_shape, R, backend, context)
+        if loadings is None:  # "random" (P_C of U[0, 1), the paper's W_0) or a list
+            loadings = super()._initial_loadings(sample_shape, R, backend, context)
+        project = self._projection()
+        return [project(U) for U in loadings]
+
+    # -- the two hooks -------------------------------------------------------------------------
+
+    def _robust_coding(self, X: Any, loadings: list) -> RobustCoding:
+        """The ``(h, r)`` step of a validated batch (pure)."""
+        penalties = self._penalties(int(np.prod(X.shape[1:])))
+        H0, R0 = coding_start(X, int(loadings[0].shape[1]), self.code_init, self.outlier_init)
+        options = dict(H0=H0, R0=R0, tol=self.code_tol, max_iter=self.code_max_iter)
+        if self.solver == "pgd":
+            options.update(kappa=self.kappa, accelerated=bool(self.accelerated))
+        else:
+            options.update(rho=self.rho)
+        with blas_threads(self.blas_threads):
+            return robust_code(X, loadings, penalties, solver=self.solver, **options)
+
+    def _encode(self, X: Any, loadings: list, mask: Any = None) -> RobustEncoding:
+        """Codes and outliers of a batch; the statistics see ``X - R`` (pure but for a cache).
+
+        The result is also kept as ``last_decomposition_`` (not part of the learned state), so
+        that the online ``(h_t, r_t)`` of a ``partial_fit`` can be read without coding twice.
+        """
+        if mask is not None:
+            raise TypeError(f"{type(self).__name__} does not take masks (missing entries)")
+        coding = self._robust_coding(X, loadings)
+        H, R = coding.codes, coding.outliers
+        penalties = self._penalties(int(np.prod(X.shape[1:])))
+        explained = X - R
+        sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
+        extra = outlier_penalty(R, penalties) + code_penalty(H, penalties)
+        constant = float(tl.mean(sq_norms + 2 * extra))  # engine scale: twice the paper's c_t
+        self._last_coding = (H, R)
+        return RobustEncoding(codes=H, explained=explained, losses=coding.losses,
+                              constant=constant, outliers=R)
+
+    def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
+        """The spec's W-step (PGD or ADMM, warm-started) on the statistics (pure)."""
+        with blas_threads(self.blas_threads):
+            new, _ = surrogate_solver_step(
+                loadings, statistics["A"], statistics["B"], statistics["c"], solver=self.solver,
+                project=self._projection(), l1=self.dict_l1, l2=self.dict_l2, kappa=self.kappa,
+                rho=self.rho, tol=self.dict_tol, max_iter=self.dict_max_iter, radius=radius,
+                radius_mode=self.radius_mode)
+        return new
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.__dict__.pop("_last_coding", None)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def surrogate_value(self) -> float:
+        """The paper's surrogate ``f~_t(W_t)`` (eq. 11, plus the dictionary's penalty)."""
+        with blas_threads(self.blas_threads):
+            return 0.5 * super().surrogate_value() + penalty_value(
+                self.loadings_, self.dict_l1, self.dict_l2)
+
+    def decompose(self, X: Any) -> tuple[Any, Any]:
+        """``(codes, outliers)`` of the samples of ``X`` against the learned dictionary."""
+        self._check_fitted()
+        data, _ = self._unlabel(X, None, None)
+        X, _ = self._validate_masked(data, None)
+        with using(self.backend_):
+            coding = self._robust_coding(X, self.loadings_)
+        return coding.codes, coding.outliers
+
+    def outliers(self, X: Any) -> Any:
+        """The outlier part ``R`` of ``X`` (``X`` ~ ``inverse_transform(codes) + R``)."""
+        return self.decompose(X)[1]
+
+    @property
+    def last_decomposition_(self) -> tuple[Any, Any]:
+        """``(codes, outliers)`` of the most recent coding step (``partial_fit``'s batch)."""
+        if "_last_coding" not in self.__dict__:
+            raise AttributeError("no coding step has run yet")
+        return self._last_coding
+
+    @property
+    def components_(self) -> Any:
+        """The dictionary as scikit-learn components, ``(n_components, n_features)``."""
+        self._check_fitted()
+        if len(self.loadings_) != 1:
+            raise AttributeError("components_ is defined for samples with one data mode; "
+                                 "use loadings_ for tensor samples")
+        return self.loadings_[0].T
+
+
+class RobustNMF(OnlineEstimator):
+    """Batch robust NMF with outliers: BPGD or BADMM (the spec's supplement S-2).
+
+    Minimises ``1/2 ||X - H W^T - R||_F^2 + lam ||R||_1`` over ``H >= 0``, ``|R| <= M`` and ``W``
+    in ``C`` for the whole matrix ``X`` (``n_samples x n_features``), the baseline of the paper's
+    comparison. ``solver="pgd"``: one projected-gradient step on ``H``, the exact ``R``, one
+    projected-gradient step on ``W`` per iteration (a block-MM scheme: the objective never
+    increases). ``solver="admm"``: the splitting ``H = U``, ``R = Q``, ``W = Psi``, one pass of
+    eqs. (S-12)-(S-20) per iteration (not monotone); the feasible ``(Psi, U, Q)`` are returned.
+    The step sizes and penalties are the online learner's (``kappa / ||W||_2^2``,
+    ``kappa / ||H^T H||_F``, ``rho``). Only the parameter contract of the online learners is
+    shared; this estimator holds the whole data and is not checkpointed (pickle it).
+
+    Parameters
+    ----------
+    n_components : int
+    lam, lam_scale, M, solver, kappa, rho
+        As in :class:`RobustOnlineNMF`.
+    max_iter : int, default 200
+        Iterations.
+    tol : float, default 0.0
+        Stop when the objective's relative change falls below ``tol`` (0: never).
+    max_time : float or None
+        Stop after this many seconds of iterations (the paper compares at equal time).
+    transform_tol, transform_max_iter : float, int, default 1e-6, 1000
+        Stopping rule of the coding step of :meth:`transform` (tight: an evaluation).
+    init : "random", array of shape (n_components, n_features) or list ``[W]``
+        The initial dictionary (``"random"``: the projection of U[0, 1) entries, as the online
+        learner); the codes start at U[0, 1), the outliers at 0.
+    random_state, backend, blas_threads
+        As in :class:`RobustOnlineNMF`.
+    callback : callable, optional
+        ``callback(model, info)`` after every iteration; returning True stops.
+
+    Attributes
+    ----------
+    components_ : tensor of shape (n_components, n_features)
+    codes_ : tensor of shape (n_samples, n_components)
+    outliers_ : tensor of shape (n_samples, n_features)
+    n_iter_ : int
+    history_ : list of dict
+        Per iteration: ``seconds`` (of iterations, evaluations excluded), ``objective`` (per
+        sample: the batch objective divided by ``n_samples``, the online scale), and for ADMM
+        the relative primal residuals ``residual_H``, ``residual_R``, ``residual_W``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream.learners.robust_nmf import RobustNMF
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((40, 3)) @ rng.random((3, 15)) / 3
+    >>> model = RobustNMF(3, solver="pgd", max_iter=30, random_state=0).fit(X)
+    >>> model.components_.shape, model.outliers_.shape
+    ((3, 15), (40, 15))
+    >>> bool(model.history_[-1]["objective"] <= model.history_[0]["objective"])
+    True
+    """
+
+    def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
+                 M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
+                 rho: float = 1.0, max_iter: int = 200, tol: float = 0.0,
+                 max_time: float | None = None, transform_tol: float = 1e-6,
+                 transform_max_iter: int = 1000, init="random", random_state=None,
+                 backend: str | None = None, blas_threads: int | None = 1, callback=None):
+        self.n_components = n_components
+        self.lam = lam
+        self.lam_scale = lam_scale
+        self.M = M
+        self.solver = solver
+        self.kappa = kappa
+        self.rho = rho
+        self.max_iter = max_iter
+        self.tol = tol
+        self.max_time = max_time
+        self.transform_tol = transform_tol
+        self.transform_max_iter = transform_max_iter
+        self.init = init
+        self.random_state = random_state
+        self.backend = backend
+        self.blas_threads = blas_threads
+        self.callback = callback
+
+    def _check_params(self) -> None:
+        check_n_components(self.n_components)
+        _check_lam(self.lam, self.lam_scale)
+        _check_box(self.M)
+        _check_solver(self.solver, self.kappa, self.rho)
+        check_positive_int(self.max_iter, "max_iter")
+        check_positive_int(self.transform_max_iter, "transform_max_iter")
+        check_nonnegative_number(self.tol, "tol")
+        check_nonnegative_number(self.transform_tol, "transform_tol")
+        if self.max_time is not None and check_nonnegative_number(self.max_time,
+                                                                  "max_time") == 0:
+            raise ValueError("max_time must be > 0 or None")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+        check_blas_threads(self.blas_threads)
+        if isinstance(self.init, str) and self.init != "random":
+            raise ValueError(f"init must be 'random', an array of shape (n_components, "
+                             f"n_features) or a list [W], got {self.init!r}")
+
+    def _validate(self, X: Any, name: str = "X") -> Any:
+        fitted = "components_" in self.__dict__
+        backend = self.backend_ if fitted else (self.backend or backend_of(densify(X)))
+        X = check_batch(X, backend=backend, context=self.__dict__.get("_context"),
+                        sample_shape=(self.components_.shape[1],) if fitted else None,
+                        nonnegative=True, name=name)
+        if len(X.shape) != 2:
+            raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
+                             f"{tuple(X.shape)}")
+        return X
+
+    def _penalties(self, n_features: int) -> RobustPenalties:
+        return RobustPenalties(lam=_default_lam(self.lam, self.lam_scale, n_features), M=self.M)
+
+    def _initial_dictionary(self, X: Any, rng: np.random.Generator, context: dict) -> Any:
+        R, n_features = self.n_components, X.shape[1]
+        given = loadings_from_init(self.init, (n_features,), R, backend_of(X), context)
+        if given is None and not isinstance(self.init, str):
+            init = list(self.init)
+            if len(init) != 1:
+                raise ValueError("init must be 'random', an array of shape (n_components, "
+                                 "n_features) or a list [W]")
+            W = check_batch(init[0], backend=backend_of(X), nonnegative=True, name="init[0]")
+            if tuple(W.shape) != (n_features, R):
+                raise ValueError(f"init[0] must have shape {(n_features, R)}, "
+                                 f"got {tuple(W.shape)}")
+            given = [tl.tensor(W, **context)]
+        W = given[0] if given is not None else tl.tensor(rng.random((n_features, R)), **context)
+        return dictionary_projection("l2ball")(W)
+
+    def fit(self, X: Any, y: Any = None) -> RobustNMF:
+        """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch."""
+        self._check_params()
+        for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
+                     "_context"):
+            self.__dict__.pop(name, None)
+        X = self._validate(X)
+        backend = backend_of(X)
+        with using(backend), blas_threads(self.blas_threads):
+            context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
+            X = tl.tensor(X, **context)
+            rng = np.random.default_rng(self.random_state)
+            W = self._initial_dictionary(X, rng, context)
+            H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)
+            run = self._admm if self.solver == "admm" else self._pgd
+            W, H, R, history = run(X, W, H, self._penalties(X.shape[1]))
+        self.__dict__.update(components_=tl.transpose(W), codes_=H, outliers_=R,
+                             n_iter_=len(history), history_=history, backend_=backend,
+                             _context=context)
+        return self
+
+    def _objective(self, X, W, H, R, penalties) -> float:
+        return float(tl.mean(robust_losses(X, [W], H, R, penalties)))
+
+    def _iterate(self, X, state, penalties, step, evaluate):
+        """Run ``step`` until max_iter, max_time, tol or the callback stops; time excludes
+        the evaluations."""
+        history, seconds, previous = [], 0.0, None
+        for iteration in range(1, self.max_iter + 1):
+            start = time.perf_counter()
+            state = step(state)
+            seconds += time.perf_counter() - start
+            info = {"iteration": iteration, "seconds": seconds, **evaluate(state)}
+            history.append(info)
+            if self.callback is not None and self.callback(self, dict(info)):
+                break
+            if self.max_time is not None and seconds >= self.max_time:
+                break
+            current = info["objective"]
+            if self.tol and previous is not None and \
+                    abs(current - previous) / max(abs(previous), 1e-300) < self.tol:
+                break
+            previous = current
+        return state, history
+
+    def _pgd(self, X, W, H, penalties):
+        """BPGD (S-8)-(S-10): H, then R, then W, one step each per iteration."""
+        R = tl.zeros(tl.shape(X), **tl.context(X))
+        project = dictionary_projection("l2ball")
+
+        def step(state):
+            W, H, R = state
+            G = tl.dot(tl.transpose(W), W)
+            eta = self.kappa / max(lipschitz(G), 1e-300)
+            H = tl.clip(H - eta * (tl.dot(H, G) + tl.dot(R - X, W)), 0, None)
+            R = outlier_step(X - tl.dot(H, tl.transpose(W)), penalties)
+            explained = X - R
+            W, _ = dictionary_pgd(W, tl.dot(tl.transpose(H), H),
+                                  tl.dot(tl.transpose(explained), H), project=project,
+                                  kappa=self.kappa, tol=0.0, max_iter=1)
+            return W, H, R
+
+        def evaluate(state):
+            return {"objective": self._objective(X, *state, penalties)}
+
+        (W, H, R), history = self._iterate(X, (W, H, R), penalties, step, evaluate)
+        return W, H, R, history
+
+    def _admm(self, X, W, H, penalties):
+        """BADMM (S-12)-(S-20); duals named ``dual_*`` (not the statistics A, B, D)."""
+        context = tl.context(X)
+        rho = self.rho
+        K = self.n_components
+        eye = tl.eye(K, **context)
+        project = dictionary_projection("l2ball")
+        zeros = tl.zeros(tl.shape(X), **context)
+        state = {"W": W, "Psi": W, "H": H, "U": tl.clip(H, 0, None), "R": zeros, "Q": zeros,
+                 "dual_H": tl.zeros(tl.shape(H), **context), "dual_R": zeros,
+                 "dual_W": tl.zeros(tl.shape(W), **context)}
+
+        def step(s):
+            W, R = s["W"], s["R"]
+            inverse = tl.solve(tl.dot(tl.transpose(W), W) + rho * eye, eye)
+            H = tl.dot(tl.dot(X - R, W) + rho * s["U"] - s["dual_H"], inverse)
+            R = soft_threshold(rho * s["Q"] + X - s["dual_R"] - tl.dot(H, tl.transpose(W)),
+                               penalties.lam) / (1 + rho)
+            inverse = tl.solve(tl.dot(tl.transpose(H), H) + rho * eye, eye)
+            W = tl.dot(tl.dot(tl.transpose(X - R), H) - s["dual_W"] + rho * s["Psi"], inverse)
+            U = tl.clip(H + s["dual_H"] / rho, 0, None)
+            Q = project_outliers(R + s["dual_R"] / rho, penalties)
+            Psi = project(W + s["dual_W"] / rho)
+            return {"W": W, "Psi": Psi, "H": H, "U": U, "R": R, "Q": Q,
+                    "dual_H": s["dual_H"] + rho * (H - U), "dual_R": s["dual_R"] + rho * (R - Q),
+                    "dual_W": s["dual_W"] + rho * (W - Psi)}
+
+        def evaluate(s):
+            return {"objective": self._objective(X, s["Psi"], s["U"], s["Q"], penalties),
+                    "residual_H": _relative(s["H"] - s["U"], s["H"]),
+                    "residual_R": _relative(s["R"] - s["Q"], s["R"]),
+                    "residual_W": _relative(s["W"] - s["Psi"], s["W"])}
+
+        state, history = self._iterate(X, state, penalties, step, evaluate)
+        return state["Psi"], state["U"], state["Q"], history
+
+    # -- using the factorization ---------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if "components_" not in self.__dict__:
+            raise ValueError("this RobustNMF is not fitted yet; call fit first")
+
+    def decompose(self, X: Any) -> tuple[Any, Any]:
+        """``(codes, outliers)`` of new samples against the learned components."""
+        self._check_fitted()
+        X = self._validate(X)
+        with using(self.backend_), blas_threads(self.blas_threads):
+            W = tl.transpose(self.components_)
+            H0, R0 = coding_start(X, self.n_components, "uniform", "zero")
+            coding = robust_code(X, [W], self._penalties(X.shape[1]), solver=self.solver,
+                                 H0=H0, R0=R0, tol=self.transform_tol,
+                                 max_iter=self.transform_max_iter,
+                                 **({"rho": self.rho} if self.solver == "admm"
+                                    else {"kappa": self.kappa}))
+        return coding.codes, coding.outliers
+
+    def transform(self, X: Any) -> Any:
+        """Codes of new samples, ``(n_samples, n_components)``."""
+        return self.decompose(X)[0]
+
+    def outliers(self, X: Any) -> Any:
+        """Outliers of new samples, shaped like ``X``."""
+        return self.decompose(X)[1]
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """``fit(X)`` and the fitted codes of ``X``."""
+        return self.fit(X).codes_
+
+    def inverse_transform(self, codes: Any) -> Any:
+        """``codes @ components_``: the low-rank part of samples with these codes."""
+        self._check_fitted()
+        codes = check_batch(codes, backend=self.backend_, context=self._context,
+                            sample_shape=(self.n_components,), name="codes")
+        with using(self.backend_):
+            return tl.dot(codes, self.components_)
+
+    def save(self, path: Any) -> Any:
+        raise NotImplementedError("RobustNMF is a batch estimator holding its data; pickle it "
+                                  "instead of checkpointing")
+
+
+def _relative(difference: Any, reference: Any) -> float:
+    return float(tl.norm(difference)) / max(float(tl.norm(reference)), 1e-300)

@@ -1,0 +1,465 @@
+"""The coding step of robust NMF with outliers (Zhao & Tan, spec 000): codes and outliers.
+
+For every sample ``x`` of a batch (a tensor of shape ``(I_1, ..., I_n)``; ``n = 1`` for matrices)
+and a fixed CP dictionary ``W`` (its loadings; the matrix is never formed), solve
+
+    min_{h >= 0, r}  1/2 ||x - W h - r||^2 + lam ||r||_1                       (spec eq. 9)
+                     + nu2/2 ||r||^2 + l1 sum(h) + l2/2 ||h||^2 + group sum_g sqrt(|g|) ||h_g||
+    subject to       |r_i| <= M          (and r >= 0 with nonnegative outliers)
+
+with the spec's two solvers, vectorised over the batch:
+
+* :func:`robust_code_pgd` (OPGD, section 2.3): block majorisation-minimisation, one projected
+  gradient step on ``h`` (step ``kappa / (||W||_2^2 + l2)``) and then the exact minimiser in
+  ``r``. The pair is the projected-gradient method on the smooth function
+  ``phi(h) = min_r (...)`` (a Moreau envelope), so ``accelerated=True`` runs FISTA on it, with
+  a function-value restart that keeps it monotone.
+* :func:`robust_code_admm` (OADMM, section 2.5): ADMM on the splitting ``h = u``, ``r = q``;
+  returns the feasible pair ``(u, q)``.
+
+Both stop sample by sample with the paper's rule (relative change of the objective below ``tol``,
+or ``max_iter`` iterations): a converged sample is frozen while the others go on, so a batch is
+coded exactly as if its samples were coded one by one. Objectives use the spec's ``1/2``
+convention. Only ``tl.*`` calls: every backend works.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import tensorly as tl
+
+from .constraints import prox_l1_box, soft_threshold
+from .cp_dictionary import gram, project, reconstruct
+
+Tensor = Any
+_TINY = 1e-300
+
+
+@dataclass(frozen=True)
+class RobustPenalties:
+    """Penalties and constraints of the per-sample ``(h, r)`` problem (the spec's section 2.11).
+
+    Parameters
+    ----------
+    lam : float
+        Weight of ``||r||_1`` (> 0); ``math.inf`` forbids outliers (``r = 0``: plain NMF coding).
+    M : float or None
+        Box ``|r_i| <= M``; ``None`` (or ``inf``) for no box.
+    nonnegative_outliers : bool
+        Restrict to ``r >= 0`` (the spec's ``R'``).
+    outlier_l2 : float
+        Tikhonov weight ``nu2`` on ``r`` (eq. 39).
+    code_l1 : float
+        Lasso weight on ``h`` (``l1 sum(h)``, as ``h >= 0``).
+    code_l2 : float
+        Tikhonov weight ``nu1`` on ``h`` (makes the codes unique).
+    code_group : float
+        Group-lasso weight on consecutive groups of ``group_size`` codes (with ``code_l1``: the
+        sparse group lasso).
+    group_size : int
+        Size of the code groups (the last group may be shorter).
+    """
+
+    lam: float
+    M: float | None = 1.0
+    nonnegative_outliers: bool = False
+    outlier_l2: float = 0.0
+    code_l1: float = 0.0
+    code_l2: float = 0.0
+    code_group: float = 0.0
+    group_size: int = 1
+
+    @property
+    def bound(self) -> float | None:
+        return None if self.M is None or math.isinf(self.M) else float(self.M)
+
+    @property
+    def has_outliers(self) -> bool:
+        return not math.isinf(self.lam)
+
+
+@dataclass(frozen=True)
+class RobustCoding:
+    """Result of a coding step: codes ``(b, R)``, outliers (shaped like the batch), objectives."""
+
+    codes: Any
+    outliers: Any
+    losses: Any  #: (b,) per-sample objective at (codes, outliers), 1/2 convention
+    n_iter: int  #: iterations of the slowest sample
+
+
+# -- the dictionary as an operator -----------------------------------------------------------------
+
+
+class DictionaryOperator:
+    """``h -> W h`` and ``r -> W^T r`` for a batch, for a CP dictionary given by its loadings.
+
+    The tensor case goes through :func:`~tensorstream.cp_dictionary.reconstruct` and
+    :func:`~tensorstream.cp_dictionary.project` (the matrix ``W`` is never formed); one loading
+    is the matrix ``W`` itself, for which both are a single GEMM (the same arithmetic, fewer
+    dispatched calls: the solvers are dominated by per-call overhead on small batches).
+    """
+
+    def __init__(self, loadings: list):
+        self.loadings = list(loadings)
+        self.matrix = self.loadings[0] if len(self.loadings) == 1 else None
+        self.transposed = None if self.matrix is None else tl.transpose(self.matrix)
+        self.gram = gram(self.loadings)
+
+    def times(self, H: Tensor) -> Tensor:
+        """``W h`` of every row of ``H``: shape ``(b, I_1, ..., I_n)``."""
+        if self.matrix is not None:
+            return tl.dot(H, self.transposed)
+        return reconstruct(self.loadings, H)
+
+    def adjoint(self, X: Tensor) -> Tensor:
+        """``W^T x`` of every sample of ``X``: shape ``(b, R)``."""
+        if self.matrix is not None:
+            return tl.dot(X, self.matrix)
+        return project(X, self.loadings)
+
+
+# -- elementary steps ----------------------------------------------------------------------------
+
+
+def outlier_step(residual: Tensor, penalties: RobustPenalties) -> Tensor:
+    """Exact minimiser in ``r`` of the objective, given ``residual = x - W h``.
+
+    ``r = clip(S_lam(residual) / (1 + nu2), -M, M)`` (eq. 17 with the Tikhonov term of eq. 39).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> outlier_step(np.array([[0.05, -0.6, 3.0]]), RobustPenalties(lam=0.1, M=1.0))
+    array([[ 0. , -0.5,  1. ]])
+    """
+    if not penalties.has_outliers:
+        return tl.zeros(tl.shape(residual), **tl.context(residual))
+    scale = 1.0 + penalties.outlier_l2
+    bound = penalties.bound
+    if scale != 1.0:
+        return prox_l1_box(residual / scale, penalties.lam / scale, bound,
+                           penalties.nonnegative_outliers)
+    return prox_l1_box(residual, penalties.lam, bound, penalties.nonnegative_outliers)
+
+
+def _group_matrix(R: int, group_size: int, context: dict) -> Tensor:
+    """``(R, n_groups)`` 0/1 membership matrix of consecutive groups of ``group_size`` codes."""
+    n_groups = -(-R // group_size)
+    rows = [[1.0 if k // group_size == g else 0.0 for g in range(n_groups)] for k in range(R)]
+    return tl.tensor(rows, **context)
+
+
+def code_prox(Y: Tensor, step: float, penalties: RobustPenalties) -> Tensor:
+    """Proximal map of ``step * (l1 sum(h) + group ...)`` plus the orthant, row by row.
+
+    ``h = P_+(y - step l1)``, then every group is shrunk radially by ``step group sqrt(|g|)``
+    (the spec's sparse-group-lasso step). Without penalties this is ``P_+``.
+    """
+    H = tl.clip(Y - step * penalties.code_l1, 0, None) if penalties.code_l1 else \
+        tl.clip(Y, 0, None)
+    if not penalties.code_group:
+        return H
+    R = tl.shape(H)[1]
+    members = _group_matrix(R, penalties.group_size, tl.context(H))
+    sizes = tl.sum(members, axis=0)
+    norms = tl.sqrt(tl.dot(H * H, members))  # (b, n_groups)
+    factor = tl.clip(1 - step * penalties.code_group * tl.sqrt(sizes) / tl.clip(norms, _TINY,
+                                                                                  None), 0, None)
+    return H * tl.dot(factor, tl.transpose(members))
+
+
+def code_penalty(H: Tensor, penalties: RobustPenalties) -> Tensor:
+    """Per-sample ``l1 sum(h) + l2/2 ||h||^2 + group sum_g sqrt(|g|) ||h_g||``, shape ``(b,)``
+    (the scalar 0 without penalties)."""
+    total = 0.0
+    if penalties.code_l1:
+        total = total + penalties.code_l1 * tl.sum(tl.abs(H), axis=1)
+    if penalties.code_l2:
+        total = total + 0.5 * penalties.code_l2 * tl.sum(H * H, axis=1)
+    if penalties.code_group:
+        members = _group_matrix(tl.shape(H)[1], penalties.group_size, tl.context(H))
+        norms = tl.sqrt(tl.dot(H * H, members))
+        total = total + penalties.code_group * tl.sum(norms * tl.sqrt(tl.sum(members, axis=0)),
+                                                      axis=1)
+    return total
+
+
+def outlier_penalty(R: Tensor, penalties: RobustPenalties) -> Tensor:
+    """Per-sample ``lam ||r||_1 + nu2/2 ||r||^2``, shape ``(b,)`` (0 without outliers)."""
+    if not penalties.has_outliers:
+        return 0.0
+    flat = tl.reshape(R, (tl.shape(R)[0], -1))
+    total = penalties.lam * tl.sum(tl.abs(flat), axis=1)
+    if penalties.outlier_l2:
+        total = total + 0.5 * penalties.outlier_l2 * tl.sum(flat * flat, axis=1)
+    return total
+
+
+def _per_sample_sq(E: Tensor) -> Tensor:
+    return tl.sum(tl.reshape(E * E, (tl.shape(E)[0], -1)), axis=1)
+
+
+def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, R: Tensor,
+                  penalties: RobustPenalties) -> Tensor:
+    """Per-sample objective ``1/2 ||x - W h - r||^2 + penalties``, shape ``(b,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.eye(2)
+    >>> robust_losses(np.array([[1.0, 2.0]]), [W], np.array([[1.0, 1.0]]),
+    ...               np.array([[0.0, 0.5]]), RobustPenalties(lam=0.1))
+    array([0.175])
+    """
+    operator = loadings if isinstance(loadings, DictionaryOperator) else \
+        DictionaryOperator(loadings)
+    return _losses_from_fit(X, operator.times(H), H, R, penalties)
+
+
+def lipschitz(G: Tensor) -> float:
+    """``||W||_2^2 = lambda_max(W^T W)`` from the Gram (spectral, not Frobenius: spec 000, 6.2)."""
+    return float(tl.max(tl.eigh(G)[0])) if tl.shape(G)[0] else 0.0
+
+
+# -- solvers -------------------------------------------------------------------------------------
+
+
+def _converged(current: Tensor, previous: Tensor, tol: float) -> Tensor:
+    """The paper's rule ``|l_k - l_{k-1}| / l_{k-1} < tol`` (never true for ``tol = 0``)."""
+    return tl.abs(current - previous) / tl.clip(tl.abs(previous), _TINY, None) < tol
+
+
+def _freeze(active: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
+    """``new`` for the samples still running, ``old`` for the converged ones (``active=None``:
+    all still run, the common case, which costs nothing)."""
+    if active is None:
+        return new
+    mask = tl.reshape(active, (-1,) + (1,) * (tl.ndim(new) - 1))
+    return tl.where(mask, new, old)
+
+
+def _running(active: Tensor) -> Tensor | None:
+    """``active``, or None when every sample still runs (see :func:`_freeze`)."""
+    return None if bool(tl.all(active)) else active
+
+
+def _start(X: Tensor, loadings: list, H0: Tensor | None, R0: Tensor | None,
+           penalties: RobustPenalties):
+    R = tl.shape(loadings[0])[1]
+    context = tl.context(X)
+    H = tl.zeros((tl.shape(X)[0], R), **context) if H0 is None else tl.clip(H0, 0, None)
+    if R0 is None or not penalties.has_outliers:
+        return H, tl.zeros(tl.shape(X), **context)
+    return H, project_outliers(R0, penalties)
+
+
+def project_outliers(R: Tensor, penalties: RobustPenalties) -> Tensor:
+    """Projection on the outliers' set: the box ``|r| <= M`` (and ``r >= 0`` if nonnegative)."""
+    bound = penalties.bound
+    if penalties.nonnegative_outliers:
+        return tl.clip(R, 0, bound)
+    return R if bound is None else tl.clip(R, -bound, bound)
+
+
+def robust_code_pgd(
+    X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
+    R0: Tensor | None = None, kappa: float = 0.7, tol: float = 1e-3, max_iter: int = 50,
+    accelerated: bool = False,
+) -> RobustCoding:
+    """Codes and outliers of a batch by the spec's OPGD (block MM) or its FISTA variant.
+
+    Parameters
+    ----------
+    X : tensor of shape (b, I_1, ..., I_n)
+        The batch.
+    loadings : list of tensors of shape (I_k, R)
+        The CP dictionary (one ``(F, R)`` matrix ``W`` for matrix data).
+    penalties : RobustPenalties
+        The problem's weights and box.
+    H0, R0 : tensors, optional
+        Starting codes ``(b, R)`` and outliers (projected on their sets); zeros otherwise.
+    kappa : float
+        Step fraction: ``eta = kappa / (||W||_2^2 + l2)`` with ``0 < kappa <= 1``.
+    tol, max_iter : float, int
+        The paper's stopping rule, per sample (``tol = 0``: run ``max_iter`` iterations).
+    accelerated : bool
+        FISTA on ``h`` (with a restart whenever the objective would increase).
+
+    Returns
+    -------
+    RobustCoding
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> X = np.array([[1.0, 0.5, 0.9]])
+    >>> out = robust_code_pgd(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=200)
+    >>> np.round(out.codes, 6), np.round(out.outliers, 6)
+    (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
+    """
+    op = DictionaryOperator(loadings)
+    G, P = op.gram, op.adjoint(X)
+    step = kappa / max(lipschitz(G) + penalties.code_l2, _TINY)
+    H, R = _start(X, loadings, H0, R0, penalties)
+    fit = op.times(H)
+    losses = _losses_from_fit(X, fit, H, R, penalties)
+    active = tl.ones((tl.shape(X)[0],), **tl.context(X)) > 0
+    running = None  # None: every sample still runs (see _freeze)
+    momentum = tl.ones((tl.shape(X)[0], 1), **tl.context(X))
+    H_prev, fit_prev = H, fit
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        if accelerated:
+            beta_next = (1 + tl.sqrt(1 + 4 * momentum * momentum)) / 2
+            beta = (momentum - 1) / beta_next
+            Y = H + beta * (H - H_prev)
+            fit_Y = fit + tl.reshape(beta, (-1,) + (1,) * (tl.ndim(X) - 1)) * (fit - fit_prev)
+            R_Y = outlier_step(X - fit_Y, penalties)
+        else:
+            Y, R_Y = H, R
+        H_new, fit_new, R_new, new_losses = _pgd_step(X, op, P, Y, R_Y, step, penalties)
+        if accelerated:  # restart: samples whose objective went up lose their momentum
+            worse = new_losses > losses
+            momentum = tl.where(tl.reshape(worse, (-1, 1)), tl.ones(tl.shape(momentum),
+                                                                   **tl.context(X)), beta_next)
+            if bool(tl.any(worse)):
+                plain = _pgd_step(X, op, P, H, R, step, penalties)
+                H_new, fit_new, R_new, new_losses = (
+                    _freeze(worse, new, old) for new, old in
+                    zip(plain, (H_new, fit_new, R_new, new_losses)))
+            H_prev, fit_prev = _freeze(running, H, H_prev), _freeze(running, fit, fit_prev)
+        done = _converged(new_losses, losses, tol)
+        H, R = _freeze(running, H_new, H), _freeze(running, R_new, R)
+        fit = _freeze(running, fit_new, fit)
+        losses = _freeze(running, new_losses, losses)
+        active = active & ~done
+        running = _running(active)
+        if running is not None and not bool(tl.any(active)):
+            break
+    return RobustCoding(H, R, losses, n_iter)
+
+
+def _pgd_step(X, op, P, H, R, step, penalties):
+    """One block-MM iteration from ``(H, R)``: prox-gradient on ``h``, exact ``r``."""
+    gradient = tl.dot(H, op.gram) - P + op.adjoint(R)
+    if penalties.code_l2:
+        gradient = gradient + penalties.code_l2 * H
+    H_new = code_prox(H - step * gradient, step, penalties)
+    fit = op.times(H_new)
+    R_new = outlier_step(X - fit, penalties)
+    return H_new, fit, R_new, _losses_from_fit(X, fit, H_new, R_new, penalties)
+
+
+def _losses_from_fit(X, fit, H, R, penalties):
+    residual = X - fit - R if penalties.has_outliers else X - fit  # R = 0 without outliers
+    return 0.5 * _per_sample_sq(residual) + outlier_penalty(R, penalties) + \
+        code_penalty(H, penalties)
+
+
+def robust_code_admm(
+    X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
+    R0: Tensor | None = None, rho: float = 1.0, tol: float = 1e-3, max_iter: int = 50,
+    residual_tol: float | None = None,
+) -> RobustCoding:
+    """Codes and outliers of a batch by the spec's OADMM (eqs. 25-30), vectorised over the batch.
+
+    The splitting ``h = u``, ``r = q`` carries the constraints (and the group penalty) on ``u``
+    and ``q``; the duals start at zero; the feasible pair ``(u, q)`` is returned and the stopping
+    rule is evaluated there. The ``R x R`` matrix ``W^T W + (rho + l2) I`` is inverted once per
+    call: its eigenvalues are at least ``rho``, so the inverse is as accurate as a solve, and each
+    iteration is then one small GEMM.
+
+    Parameters
+    ----------
+    X, loadings, penalties, H0, R0, tol, max_iter
+        As in :func:`robust_code_pgd`.
+    rho : float
+        The penalty parameter (``rho1 = rho2 = rho``), > 0.
+    residual_tol : float, optional
+        Also require ``||h - u||`` and ``||u - u_prev||`` to be at most ``residual_tol ||u||``
+        before a sample stops (not in the paper). The objective at ``u`` can stand still for a
+        few iterations while the duals move (``u`` clipped at 0), which the paper's rule alone
+        takes for convergence on ill-conditioned dictionaries.
+
+    Returns
+    -------
+    RobustCoding
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> X = np.array([[1.0, 0.5, 0.9]])
+    >>> out = robust_code_admm(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=300)
+    >>> np.round(out.codes, 6), np.round(out.outliers, 6)
+    (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
+    """
+    op = DictionaryOperator(loadings)
+    G, P = op.gram, op.adjoint(X)
+    context = tl.context(X)
+    eye = tl.eye(tl.shape(G)[0], **context)
+    inverse = tl.solve(G + (rho + penalties.code_l2) * eye, eye)
+    U, Q = _start(X, loadings, H0, R0, penalties)
+    Rr = Q
+    alpha = tl.zeros(tl.shape(U), **context)
+    beta = tl.zeros(tl.shape(X), **context)
+    losses = robust_losses(X, op, U, Q, penalties)
+    active = tl.ones((tl.shape(X)[0],), **context) > 0
+    running = None
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        rhs = (P - op.adjoint(Rr) if penalties.has_outliers else P) + rho * U - alpha
+        if penalties.code_l1:
+            rhs = rhs - penalties.code_l1
+        H_new = tl.dot(rhs, inverse)  # the inverse is symmetric
+        if penalties.has_outliers:
+            R_new = soft_threshold(rho * Q + X - beta - op.times(H_new), penalties.lam) / \
+                (1 + rho + penalties.outlier_l2)
+            Q_new = project_outliers(R_new + beta / rho, penalties)
+            beta_new = beta + rho * (R_new - Q_new)
+        else:
+            Q_new = Q
+        U_new = _prox_u(H_new + alpha / rho, rho, penalties)
+        alpha_new = alpha + rho * (H_new - U_new)
+        new_losses = robust_losses(X, op, U_new, Q_new, penalties)
+        done = _converged(new_losses, losses, tol)
+        if residual_tol is not None:
+            scale = residual_tol * tl.clip(tl.norm(U_new, axis=1), _TINY, None)
+            done = done & (tl.norm(H_new - U_new, axis=1) <= scale) & \
+                (tl.norm(U_new - U, axis=1) <= scale)
+        U, alpha = _freeze(running, U_new, U), _freeze(running, alpha_new, alpha)
+        if penalties.has_outliers:
+            Q, Rr = _freeze(running, Q_new, Q), _freeze(running, R_new, Rr)
+            beta = _freeze(running, beta_new, beta)
+        losses = _freeze(running, new_losses, losses)
+        active = active & ~done
+        running = _running(active)
+        if running is not None and not bool(tl.any(active)):
+            break
+    return RobustCoding(U, Q, losses, n_iter)
+
+
+def _prox_u(Y: Tensor, rho: float, penalties: RobustPenalties) -> Tensor:
+    """``u``-update: the orthant and the group penalty (the l1 term is linear, in the h-step)."""
+    if not penalties.code_group:
+        return tl.clip(Y, 0, None)
+    group_only = RobustPenalties(lam=penalties.lam, code_group=penalties.code_group,
+                                 group_size=penalties.group_size)
+    return code_prox(Y, 1.0 / rho, group_only)
+
+
+def robust_code(X: Tensor, loadings: list, penalties: RobustPenalties, *, solver: str = "admm",
+                **options: Any) -> RobustCoding:
+    """Dispatch to :func:`robust_code_pgd` (``solver="pgd"``) or :func:`robust_code_admm`."""
+    if solver == "pgd":
+        return robust_code_pgd(X, loadings, penalties, **options)
+    if solver == "admm":
+        return robust_code_admm(X, loadings, penalties, **options)
+    raise ValueError(f"solver must be 'pgd' or 'admm', got {solver!r}")
