@@ -34,3 +34,35 @@ def reconstruction_error(model: Any, X: Any) -> float:
     factor is recomputed by the coding step, then the CP model is compared with ``X``.
     """
     return relative_error(X, model.inverse_transform(model.transform(X)))
+
+
+def expressed_variance(L_true: Any, L_est: Any) -> float:
+    """Expressed variance ``EV(U, L) = tr(Q^T U U^T Q) / tr(U U^T)`` with ``Q = orth(L)``.
+
+    The subspace-recovery measure of the max-norm paper (spec 002, eq. (6.1)), as its code
+    computes it: ``L_est`` (``p x d``, basis vectors as columns, e.g. ``model.loadings_[0]``) is
+    first replaced by an orthonormal basis of its range, from an SVD that drops directions
+    below the rank tolerance ``max(p, d) * eps * s_max`` (so a rank-deficient ``L_est`` scores
+    less). With an orthonormal ``U`` this is the mean squared cosine of the principal angles, in
+    [0, 1]; a random ``d``-dimensional subspace scores about ``d / p``.
+
+    Examples
+    --------
+    >>> U = np.eye(4)[:, :2]
+    >>> round(expressed_variance(U, U @ np.array([[2.0, 1.0], [0.0, 3.0]])), 12)
+    1.0
+    >>> expressed_variance(U, np.eye(4)[:, 2:])
+    0.0
+    """
+    U = np.asarray(to_numpy(L_true), dtype=float)
+    L = np.asarray(to_numpy(L_est), dtype=float)
+    if U.ndim != 2 or L.ndim != 2 or U.shape[0] != L.shape[0]:
+        raise ValueError(f"L_true and L_est must be matrices with the same number of rows, got "
+                         f"shapes {U.shape} and {L.shape}")
+    normalizer = np.linalg.norm(U) ** 2
+    if normalizer == 0:
+        raise ValueError("L_true is zero: the expressed variance is undefined")
+    left, singular, _ = np.linalg.svd(L, full_matrices=False)
+    tolerance = max(L.shape) * np.finfo(float).eps * (singular[0] if singular.size else 0.0)
+    Q = left[:, singular > tolerance]
+    return float(np.linalg.norm(U.T @ Q) ** 2 / normalizer)

@@ -1,0 +1,391 @@
+"""OnlineMaxNormMD: online max-norm regularized matrix decomposition (Shen, Xu & Li; spec 002).
+
+A sample ``z`` (a row of the batch, ``p`` features) is split into a low-rank part ``L r`` and a
+sparse corruption ``e``; the basis ``L`` (``p x d``) is learned online from the surrogate
+
+    (1/n) sum_i [1/2 ||z_i - L r_i - e_i||^2 + lambda2 ||e_i||_1] + lambda1/(2n) ||L||_{2,inf}^2,
+    ||r_i||_2 <= 1,
+
+which is MRMD with the max-norm ``||X||_max`` written as "unit-ball coefficients, penalized
+largest row norm of the basis" (Proposition 1). It is the two-mode case of the CP-dictionary
+engine (:class:`~tensorstream.learners.ocpdl.OnlineCPDL`): the basis is the single loading
+``loadings_[0]``, the coefficients are the codes, and only the two hooks differ:
+
+* :meth:`_encode`: ``(r, e)`` per sample by block coordinate descent with the ball constraint
+  (:func:`tensorstream.maxnorm_coding.robust_code`); the statistics see ``explained = z - e``, so
+  the engine's ``A = mean r r^T``, ``B = mean (z - e) r^T`` are the paper's statistics;
+* :meth:`_dictionary_step`: Gauss-Seidel column sweeps with the max-norm subgradient
+  (:func:`tensorstream.updates.penalized_column_bcd`) or proximal gradient steps.
+
+Sums vs means: the paper accumulates ``A_t = sum r r^T`` with the penalty ``lambda1``; the engine
+keeps weighted means. Dividing the paper's surrogate by ``n`` shows that the penalty (and the
+basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = w_t / b_t``
+(``1/n`` for the default ``1/t`` weights with batches of one): the same update exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .._backend import to_numpy, using
+from .._validation import (
+    check_n_components,
+    check_nonnegative_number,
+    check_positive_int,
+)
+from ..maxnorm_coding import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
+from ..schedules import checked_weight, make_weights
+from ..updates import max_norm_prox_gradient, penalized_column_bcd
+from .ocpdl import Encoding, OnlineCPDL
+
+MODES = ("authors", "paper")
+BASIS_SOLVERS = ("bcd_subgrad", "prox_grad")
+INITS = ("rand", "orth_randn")
+
+
+class RobustMatrixLearner(OnlineCPDL):
+    """What OMRMD and OR-PCA share: matrix samples split into ``L r + e``, masks, inits.
+
+    Not used directly: subclasses say how ``r`` is constrained (:meth:`_coder_options`) and how
+    the basis moves (:meth:`_basis_step`).
+    """
+
+    # engine parameters these learners fix (not hyper-parameters: they never change)
+    nonnegative = False
+    search_radius = None
+    radius_mode = "frobenius"
+
+    # -- parameters ----------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        check_n_components(self.n_components)
+        for name in ("lambda1", "lambda2"):
+            value = getattr(self, name)
+            if value is not None and check_nonnegative_number(value, name) == 0:
+                raise ValueError(f"{name} must be > 0 or None (1/sqrt(n_features)), got {value!r}")
+        check_nonnegative_number(self.inner_tol, "inner_tol")
+        if self.max_inner_iter is not None:
+            check_positive_int(self.max_inner_iter, "max_inner_iter")
+        bound = self._column_bound()
+        if bound is not None and check_nonnegative_number(bound, "column_norm_bound") == 0:
+            raise ValueError("column_norm_bound must be > 0 or None")
+        if self.missing not in (None, "nan"):
+            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+        if not (isinstance(self.init, str) and self.init in (*INITS, "random")):
+            self._init_matrix()  # raises for anything that is not a matrix
+        make_weights(self.weights)  # validates the schedule's type (values: at every step)
+
+    def _column_bound(self) -> float | None:
+        return self.column_norm_bound
+
+    def _lambdas(self, n_features: int) -> tuple[float, float]:
+        """``(lambda1, lambda2)``, ``None`` resolved to ``1/sqrt(p)`` (the paper's choice)."""
+        default = 1.0 / math.sqrt(n_features)
+        return (default if self.lambda1 is None else float(self.lambda1),
+                default if self.lambda2 is None else float(self.lambda2))
+
+    # -- validation and initialisation -----------------------------------------------------------
+
+    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
+        X, mask = super()._validate_masked(X, mask, name)
+        self._check_matrix(X, name)
+        return X, mask
+
+    def _check_matrix(self, X: Any, name: str) -> None:
+        if len(X.shape) != 2:
+            raise ValueError(f"{name} must be a matrix of shape (n_samples, n_features), got "
+                             f"shape {tuple(X.shape)}")
+        if not self._fitted and self.n_components > X.shape[1]:
+            raise ValueError(f"n_components={self.n_components} exceeds the dimension of the "
+                             f"samples (n_features={X.shape[1]}); use n_components <= "
+                             f"{X.shape[1]}")
+
+    def _init_matrix(self) -> Any:
+        init = self.init
+        if isinstance(init, (list, tuple)) and len(init) == 1:
+            init = init[0]
+        if not (hasattr(init, "shape") and len(tuple(init.shape)) == 2):
+            raise ValueError(f"init must be one of {INITS}, a (n_features, n_components) array "
+                             f"or a list holding one, got {self.init!r}")
+        return init
+
+    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
+                          context: dict) -> list:
+        (p,) = sample_shape
+        if isinstance(self.init, str):
+            # drawn in numpy so that every backend starts from the same values
+            if self.init in ("rand", "random"):  # U[0, 1]: the authors' Figures 1-4
+                L = self._rng.random((p, R))
+            else:  # orth(randn): the authors' large-scale runs
+                L = np.linalg.svd(self._rng.standard_normal((p, R)), full_matrices=False)[0]
+            return [tl.tensor(L, **context)]
+        L = np.asarray(to_numpy(self._init_matrix()), dtype=float)
+        if L.shape != (p, R) or not np.all(np.isfinite(L)):
+            raise ValueError(f"init must be a finite array of shape {(p, R)}, got shape "
+                             f"{L.shape}")
+        return [tl.tensor(L, **context)]
+
+    # -- the hooks -----------------------------------------------------------------------------
+
+    def _coder_options(self, lambda1: float) -> dict:
+        """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""
+        raise NotImplementedError
+
+    def _robust_codes(self, X: Any, L: Any, mask: Any = None) -> RobustCodes:
+        """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``."""
+        lambda1, lambda2 = self._lambdas(X.shape[1])
+        return robust_code(X, L, lambda2, mask=mask, tol=self.inner_tol,
+                           max_iter=self.max_inner_iter, **self._coder_options(lambda1))
+
+    def _encode(self, X: Any, loadings: list, mask: Any = None) -> Encoding:
+        """Coding hook: ``explained = z - e`` (zero at missing entries) feeds the statistics."""
+        coded = self._robust_codes(X, loadings[0], mask)
+        explained = X - coded.outliers
+        if mask is not None:
+            explained = explained * mask
+        # constant of the engine's surrogate tr(A G) - 2 <B, W> + c = 2 * mean(loss)
+        constant = float(tl.mean(tl.sum(explained * explained, axis=1) + 2 * coded.penalties))
+        return Encoding(codes=coded.codes, explained=explained, losses=coded.losses,
+                        constant=constant)
+
+    def _dictionary_step(self, X: Any, coded: Encoding, statistics: dict, loadings: list,
+                         t: int, radius: float | None) -> list:
+        """Basis hook: the paper's sum-form step, penalties scaled by one sample's weight."""
+        kappa = checked_weight(make_weights(self.weights), t) / X.shape[0]
+        L = self._basis_step(loadings[0], statistics["A"], statistics["B"], kappa)
+        if not bool(tl.all(tl.abs(L) < float("inf"))):
+            raise FloatingPointError(
+                f"the basis step diverged at step {t}; the learner's state was left unchanged. "
+                f"The paper's Algorithm 4 without the column projection can blow up while the "
+                f"statistic A is rank-deficient (spec 002, section 6.9): use mode='authors' or "
+                f"basis_solver='prox_grad'")
+        return [L]
+
+    def _basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+        raise NotImplementedError
+
+    def _penalty_value(self, L: Any) -> float:
+        """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``lambda1``)."""
+        raise NotImplementedError
+
+    # -- using the basis -----------------------------------------------------------------------
+
+    @property
+    def components_(self) -> Any:
+        """The basis as rows, shape ``(n_components, n_features)`` (scikit-learn's layout)."""
+        self._check_fitted()
+        with using(self.backend_):
+            return tl.transpose(self.loadings_[0])
+
+    def outliers(self, X: Any, mask: Any = None) -> Any:
+        """The sparse corruption ``E`` of ``X`` under the learned basis, shape ``(n, p)``.
+
+        Zero at missing entries (nothing is known there).
+        """
+        return self._coded_parts(X, mask)[1].outliers
+
+    def impute(self, X: Any, mask: Any = None) -> Any:
+        """``X`` with its missing entries replaced by the model's low-rank part ``L r``."""
+        X, coded, mask = self._coded_parts(X, mask)
+        if mask is None:
+            return X
+        with using(self.backend_):
+            return X * mask + coded.low_rank * (1 - mask)
+
+    def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, RobustCodes, Any]:
+        self._check_fitted()
+        X, mask = self._validate_masked(X, mask)
+        with using(self.backend_):
+            return X, self._robust_codes(X, self.loadings_[0], mask), mask
+
+    def surrogate_value(self) -> float:
+        """The paper's surrogate ``g_t`` (eq. (3.1), per-sample mean) at the current basis.
+
+        The penalty weight uses one sample's share ``w_t / b`` with ``b`` the mean batch size
+        (exact for batches of equal sizes).
+        """
+        self._check_fitted()
+        lambda1, _ = self._lambdas(self.loadings_[0].shape[0])
+        t = self.n_steps_
+        kappa = checked_weight(make_weights(self.weights), t) * t / self.n_samples_seen_
+        with using(self.backend_):
+            return 0.5 * super().surrogate_value() + kappa * lambda1 * self._penalty_value(
+                self.loadings_[0])
+
+
+class OnlineMaxNormMD(RobustMatrixLearner):
+    """Online max-norm regularized matrix decomposition (OMRMD, Shen, Xu & Li 2014).
+
+    Each sample ``z`` is split as ``z = L r + e + noise`` with ``||r||_2 <= 1`` and a sparse
+    ``e``; the basis ``L`` carries the max-norm penalty ``lambda1/2 ||L||_{2,inf}^2``. Learns a
+    low-dimensional subspace from a stream of grossly corrupted samples, one pass, memory
+    ``O(p d)`` whatever the number of samples.
+
+    Parameters
+    ----------
+    n_components : int
+        Basis size ``d`` (at most the number of features).
+    lambda1 : float > 0 or None, default None
+        Max-norm weight; ``None`` is ``1/sqrt(n_features)`` (the paper's choice).
+    lambda2 : float > 0 or None, default None
+        Weight of the noise penalty; ``None`` is ``1/sqrt(n_features)``.
+    mode : {"authors", "paper"}, default "authors"
+        ``"authors"`` reproduces the authors' released code, which projects every basis column
+        onto the unit ball after its update; ``"paper"`` is the paper's Algorithm 4, without it.
+        The projection is not in the paper but the method's accuracy at high corruption
+        depends on it (spec 002, section 6.10). It also caps ``||L r|| <= sqrt(d)``, so
+        reconstructions are shrunk; subspaces (``loadings_``) are unaffected.
+    noise : {"l1", "l21", "fro", "none"}, default "l1"
+        The penalty ``h(e)``: entrywise sparse corruption (max-norm RPCA, the paper's
+        experiments), whole-sample outliers (``||e||_2``), dense ``||e||^2`` noise, or no ``e``.
+    column_norm_bound : "auto", float or None, default "auto"
+        Bound on every basis column's norm; ``"auto"`` is 1.0 in ``"authors"`` mode and None in
+        ``"paper"`` mode.
+    basis_solver : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
+        Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
+        exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
+        not in the paper, spec 002 section 6.11).
+    basis_sweeps : int or None, default None
+        Column sweeps (or prox-gradient steps) per batch; ``None`` is 1 (``bcd_subgrad``, the
+        reference code) or 3 (``prox_grad``). Sweeps after the first are kept only while they
+        lower the surrogate (the paper's "until convergence" diverges otherwise).
+    eps : float, default 0.01
+        Ridge jitter of the unconstrained r-solve ``(L^T L + eps I)^-1 L^T (z - e)``.
+    basis_jitter : float, default 1e-3
+        Added to the curvature ``A_jj`` in the basis step (the reference code's guard against
+        ``A_jj = 0``), on the paper's sum scale.
+    inner_tol : float, default 1e-6
+        A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < inner_tol``.
+    max_inner_iter : int, default 100
+        Cap on those iterations (often reached: it is effectively a hyper-parameter).
+    ball_solver : {"newton", "bisection"}, default "newton"
+        How the multiplier of ``||r|| <= 1`` is found: the reference code's bisection, or
+        Newton's method on the secular equation (same answer to ``ball_tol``, a few steps).
+    ball_tol : float, default 1e-3
+        Stop when ``| ||r|| - 1 | < ball_tol``.
+    max_ball_iter : int, default 60
+        Cap on bracket doublings and bisection/Newton steps.
+    missing : {None, "nan"}, default None
+        ``"nan"``: NaN entries are missing. Missing entries (these, and those a ``mask`` marks)
+        never influence anything: ``(r, e)`` fit the observed entries (the ``c -> inf`` limit
+        of the paper's OMRMC) and the statistics use observed entries only.
+    weights : "balanced", float or callable, default "balanced"
+        Schedule ``w_t`` of the statistics (``1/t``: every sample counts the same, the paper).
+    batch_size : int, default 1
+        Samples per step when ``fit`` is given an array (1: the paper's algorithm; larger
+        batches share one basis update and run the coding step vectorised).
+    max_iter : int, default 1
+        Passes over an array given to ``fit`` (the paper makes one).
+    init : {"rand", "orth_randn"} or array of shape (n_features, n_components), default "rand"
+        ``L_0``: U[0, 1] entries (the authors' Figures 1-4), an orthonormalized Gaussian matrix
+        (their large-scale runs), or the given matrix (also accepted as a list holding it).
+    random_state : int, Generator or None
+    backend : {"numpy", "pytorch", None}, default None
+    verbose : bool, default False
+    callback : callable, optional
+        ``callback(learner, info)`` after every step; returning True stops ``fit``.
+
+    Attributes
+    ----------
+    loadings_ : list holding the basis ``L`` of shape (n_features, n_components)
+    components_ : tensor of shape (n_components, n_features)
+    statistics_ : dict with ``A`` (d, d) (``(p, d, d)`` once data had missing entries), ``B``
+        (p, d) and ``c``
+    n_steps_ : int
+    n_samples_seen_ : int
+
+    Examples
+    --------
+    >>> from tensorstream.learners.maxnorm import OnlineMaxNormMD
+    >>> from tensorstream.datasets.maxnorm import corrupted_low_rank
+    >>> from tensorstream.metrics import expressed_variance
+    >>> data = corrupted_low_rank(40, 3, 300, 0.05, random_state=0)
+    >>> model = OnlineMaxNormMD(3, random_state=0).fit(data.Z)
+    >>> model.components_.shape
+    (3, 40)
+    >>> expressed_variance(data.U, model.loadings_[0]) > 0.9
+    True
+    """
+
+    def __init__(self, n_components: int, *, lambda1: float | None = None,
+                 lambda2: float | None = None, mode: str = "authors", noise: str = "l1",
+                 column_norm_bound="auto", basis_solver: str = "bcd_subgrad",
+                 basis_sweeps: int | None = None, eps: float = 0.01, basis_jitter: float = 1e-3,
+                 inner_tol: float = 1e-6, max_inner_iter: int = 100,
+                 ball_solver: str = "newton", ball_tol: float = 1e-3, max_ball_iter: int = 60,
+                 missing: str | None = None, weights="balanced", batch_size: int = 1,
+                 max_iter: int = 1, init="rand", random_state=None, backend: str | None = None,
+                 verbose: bool = False, callback=None):
+        self.n_components = n_components
+        self.lambda1 = lambda1
+        self.lambda2 = lambda2
+        self.mode = mode
+        self.noise = noise
+        self.column_norm_bound = column_norm_bound
+        self.basis_solver = basis_solver
+        self.basis_sweeps = basis_sweeps
+        self.eps = eps
+        self.basis_jitter = basis_jitter
+        self.inner_tol = inner_tol
+        self.max_inner_iter = max_inner_iter
+        self.ball_solver = ball_solver
+        self.ball_tol = ball_tol
+        self.max_ball_iter = max_ball_iter
+        self.missing = missing
+        self.weights = weights
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.backend = backend
+        self.verbose = verbose
+        self.callback = callback
+
+    def _check_params(self) -> None:
+        for name, value, allowed in (("mode", self.mode, MODES), ("noise", self.noise,
+                                     NOISE_MODELS), ("basis_solver", self.basis_solver,
+                                     BASIS_SOLVERS), ("ball_solver", self.ball_solver,
+                                     BALL_SOLVERS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        super()._check_params()
+        if self.basis_sweeps is not None:
+            check_positive_int(self.basis_sweeps, "basis_sweeps")
+        check_nonnegative_number(self.eps, "eps")
+        check_nonnegative_number(self.basis_jitter, "basis_jitter")
+        if check_nonnegative_number(self.ball_tol, "ball_tol") == 0:
+            raise ValueError("ball_tol must be > 0")
+        check_positive_int(self.max_ball_iter, "max_ball_iter")
+
+    def _column_bound(self) -> float | None:
+        if isinstance(self.column_norm_bound, str):
+            if self.column_norm_bound != "auto":
+                raise ValueError(f"column_norm_bound must be 'auto', a float > 0 or None, got "
+                                 f"{self.column_norm_bound!r}")
+            return 1.0 if self.mode == "authors" else None
+        return self.column_norm_bound
+
+    def _coder_options(self, lambda1: float) -> dict:
+        return dict(noise=self.noise, ball=True, ridge=self.eps, ball_solver=self.ball_solver,
+                    ball_tol=self.ball_tol, max_ball_iter=self.max_ball_iter)
+
+    def _basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+        lambda1, _ = self._lambdas(L.shape[0])
+        if self.basis_solver == "prox_grad":
+            return max_norm_prox_gradient(
+                L, A, B, max_norm=kappa * lambda1, jitter=kappa * self.basis_jitter,
+                column_bound=self._column_bound(),
+                n_iter=3 if self.basis_sweeps is None else self.basis_sweeps)
+        return penalized_column_bcd(
+            L, A, B, max_norm=kappa * lambda1, jitter=kappa * self.basis_jitter,
+            column_bound=self._column_bound(),
+            n_sweeps=1 if self.basis_sweeps is None else self.basis_sweeps)
+
+    def _penalty_value(self, L: Any) -> float:
+        return 0.5 * float(tl.max(tl.sum(L * L, axis=1)))

@@ -1,0 +1,273 @@
+"""Robust PCA baselines of the max-norm paper (spec 002, section 2.9).
+
+* :class:`OnlineRobustPCA` -- OR-PCA (Feng, Xu & Yan, NIPS 2013), the online nuclear-norm
+  method: ``||X||_* = min_{X = L R^T} 1/2 (||L||_F^2 + ||R||_F^2)`` turns stable PCP into
+  per-sample problems with a ridge on the coefficients and a Frobenius penalty on the basis. It
+  is OMRMD (:class:`~tensorstream.learners.maxnorm.OnlineMaxNormMD`) with the ball
+  ``||r|| <= 1`` replaced by the ridge ``lambda1/2 ||r||^2`` and the max-row-norm penalty by
+  ``lambda1/2 ||L||_F^2``; both share the engine's loop and statistics.
+* :class:`RobustPCA` -- batch principal component pursuit ``min ||A||_* + lam ||E||_1 s.t.
+  Z = A + E`` by the inexact augmented Lagrangian method of Lin, Chen & Ma, with the defaults of
+  the authors' bundled code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .._backend import backend_of, float_dtype_of, using
+from .._validation import check_batch, check_nonnegative_number, check_positive_int
+from ..constraints import soft_threshold
+from ..updates import penalized_column_bcd
+from ._base import OnlineEstimator
+from .maxnorm import RobustMatrixLearner
+
+
+class OnlineRobustPCA(RobustMatrixLearner):
+    """Online robust PCA (OR-PCA, Feng, Xu & Yan 2013) by stochastic optimization.
+
+    Per sample ``(r, e) = argmin 1/2 ||z - L r - e||^2 + lambda1/2 ||r||^2 + lambda2 ||e||_1``
+    by block coordinate descent (``r`` by a ridge solve, ``e`` by soft-thresholding); the basis
+    minimizes the surrogate with the penalty ``lambda1/2 ||L||_F^2`` by one Gauss-Seidel sweep
+    over its columns, each projected onto the unit ball (as the reference code does).
+
+    Parameters
+    ----------
+    n_components : int
+        Basis size ``d`` (at most the number of features).
+    lambda1 : float > 0 or None, default None
+        Nuclear-norm weight (ridge on ``r``, Frobenius on ``L``); ``None`` is
+        ``1/sqrt(n_features)``, the max-norm paper's setting.
+    lambda2 : float > 0 or None, default None
+        l1 weight of the sparse corruption; ``None`` is ``1/sqrt(n_features)``.
+    column_norm_bound : float or None, default 1.0
+        Bound on every basis column's norm (the reference code's projection).
+    basis_sweeps : int, default 1
+        Column sweeps per batch (further sweeps are kept only while they lower the surrogate).
+    inner_tol : float, default 1e-6
+        A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < inner_tol``.
+    max_inner_iter : int or None, default None
+        Cap on those iterations; the reference code has none (at high corruption a sample may
+        then take hundreds).
+    missing : {None, "nan"}, default None
+        ``"nan"``: NaN entries are missing (see :class:`OnlineMaxNormMD`).
+    weights : "balanced", float or callable, default "balanced"
+    batch_size : int, default 1
+    max_iter : int, default 1
+        Passes over an array given to ``fit``.
+    init : {"rand", "orth_randn"} or array of shape (n_features, n_components), default "rand"
+    random_state : int, Generator or None
+    backend : {"numpy", "pytorch", None}, default None
+    verbose : bool, default False
+    callback : callable, optional
+
+    Attributes
+    ----------
+    loadings_ : list holding the basis ``L`` of shape (n_features, n_components)
+    components_ : tensor of shape (n_components, n_features)
+    statistics_ : dict with ``A``, ``B`` and ``c``
+    n_steps_ : int
+    n_samples_seen_ : int
+
+    Examples
+    --------
+    >>> from tensorstream.learners.robust_pca import OnlineRobustPCA
+    >>> from tensorstream.datasets.maxnorm import corrupted_low_rank
+    >>> from tensorstream.metrics import expressed_variance
+    >>> data = corrupted_low_rank(40, 3, 300, 0.05, random_state=0)
+    >>> model = OnlineRobustPCA(3, random_state=0).fit(data.Z)
+    >>> expressed_variance(data.U, model.loadings_[0]) > 0.9
+    True
+    """
+
+    def __init__(self, n_components: int, *, lambda1: float | None = None,
+                 lambda2: float | None = None, column_norm_bound: float | None = 1.0,
+                 basis_sweeps: int = 1, inner_tol: float = 1e-6,
+                 max_inner_iter: int | None = None, missing: str | None = None,
+                 weights="balanced", batch_size: int = 1, max_iter: int = 1, init="rand",
+                 random_state=None, backend: str | None = None, verbose: bool = False,
+                 callback=None):
+        self.n_components = n_components
+        self.lambda1 = lambda1
+        self.lambda2 = lambda2
+        self.column_norm_bound = column_norm_bound
+        self.basis_sweeps = basis_sweeps
+        self.inner_tol = inner_tol
+        self.max_inner_iter = max_inner_iter
+        self.missing = missing
+        self.weights = weights
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.backend = backend
+        self.verbose = verbose
+        self.callback = callback
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        check_positive_int(self.basis_sweeps, "basis_sweeps")
+
+    def _coder_options(self, lambda1: float) -> dict:
+        # a ridge lambda1/2 ||r||^2 on the coefficients, no ball (spec 002, section 6.3)
+        return dict(noise="l1", ball=False, ridge=lambda1)
+
+    def _basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+        lambda1, _ = self._lambdas(L.shape[0])
+        # the reference code's A + lambda1 I (sum scale) is A + kappa lambda1 I on the mean scale
+        return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1,
+                                    column_bound=self.column_norm_bound,
+                                    n_sweeps=self.basis_sweeps)
+
+    def _penalty_value(self, L: Any) -> float:
+        return 0.5 * float(tl.sum(L * L))
+
+
+class RobustPCA:
+    """Principal component pursuit (batch robust PCA) by the inexact augmented Lagrangian method.
+
+    Solves ``min ||A||_* + lam ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) with the
+    algorithm of Lin, Chen & Ma (2010) as the max-norm authors' bundled ``inexact_alm_rpca.m``
+    runs it: ``Y_0 = Z / max(||Z||_2, ||Z||_inf / lam)``, ``mu_0 = 1.25 / ||Z||_2``, then
+    alternately soft-thresholding for ``E`` and singular value thresholding at ``1/mu`` for
+    ``A``; ``mu`` grows by ``rho`` when the low-rank part has settled
+    (``mu ||A_k - A_{k-1}||_F / ||Z||_F < change_tol``), up to ``1e9 mu_0``. Stops when both
+    that and ``||Z - A - E||_F / ||Z||_F < tol`` hold. Each iteration is one thin SVD.
+
+    Parameters
+    ----------
+    n_components : int or None, default None
+        Size of the basis ``loadings_`` / ``components_``: the top singular vectors of the
+        recovered low-rank part (None: all with nonzero singular values).
+    lam : float > 0 or None, default None
+        Weight of ``||E||_1``; ``None`` is ``1/sqrt(max(n_samples, n_features))``.
+    tol : float, default 1e-7
+    change_tol : float, default 1e-5
+    rho : float, default 1.7
+        Growth factor of ``mu``.
+    max_iter : int, default 1000
+    backend : {"numpy", "pytorch", None}, default None
+        TensorLy backend (None: taken from the data).
+
+    Attributes
+    ----------
+    low_rank_ : tensor of shape (n_samples, n_features)
+    sparse_ : tensor of shape (n_samples, n_features)
+    loadings_ : list holding the basis of shape (n_features, n_components)
+    components_ : tensor of shape (n_components, n_features)
+    singular_values_ : tensor of the low-rank part's singular values above zero
+    n_iter_ : int
+
+    Notes
+    -----
+    TensorLy's ``tensorly.decomposition.robust_pca`` solves a tensor generalisation (the sum
+    of the nuclear norms of all unfoldings, two SVDs per iteration for a matrix) with a fixed
+    ``mu`` schedule (``1e-4``, times 1.1 per iteration, at most 100 iterations) and an absolute
+    tolerance; it is not this algorithm and does not reach the same accuracy (see
+    ``docs/maxnorm.md``).
+
+    Examples
+    --------
+    >>> from tensorstream.learners.robust_pca import RobustPCA
+    >>> from tensorstream.datasets.maxnorm import corrupted_low_rank
+    >>> from tensorstream.metrics import expressed_variance
+    >>> data = corrupted_low_rank(40, 3, 200, 0.1, random_state=0)
+    >>> pcp = RobustPCA(3).fit(data.Z)
+    >>> round(expressed_variance(data.U, pcp.loadings_[0]), 6)
+    1.0
+    """
+
+    # the scikit-learn parameter contract, shared with the online learners
+    _param_names = classmethod(OnlineEstimator._param_names.__func__)
+    get_params = OnlineEstimator.get_params
+    set_params = OnlineEstimator.set_params
+    __repr__ = OnlineEstimator.__repr__
+
+    def __init__(self, n_components: int | None = None, *, lam: float | None = None,
+                 tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
+                 max_iter: int = 1000, backend: str | None = None):
+        self.n_components = n_components
+        self.lam = lam
+        self.tol = tol
+        self.change_tol = change_tol
+        self.rho = rho
+        self.max_iter = max_iter
+        self.backend = backend
+
+    def _check_params(self) -> None:
+        if self.n_components is not None:
+            check_positive_int(self.n_components, "n_components")
+        if self.lam is not None and check_nonnegative_number(self.lam, "lam") == 0:
+            raise ValueError(f"lam must be > 0 or None, got {self.lam!r}")
+        for name in ("tol", "change_tol"):
+            check_nonnegative_number(getattr(self, name), name)
+        if check_nonnegative_number(self.rho, "rho") < 1:
+            raise ValueError(f"rho must be >= 1, got {self.rho!r}")
+        check_positive_int(self.max_iter, "max_iter")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+
+    def fit(self, X: Any, y: Any = None) -> RobustPCA:
+        """Split ``X`` (``(n_samples, n_features)``) into a low-rank and a sparse part."""
+        self._check_params()
+        backend = self.backend or backend_of(X)
+        Z = check_batch(X, backend=backend)
+        if len(Z.shape) != 2:
+            raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
+                             f"{tuple(Z.shape)}")
+        if self.n_components is not None and self.n_components > min(Z.shape):
+            raise ValueError(f"n_components={self.n_components} exceeds min(X.shape)="
+                             f"{min(Z.shape)}")
+        with using(backend):
+            Z = tl.tensor(Z, **{**tl.context(Z), "dtype": float_dtype_of(Z, backend)})
+            A, E, n_iter = self._solve(Z)
+            U, s, Vt = tl.svd(A, full_matrices=False)
+            rank = int(tl.sum(s > max(A.shape) * np.finfo(float).eps * float(s[0]))) \
+                if float(s[0]) > 0 else 0
+            d = rank if self.n_components is None else self.n_components
+            self.low_rank_, self.sparse_, self.n_iter_ = A, E, n_iter
+            self.singular_values_ = s[:rank]
+            self.loadings_ = [tl.transpose(Vt[:d])]
+            self.components_ = Vt[:d]
+        return self
+
+    def _solve(self, Z: Any) -> tuple[Any, Any, int]:
+        n, p = Z.shape
+        lam = 1.0 / math.sqrt(max(n, p)) if self.lam is None else float(self.lam)
+        norm_fro = float(tl.norm(Z))
+        if norm_fro == 0:
+            return Z * 0, Z * 0, 0
+        norm_two = float(tl.svd(Z, full_matrices=False)[1][0])
+        Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / lam)
+        mu = 1.25 / norm_two
+        mu_max = 1e9 * mu
+        A, E = Z * 0, Z * 0
+        for iteration in range(1, self.max_iter + 1):
+            E = soft_threshold(Z - A + Y / mu, lam / mu)
+            A_new = _singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
+            residual = Z - A_new - E
+            Y = Y + mu * residual
+            change = mu * float(tl.norm(A_new - A)) / norm_fro
+            A = A_new
+            if change < self.change_tol:
+                if float(tl.norm(residual)) / norm_fro < self.tol:
+                    return A, E, iteration
+                mu = min(self.rho * mu, mu_max)
+        return A, E, self.max_iter
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """``fit(X)``, then the low-rank part of ``X``."""
+        return self.fit(X).low_rank_
+
+
+def _singular_value_threshold(M: Any, threshold: float) -> Any:
+    """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``."""
+    U, s, Vt = tl.svd(M, full_matrices=False)
+    keep = int(tl.sum(s > threshold))
+    if keep == 0:
+        return M * 0
+    return tl.dot(U[:, :keep] * (s[:keep] - threshold), Vt[:keep])

@@ -1,0 +1,406 @@
+"""Coefficients and sparse noise of a batch against a fixed basis (max-norm / robust PCA coding).
+
+For every sample ``z`` (a row of the batch ``Z``, shape ``(b, p)``) and the basis ``L`` (``p x d``)
+this solves the per-sample problem of Shen, Xu & Li (spec 002, eq. (3.2)) or of OR-PCA:
+
+    min_{r, e}  1/2 ||z - L r - e||^2 + lambda2 h(e)    s.t. ||r||_2 <= 1   (ball=True, OMRMD)
+    min_{r, e}  1/2 ||z - L r - e||^2 + ridge/2 ||r||^2 + lambda2 h(e)      (ball=False, OR-PCA)
+
+by block coordinate descent (spec Algorithm 3): ``r`` in closed form (ridge solve, and the
+multiplier ``eta`` of the ball constraint when the ridge solution lies outside it), then ``e`` by
+the proximal map of ``lambda2 h`` (soft-thresholding for ``h = ||.||_1``). Every sample keeps its
+own convergence test; the batch runs in lockstep and finished samples are frozen, so a sample's
+result does not depend on the batch it came in.
+
+The r-step works in the eigenbasis of ``L^T L`` (one ``eigh`` per batch, since ``L`` is fixed):
+with ``c = V^T L^T (z - e)``, ``||r(eta)||^2 = sum_k c_k^2 / (w_k + eta)^2`` costs ``O(d)`` per
+value of ``eta``. With a mask (missing entries), each sample has its own Gram matrix
+``L_O^T L_O`` over its observed rows, and the same code runs on a batch of eigendecompositions.
+
+All functions are backend-agnostic (``tl.*``) and expect to run inside the backend context of
+their tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .cp_dictionary import masked_gram
+
+Tensor = Any
+
+NOISE_MODELS = ("l1", "l21", "fro", "none")
+BALL_SOLVERS = ("newton", "bisection")
+
+_BISECTION_START = 10.0  # the reference code's first upper bracket, doubled until feasible
+
+
+@dataclass(frozen=True)
+class RobustCodes:
+    """Result of :func:`robust_code` for a batch of ``b`` samples."""
+
+    codes: Tensor  #: (b, d) coefficients ``r`` (one row per sample)
+    outliers: Tensor  #: (b, p) noise ``e`` (zero at missing entries)
+    low_rank: Tensor  #: (b, p) the reconstructions ``L r``
+    losses: Tensor  #: (b,) objective ``1/2 ||z - L r - e||^2 + penalties`` (observed entries)
+    penalties: Tensor  #: (b,) ``lambda2 h(e)``, plus ``ridge/2 ||r||^2`` when ``ball=False``
+    n_iter: np.ndarray  #: (b,) block-coordinate iterations per sample
+    multipliers: Tensor  #: (b,) ``eta`` of the r-step (the ridge where the ball is inactive)
+
+
+# -- proximal maps of the noise penalty -----------------------------------------------------------
+
+def group_shrink(v: Tensor, threshold: float) -> Tensor:
+    """Proximal map of ``threshold * ||.||_2`` applied to every row: ``max(0, 1 - t/||v||) v``.
+
+    The paper's eq. (3.7) prints ``||v|| / (||v|| - t) v``, which scales ``v`` up; this is the
+    correct map (spec 002, section 2.4).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> group_shrink(np.array([[3.0, 4.0]]), 1.0)
+    array([[2.4, 3.2]])
+    """
+    norms = tl.norm(v, axis=1)
+    scale = tl.clip(1 - threshold / tl.clip(norms, 1e-300, None), 0, None)
+    return v * tl.reshape(scale, (-1, 1))
+
+
+def noise_prox(residual: Tensor, noise: str, threshold: Any) -> Tensor:
+    """The e-step: proximal map of ``threshold * h`` at ``residual = z - L r`` (rows = samples)."""
+    if noise == "l1":  # soft-thresholding, as x - clip(x, -t, t): one call on the hot path
+        return residual - tl.clip(residual, -threshold, threshold)
+    if noise == "l21":
+        return group_shrink(residual, threshold)
+    if noise == "fro":  # h = ||e||^2: derived (spec 2.4), not in the paper
+        return residual / (1 + 2 * threshold)
+    if noise == "none":
+        return residual * 0
+    raise ValueError(f"noise must be one of {NOISE_MODELS}, got {noise!r}")
+
+
+def noise_penalty(E: Tensor, noise: str, threshold: Any) -> Tensor:
+    """``threshold * h(e)`` for every row of ``E``: shape ``(b,)``."""
+    if noise == "l1":
+        return tl.sum(tl.abs(E) * threshold, axis=1)
+    if noise == "l21":
+        return threshold * tl.norm(E, axis=1)
+    if noise == "fro":
+        return threshold * tl.sum(E * E, axis=1)
+    return tl.sum(E * 0, axis=1)
+
+
+# -- the r-step ------------------------------------------------------------------------------------
+
+class Spectrum:
+    """Eigendecomposition of ``L^T L`` (shared), or of ``L^T diag(m_j) L`` per sample (masked).
+
+    Coefficients are handled in the eigenbasis (``r~ = V^T r``), where the r-step is diagonal:
+    ``r~(eta) = c / (w + eta)`` with ``c = V^T L^T y``. With a shared spectrum ``L V`` is formed
+    once, so going from ``y`` to ``c`` and from ``r~`` to ``L r`` are one product each.
+    """
+
+    def __init__(self, values: Tensor, vectors: Tensor, basis: Tensor):
+        self.values = tl.clip(values, 0, None)  # a PSD Gram: round-off negatives are zeros
+        self.vectors = vectors
+        self.basis = basis  # L
+        self.batched = tl.ndim(vectors) == 3
+        if not self.batched:
+            self.rotated_basis = tl.dot(basis, vectors)  # L V, (p, d)
+            self.rotated_basis_t = tl.transpose(self.rotated_basis)
+
+    @classmethod
+    def of(cls, L: Tensor, mask: Tensor | None = None) -> Spectrum:
+        """``eigh(L^T L)``, or per sample ``eigh(L^T diag(mask[j]) L)`` when ``mask`` is given."""
+        if mask is None:
+            return cls(*tl.eigh(tl.dot(tl.transpose(L), L)), L)
+        return cls(*tl.eigh(masked_gram(mask, [L])), L)  # one GEMM for all samples' Grams
+
+    def take(self, index: Any) -> Spectrum:
+        """The spectra of the samples ``index`` (the shared spectrum is returned as it is)."""
+        if not self.batched:
+            return self
+        return Spectrum(self.values[index], self.vectors[index], self.basis)
+
+    def project(self, Y: Tensor) -> Tensor:
+        """``c = V^T L^T y`` for every row ``y`` of ``Y``."""
+        if self.batched:
+            return tl.einsum("bi,bik->bk", tl.dot(Y, self.basis), self.vectors)
+        return tl.dot(Y, self.rotated_basis)
+
+    def unrotate(self, C: Tensor) -> Tensor:
+        """``r = V r~`` for every row ``r~`` of ``C``."""
+        if self.batched:
+            return tl.einsum("bk,bik->bi", C, self.vectors)
+        return tl.dot(C, tl.transpose(self.vectors))
+
+    def expand(self, C: Tensor) -> Tensor:
+        """``L r = L V r~`` for every row ``r~`` of ``C``."""
+        if self.batched:
+            return tl.dot(self.unrotate(C), tl.transpose(self.basis))
+        return tl.dot(C, self.rotated_basis_t)
+
+    def solve(self, rotated: Tensor, eta: Tensor) -> Tensor:
+        """``r~(eta) = c / (w + eta)``, one ``eta`` per row."""
+        return rotated / (self.values + eta[:, None])
+
+
+class _Secular:
+    """``||r(eta)||`` and its slope for a batch: ``||r||^2 = sum_k c_k^2 / (w_k + eta)^2``."""
+
+    def __init__(self, rotated: Tensor, values: Tensor):
+        self.squares = rotated * rotated
+        self.values = values
+
+    def __call__(self, eta: Tensor) -> tuple[Tensor, Tensor]:
+        """``(||r(eta)||, s3)`` for ``eta`` of shape ``(b,)`` or ``(k, b)`` (k values each)."""
+        inverse = 1 / (self.values + eta[..., None])
+        weighted = self.squares * inverse * inverse
+        s2 = tl.sum(weighted, axis=-1)
+        s3 = tl.sum(weighted * inverse, axis=-1)  # -1/2 d||r||^2/deta
+        return tl.sqrt(s2), s3
+
+    def norm(self, eta: Tensor) -> Tensor:
+        inverse = 1 / (self.values + eta[:, None])
+        return tl.sqrt(tl.sum(self.squares * inverse * inverse, axis=1))
+
+
+def ball_multipliers(
+    rotated: Tensor, spectrum: Spectrum, ridge: float, *, solver: str = "newton",
+    tol: float = 1e-3, max_iter: int = 60, start: Tensor | None = None,
+) -> Tensor:
+    """Multipliers ``eta`` of ``min 1/2 ||y - L r||^2 s.t. ||r|| <= 1``, one per sample.
+
+    ``eta = ridge`` where the ridge solution ``(L^T L + ridge I)^-1 L^T y`` lies in the ball
+    (that solution is kept exactly); elsewhere the root of ``||r(eta)|| = 1`` with ``r(eta) =
+    (L^T L + eta I)^-1 L^T y``, which exceeds ``ridge`` (Proposition 3: ``||r(eta)||`` decreases).
+
+    Parameters
+    ----------
+    rotated : tensor of shape (b, d)
+        ``c = V^T L^T y`` in the eigenbasis of the Gram (:meth:`Spectrum.project`).
+    spectrum : Spectrum
+    ridge : float
+        The jitter ``eps`` of the unconstrained solve.
+    solver : {"newton", "bisection"}
+        ``"bisection"`` is the reference code's: bracket ``[0, 10 * 2^k]``, midpoints until
+        ``|1 - ||r||| < tol``. ``"newton"`` runs Newton's method on ``1/||r(eta)|| = 1``;
+        ``1/||r(eta)||`` is concave, so from a point with ``||r|| > 1`` the iterates increase
+        monotonically to the root (as for trust-region subproblems), in a few steps.
+    tol : float
+        Stop when ``|1 - ||r(eta)||| < tol``.
+    max_iter : int
+        Cap on the doublings and on the bisection/Newton steps.
+    start : tensor of shape (b,), optional
+        Warm start of Newton's method, at least ``ridge`` (e.g. the previous block-coordinate
+        iteration's ``eta``).
+
+    Returns
+    -------
+    tensor of shape (b,)
+    """
+    ridges = rotated[:, 0] * 0 + ridge
+    secular = _Secular(rotated, spectrum.values)
+    if solver == "newton":
+        return _newton(secular, ridges, ridges if start is None else start, tol, max_iter)
+    if solver == "bisection":
+        outside = secular.norm(ridges) > 1
+        if not bool(tl.any(outside)):
+            return ridges
+        return tl.where(outside, _bisection(secular, outside, tol, max_iter), ridges)
+    raise ValueError(f"ball_solver must be one of {BALL_SOLVERS}, got {solver!r}")
+
+
+def _newton(secular: _Secular, ridges: Tensor, eta: Tensor, tol: float, max_iter: int) -> Tensor:
+    # the ball is inactive iff ||r(ridge)|| <= 1: evaluated with the start, in one pass
+    norms, slopes = secular(tl.stack([eta, ridges]))
+    norm, s3, inactive = norms[0], slopes[0], norms[1] <= 1
+    done = inactive | (tl.abs(norm - 1) < tol)
+    for _ in range(max_iter):
+        if bool(tl.all(done)):
+            break
+        # Newton on psi = 1/||r||: step (1 - psi)/psi' = (||r|| - 1) ||r||^2 / s3. From the right
+        # of the root it lands on the left (concavity); the clip keeps eta >= ridge, where
+        # ||r|| > 1 is known, and from there the iterates increase monotonically.
+        step = (norm - 1) * norm * norm / tl.clip(s3, 1e-300, None)
+        eta = tl.where(done, eta, tl.maximum(eta + step, ridges))
+        norm, s3 = secular(eta)
+        done = done | (tl.abs(norm - 1) < tol)
+    return tl.where(inactive, ridges, eta)
+
+
+def _bisection(secular: _Secular, active: Tensor, tol: float, max_iter: int) -> Tensor:
+    b = tl.shape(active)[0]
+    context = tl.context(secular.squares)
+    low = tl.zeros((b,), **context)
+    high = tl.ones((b,), **context) * _BISECTION_START
+    for _ in range(max_iter):  # double the bracket until ||r(high)|| < 1
+        grow = active & (secular.norm(high) >= 1)
+        if not bool(tl.any(grow)):
+            break
+        high = tl.where(grow, 2 * high, high)
+    eta = high
+    done = ~active
+    for _ in range(max_iter):
+        middle = (low + high) / 2
+        norm = secular.norm(middle)
+        eta = tl.where(done, eta, middle)
+        done = done | (tl.abs(1 - norm) < tol)
+        if bool(tl.all(done)):
+            break
+        inside = norm < 1
+        high = tl.where(inside, middle, high)
+        low = tl.where(inside, low, middle)
+    return eta
+
+
+def ball_coefficients(
+    Y: Tensor, L: Tensor, *, ridge: float = 0.01, ball: bool = True, mask: Tensor | None = None,
+    solver: str = "newton", tol: float = 1e-3, max_iter: int = 60,
+) -> tuple[Tensor, Tensor]:
+    """The r-step alone: ``argmin_{||r|| <= 1} 1/2 ||y - L r||^2`` for every row ``y`` of ``Y``.
+
+    With ``ball=False`` it is the ridge solve ``(L^T L + ridge I)^-1 L^T y``. With a ``mask``
+    (``(b, p)``, 1 = observed) only the observed rows of ``L`` and ``y`` enter.
+
+    Returns
+    -------
+    codes : tensor of shape (b, d)
+    multipliers : tensor of shape (b,)
+        ``eta`` with ``codes = (L^T L + eta I)^-1 L^T y``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> L = np.eye(3)[:, :2]
+    >>> r, eta = ball_coefficients(np.array([[3.0, 4.0, 1.0]]), L)
+    >>> np.round(r, 4), np.round(eta, 4)
+    (array([[0.6, 0.8]]), array([4.]))
+    """
+    spectrum = Spectrum.of(L, mask)
+    rotated = spectrum.project(Y if mask is None else Y * mask)
+    if ball:
+        eta = ball_multipliers(rotated, spectrum, ridge, solver=solver, tol=tol,
+                               max_iter=max_iter)
+    else:
+        eta = tl.ones((tl.shape(Y)[0],), **tl.context(Y)) * ridge
+    return spectrum.unrotate(spectrum.solve(rotated, eta)), eta
+
+
+# -- the block coordinate descent ----------------------------------------------------------------
+
+def robust_code(
+    Z: Tensor, L: Tensor, lambda2: Any, *, noise: str = "l1", ball: bool = True,
+    ridge: float = 0.01, mask: Tensor | None = None, tol: float = 1e-6, max_iter: int | None = 100,
+    ball_solver: str = "newton", ball_tol: float = 1e-3, max_ball_iter: int = 60,
+) -> RobustCodes:
+    """Coefficients and noise of a batch by block coordinate descent (spec Algorithm 3).
+
+    Parameters
+    ----------
+    Z : tensor of shape (b, p)
+        The samples, one per row (entries at missing positions must be finite; they are
+        ignored when ``mask`` is given).
+    L : tensor of shape (p, d)
+        The basis.
+    lambda2 : float or tensor of shape (b, p)
+        Weight of the noise penalty ``h``; a tensor gives per-entry l1 thresholds (the weighted
+        l1 of the matrix-completion variant, spec eq. (5.4)).
+    noise : {"l1", "l21", "fro", "none"}
+        ``h(e)``: ``||e||_1`` (sparse corruption), ``||e||_2`` (a whole sample is an outlier),
+        ``||e||^2`` or no noise term at all (``e = 0``, a single pass).
+    ball : bool
+        Constrain ``||r|| <= 1`` (OMRMD); otherwise ``ridge/2 ||r||^2`` is a penalty (OR-PCA).
+    ridge : float
+        Ridge of the unconstrained r-solve: the jitter ``eps`` with ``ball=True`` (the
+        bisection itself uses none), OR-PCA's ``lambda1`` with ``ball=False``.
+    mask : tensor of shape (b, p), optional
+        1 where observed, 0 where missing: the loss and ``e`` then live on the observed entries
+        only (the ``c -> inf`` limit of spec eq. (5.1)).
+    tol : float
+        A sample stops when ``max(||e - e_old||, ||r - r_old||) / p < tol`` (the reference
+        code's rule; note the ``1/p``).
+    max_iter : int or None
+        Cap on the iterations per sample (``None``: none, as in the OR-PCA reference code).
+    ball_solver, ball_tol, max_ball_iter
+        See :func:`ball_multipliers`.
+
+    Returns
+    -------
+    RobustCodes
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> L = np.eye(4)[:, :2]
+    >>> z = np.array([[0.6, 0.0, 50.0, 0.0]])
+    >>> out = robust_code(z, L, 0.5, ridge=0.0)  # the big entry is an outlier, beyond 0.5
+    >>> np.round(out.codes, 6), np.round(out.outliers, 6)
+    (array([[0.6, 0. ]]), array([[ 0. ,  0. , 49.5,  0. ]]))
+    """
+    if noise not in NOISE_MODELS:
+        raise ValueError(f"noise must be one of {NOISE_MODELS}, got {noise!r}")
+    b, p = tl.shape(Z)
+    context = tl.context(Z)
+    spectrum = Spectrum.of(L, mask)
+    if mask is not None:
+        Z = Z * mask
+    state = {"R": tl.zeros((b, tl.shape(L)[1]), **context),  # coefficients in the eigenbasis
+             "E": tl.zeros((b, p), **context), "LR": tl.zeros((b, p), **context),
+             "eta": tl.ones((b,), **context) * ridge}
+    n_iter = np.zeros(b, dtype=int)
+    active = np.arange(b)
+    cap = 1 if noise == "none" else max_iter  # without e, one r-solve is exact
+    while active.size and (cap is None or n_iter[active[0]] < cap):
+        whole = active.size == b
+        index = slice(None) if whole else active  # numpy and torch both take int arrays
+        local = spectrum if whole else spectrum.take(index)
+        old = state if whole else {k: v[index] for k, v in state.items()}
+        Z_a = Z if whole else Z[index]
+        M_a = None if mask is None else (mask if whole else mask[index])
+        threshold = lambda2[index] if _is_tensor(lambda2) and not whole else lambda2
+        new = _bcd_iteration(Z_a, M_a, old, local, threshold, noise, ball, ridge,
+                             ball_solver, ball_tol, max_ball_iter)
+        # max(||de||, ||dr||) < tol p, in squares; ||dr|| = ||V^T dr|| as V is orthogonal
+        dE, dR = new["E"] - old["E"], new["R"] - old["R"]
+        change = tl.maximum(tl.sum(dE * dE, axis=1), tl.sum(dR * dR, axis=1))
+        converged = tl.to_numpy(change < (tol * p) ** 2)
+        if whole:
+            state = new
+        else:
+            for key, value in new.items():
+                state[key] = tl.index_update(state[key], tl.index[index], value)
+        n_iter[active] += 1
+        active = active[~converged]
+    R, E, LR = spectrum.unrotate(state["R"]), state["E"], state["LR"]
+    penalties = noise_penalty(E, noise, lambda2)
+    if not ball:
+        penalties = penalties + 0.5 * ridge * tl.sum(R * R, axis=1)
+    residual = Z - LR - E if mask is None else (Z - LR - E) * mask
+    return RobustCodes(codes=R, outliers=E, low_rank=LR,
+                       losses=0.5 * tl.sum(residual * residual, axis=1) + penalties,
+                       penalties=penalties, n_iter=n_iter, multipliers=state["eta"])
+
+
+def _bcd_iteration(Z, mask, old, spectrum, threshold, noise, ball, ridge, ball_solver,
+                   ball_tol, max_ball_iter) -> dict:
+    """One pass of the r-step then the e-step for the samples in ``Z`` (all still running)."""
+    Y = Z - old["E"] if mask is None else (Z - old["E"]) * mask
+    rotated = spectrum.project(Y)
+    eta = old["eta"]
+    if ball:
+        eta = ball_multipliers(rotated, spectrum, ridge, solver=ball_solver, tol=ball_tol,
+                               max_iter=max_ball_iter, start=eta)
+    R = spectrum.solve(rotated, eta)
+    LR = spectrum.expand(R)
+    residual = Z - LR if mask is None else (Z - LR) * mask
+    return {"R": R, "E": noise_prox(residual, noise, threshold), "LR": LR, "eta": eta}
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "shape") and len(tuple(value.shape)) > 0
