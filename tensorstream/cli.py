@@ -1,49 +1,846 @@
-"""The ``tensorstream`` command.
+"""The ``tensorstream`` command: ``fit`` a model to a data file, run the ``demo``, ``info``.
 
-``tensorstream demo`` runs the built-in demo (the README's main job). More sub-commands
-(``fit`` on netCDF/zarr files, ``info``) belong to the labelled-data/CLI work.
+Every failure the user can cause (a wrong dim name, an unreadable file, NaN in the data, an
+output folder that does not exist) ends as one line on stderr and a non-zero exit code, before
+any file is touched; ``--debug`` shows the traceback instead. Outputs and checkpoints are written
+atomically, so an interrupted run never leaves a half-written file behind.
+
+The models are a registry, :data:`MODELS`: one line per learner, imported only when used, so a
+learner that is not installed does not break the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import collections
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import json
+import os
 import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A learner the command can fit.
+
+    Parameters
+    ----------
+    module, name : str
+        Where the class lives (imported lazily, on use).
+    summary : str
+        One line for ``--help``.
+    matrix : bool, default False
+        The learner factorizes matrices: without ``--modes``, all feature dims form one mode.
+    aliases : mapping, optional
+        Command-line option to the learner's parameter, where the names differ (e.g. ``alpha``
+        is ``alpha_W`` for the scikit-learn compatible NMF).
+    """
+
+    module: str
+    name: str
+    summary: str
+    matrix: bool = False
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def installed(self) -> bool:
+        """Whether the module can be found (without importing it)."""
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except ModuleNotFoundError:
+            return False
+
+
+#: ``--model`` names. One line per learner; a learner whose module is missing is reported as
+#: unavailable when asked for, and never imported otherwise.
+MODELS: dict[str, Model] = {
+    "ocpdl": Model("tensorstream.learners.ocpdl", "OnlineCPDL",
+                   "online CP-dictionary learning, sparse nonnegative codes "
+                   "(Lyu, Strohmeier & Needell)"),
+    "nmf": Model("tensorstream.learners.nmf", "OnlineNMF",
+                 "online NMF, scikit-learn MiniBatchNMF compatible", matrix=True,
+                 aliases={"alpha": "alpha_W"}),
+    "robust-nmf": Model("tensorstream.learners.robust_nmf", "RobustOnlineNMF",
+                        "online NMF with sparse outliers (Zhao & Tan)"),
+    "maxnorm": Model("tensorstream.learners.maxnorm", "OnlineMaxNormMD",
+                     "online max-norm matrix decomposition, sparse corruption "
+                     "(Shen, Xu & Li)", matrix=True),
+    "robust-pca": Model("tensorstream.learners.robust_pca", "OnlineRobustPCA",
+                        "online robust PCA (Feng, Xu & Yan)", matrix=True),
+}
+
+
+class CLIError(ValueError):
+    """A user error with a ready-made one-line message."""
+
+
+def model_class(name: str) -> type:
+    """The learner class registered as ``name`` in :data:`MODELS`, imported now.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`MODELS`, e.g. ``"ocpdl"``.
+
+    Returns
+    -------
+    type
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the models), or a learner that is not installed.
+
+    Examples
+    --------
+    >>> model_class("ocpdl").__name__
+    'OnlineCPDL'
+    """
+    if name not in MODELS:
+        raise CLIError(f"unknown model {name!r}; choose from {sorted(MODELS)}")
+    model = MODELS[name]
+    if not model.installed:
+        raise CLIError(f"model {name!r} is not available in this installation "
+                       f"({model.module} is missing)")
+    return getattr(importlib.import_module(model.module), model.name)
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+
+_DESCRIPTION = """\
+Learn interpretable low-rank features of large multi-way arrays from a stream of samples.
+
+A data file holds samples along one dim (e.g. "time"). tensorstream learns R atoms so that
+every sample is a sparse (nonnegative) combination of them; each atom is an outer product of
+one loading vector per *mode*. A mode is one dim, or several dims stacked together, whose
+joint features are then learned (e.g. "lat,lon" learns free maps rather than products of a
+latitude and a longitude profile). The data are read mini-batch by mini-batch, never as a
+whole, so files larger than memory work.
+"""
+
+_FIT_EPILOG = """\
+examples:
+  tensorstream info obs.nc                       # which variables and dims the file has
+  tensorstream fit obs.nc --var t2m --sample-dim time --modes "lat,lon;variable" \\
+      --rank 8 --out factors.nc --plot factors.png
+  tensorstream fit patches.npy --modes "axis1,axis2;axis3" --rank 24 --epochs 3 \\
+      --out patch_factors.nc                     # .npy: samples on the first axis
+  tensorstream fit obs.nc --var t2m --sample-dim time --rank 8 --out f.nc \\
+      --checkpoint run.npz --resume                # continue an interrupted run
+
+modes: ";" separates modes, "," stacks dims into one mode, "name=" names a stacked
+mode ("space=lat,lon;variable"). Default: every dim but the sample dim is its own mode.
+
+output: a netCDF file with one variable "<mode>_loadings" per mode over the mode's dims and
+"component", on the original coordinates (and "codes" over the sample dim with --codes).
+netCDF cannot store a pandas MultiIndex: such dims are written with their levels as plain
+coordinates (rebuild with ds.set_index(dim=[levels])).
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tensorstream`` command."""
     parser = argparse.ArgumentParser(
-        prog="tensorstream",
-        description="Online CP-dictionary learning and matrix factorization from streams.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo", help="learn rank-one atoms from a synthetic image stream; prints a convergence "
-                     "table and writes a figure")
-    demo.add_argument("--out", default="demo-output", help="folder for the figure "
-                                                           "(default: demo-output)")
-    demo.add_argument("--steps", type=int, default=200, help="mini-batches to learn from")
-    demo.add_argument("--batch-size", type=int, default=16, help="samples per mini-batch")
-    demo.add_argument("--seed", type=int, default=0, help="random seed")
-    demo.add_argument("--no-plot", action="store_true", help="skip the figure")
+        prog="tensorstream", description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run 'tensorstream COMMAND --help' for the options of a command.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_fit(commands)
+    _add_demo(commands)
+    info = commands.add_parser(
+        "info", help="describe a factors (.nc), checkpoint (.npz) or data file",
+        description="Describe a file: learned factors (.nc written by 'fit'), a checkpoint "
+                    "(.npz), or a data file (netCDF, zarr, .npy) with its variables and dims.")
+    info.add_argument("file", help="the file to describe")
+    _add_debug(info)
     return parser
 
 
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS: a sub-command's default must not override "tensorstream --debug COMMAND"
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of errors")
+
+
+def _add_fit(commands: Any) -> None:
+    models = "\n".join(f"  {name:<15}{m.summary}" for name, m in MODELS.items())
+    fit = commands.add_parser(
+        "fit", help="learn a CP dictionary from a netCDF, zarr or .npy file",
+        description="Learn a CP dictionary from the samples of a data file, mini-batch by "
+                    "mini-batch, and write the labelled factors.\n\nmodels:\n" + models,
+        epilog=_FIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = fit.add_argument_group("data")
+    data.add_argument("input", metavar="INPUT",
+                      help="netCDF file, zarr store or .npy file (samples on its first axis)")
+    data.add_argument("--var", metavar="NAME",
+                      help="variable to read from a netCDF/zarr file (default: its only one)")
+    data.add_argument("--sample-dim", metavar="DIM",
+                      help="the dim along which samples lie, e.g. time (required for "
+                           "netCDF/zarr; 'sample' for .npy)")
+    data.add_argument("--modes", metavar="SPEC",
+                      help='the CP modes, e.g. "lat,lon;variable" (see below)')
+    data.add_argument("--chunk-size", type=int, metavar="N",
+                      help="samples per chunk read from disk (default: the file's chunks, "
+                           "or about 1 MiB)")
+    model = fit.add_argument_group("model")
+    model.add_argument("--model", default=None, choices=sorted(MODELS), metavar="NAME",
+                       help=f"the learner, one of {', '.join(MODELS)} (default: ocpdl)")
+    model.add_argument("--rank", type=int, metavar="R", help="number of atoms (required)")
+    model.add_argument("--alpha", type=float, help="l1 penalty on the codes (sparsity)")
+    model.add_argument("--loss", help="loss / divergence, for models that have one (e.g. kl)")
+    model.add_argument("--missing", choices=["nan"],
+                       help="treat NaN entries as missing (default: NaN is an error)")
+    model.add_argument("--backend", choices=["numpy", "pytorch"],
+                       help="TensorLy backend to compute on (default: numpy)")
+    model.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="any other learner parameter, e.g. --param ridge=0.1 "
+                            "(repeatable)")
+    run = fit.add_argument_group("run")
+    run.add_argument("--batch-size", type=int, metavar="B", help="samples per mini-batch")
+    run.add_argument("--epochs", type=int, metavar="E",
+                     help="passes over the samples, shuffled (default: 1)")
+    run.add_argument("--steps", type=int, metavar="N",
+                     help="stop after N mini-batches in all (counting those before a resume)")
+    run.add_argument("--seed", type=int, metavar="S",
+                     help="random seed of the initialisation and the batch order (default: 0)")
+    run.add_argument("--checkpoint", metavar="PATH",
+                     help="save the learner's state to this .npz file during the run")
+    run.add_argument("--checkpoint-every", type=int, default=50, metavar="N",
+                     help="mini-batches between checkpoints (default: 50)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue from --checkpoint (the same data and batch order)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    out = fit.add_argument_group("output")
+    out.add_argument("--out", required=True, metavar="FILE.nc",
+                     help="write the labelled factors to this netCDF file")
+    out.add_argument("--codes", action="store_true",
+                     help="also compute the codes of every sample (one more pass over the "
+                          "data) and write them")
+    out.add_argument("--plot", metavar="FILE.png",
+                     help="plot the factors (and the loss per step, in FILE_convergence.png)")
+    _add_debug(fit)
+
+
+def _add_demo(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo", help="the built-in demo: synthetic, image-patch and labelled examples",
+        description="Three short runs on embedded data (no download): a convergence table on "
+                    "a planted model, CP dictionaries of image patches in three reshapings, "
+                    "and labelled factors of climate-like data written as netCDF and plotted.")
+    demo.add_argument("--out", default="demo-output",
+                      help="folder for the figures and files (default: demo-output)")
+    demo.add_argument("--steps", type=int, default=200,
+                      help="mini-batches of the convergence check (default: 200)")
+    demo.add_argument("--batch-size", type=int, default=16,
+                      help="samples per mini-batch of the convergence check (default: 16)")
+    demo.add_argument("--image-steps", type=int, default=80,
+                      help="mini-batches per reshaping of the image example (default: 80)")
+    demo.add_argument("--climate-steps", type=int, default=135,
+                      help="mini-batches of the labelled example (default: 135)")
+    demo.add_argument("--parts", default="synthetic,image,climate",
+                      help="which parts to run (default: synthetic,image,climate)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.add_argument("--no-plot", action="store_true", help="print the tables only")
+    _add_debug(demo)
+
+
+# --------------------------------------------------------------------------------------------
+# main
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; return its exit status (0 on success).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 1 on an error (one line on stderr), 130 when interrupted.
+    """
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "fit":
+            return run_fit(args)
         if args.command == "demo":
-            from .demo import run_demo
-
-            if args.steps < 1 or args.batch_size < 1:
-                raise ValueError("--steps and --batch-size must be >= 1")
-            run_demo(args.out, n_steps=args.steps, batch_size=args.batch_size,
-                     random_state=args.seed, plot=not args.no_plot)
+            return _run_demo(args)
+        return _run_info(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("tensorstream: interrupted", file=sys.stderr)
+        return 130
     except Exception as error:  # one clear line for users; the traceback with --debug
         if args.debug:
             raise
-        print(f"tensorstream: error: {error}", file=sys.stderr)
+        print(f"tensorstream: error: {_one_line(error)}", file=sys.stderr)
         return 1
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, FileNotFoundError) and error.filename:
+        text = f"no such file or folder: {error.filename!r}"
+    elif isinstance(error, (ImportError, MemoryError, OSError)):
+        text = f"{type(error).__name__}: {text}"
+    return text
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    for option in ("steps", "batch_size", "image_steps", "climate_steps"):
+        if getattr(args, option) < 1:
+            raise CLIError(f"--{option.replace('_', '-')} must be >= 1, got "
+                           f"{getattr(args, option)}")
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    run_demo(args.out, n_steps=args.steps, batch_size=args.batch_size,
+             random_state=args.seed, plot=not args.no_plot, image_steps=args.image_steps,
+             climate_steps=args.climate_steps, parts=parts)
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# fit
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """``tensorstream fit``: check everything, stream the batches, write the outputs."""
+    plan = _plan(args)
+    da = _open(args)
+    sample_dim = args.sample_dim or ("sample" if plan["format"] == "npy" else None)
+    modes = _modes(args, da, sample_dim, plan["model"])
+    layout = _layout(da, sample_dim, modes)
+    learner = _resume(args, plan, layout) if args.resume else _new_learner(args, plan)
+    history, stopped = _train(learner, da, sample_dim, modes, plan, args)
+    if stopped:
+        return 130
+    ds = _factors(learner, da, args, plan, sample_dim)
+    _write_outputs(ds, history, args)
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> dict:
+    """Validate the options that need no data; check that every output can be written."""
+    from .io import data_format
+
+    for option in ("rank", "batch_size", "epochs", "steps", "checkpoint_every", "chunk_size"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise CLIError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
+    if args.seed is not None and args.seed < 0:
+        raise CLIError(f"--seed must be >= 0, got {args.seed}")
+    if args.rank is None and not args.resume:
+        raise CLIError("--rank is required: the number of atoms to learn (e.g. --rank 8)")
+    if args.resume and not args.checkpoint:
+        raise CLIError("--resume needs --checkpoint PATH (the checkpoint to continue from)")
+    name = args.model or "ocpdl"
+    plan = {"model": name, "cls": model_class(name), "format": data_format(args.input)}
+    source = Path(args.input)
+    if not source.exists():
+        raise CLIError(f"cannot read INPUT: no such file or folder: {args.input!r}")
+    _check_writable(args.out, "--out", source)
+    if args.plot:
+        _check_writable(args.plot, "--plot", source)
+    if args.checkpoint:
+        checkpoint = Path(args.checkpoint)
+        if checkpoint.suffix != ".npz":
+            checkpoint = checkpoint.with_suffix(checkpoint.suffix + ".npz")
+        _check_writable(checkpoint, "--checkpoint", source)
+        if args.resume and not checkpoint.is_file():
+            raise CLIError(f"nothing to resume: no checkpoint at {str(checkpoint)!r}")
+        if not args.resume and checkpoint.exists():
+            raise CLIError(f"checkpoint {str(checkpoint)!r} already exists: add --resume to "
+                           f"continue from it, or remove it to start over")
+        plan["checkpoint"] = checkpoint
+    return plan
+
+
+def _check_writable(path: str | Path, option: str, source: Path) -> None:
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise CLIError(f"cannot write {option} {str(path)!r}: it is a folder; give a file name")
+    if not folder.is_dir():
+        raise CLIError(f"cannot write {option} {str(path)!r}: folder {str(folder)!r} does not "
+                       f"exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise CLIError(f"cannot write {option} {str(path)!r}: permission denied")
+    if path.exists() and source.exists() and path.resolve() == source.resolve():
+        raise CLIError(f"{option} {str(path)!r} is the input file; choose another name")
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from .io import open_dataarray
+
+    return open_dataarray(args.input, args.var, sample_dim=args.sample_dim,
+                          chunk_size=args.chunk_size)
+
+
+def _modes(args: argparse.Namespace, da: Any, sample_dim: str | None, model: str) -> Any:
+    """The mode specification: parsed ``--modes``, or the model's default."""
+    from .labels import parse_modes
+
+    if args.modes:
+        return parse_modes(args.modes)
+    if MODELS[model].matrix:  # a matrix model: every feature dim in one mode
+        return [tuple(d for d in da.dims if d != sample_dim)]
+    return None
+
+
+def _layout(da: Any, sample_dim: str | None, modes: Any) -> Any:
+    """Validate dims and modes against the data before any work (clear errors)."""
+    from .labels import ModeLayout
+
+    if sample_dim is None:
+        raise CLIError(f"--sample-dim is required: the variable {da.name!r} has dims "
+                       f"{list(da.dims)}; which one holds the samples (e.g. time)?")
+    if da.sizes[sample_dim] == 0:
+        raise CLIError(f"the data have no samples (dim {sample_dim!r} is empty)")
+    return ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+
+
+def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
+    """Learner parameters given on the command line (only those given)."""
+    model = MODELS[plan["model"]]
+    given = {"n_components": args.rank, "alpha": args.alpha, "loss": args.loss,
+             "missing": args.missing, "backend": args.backend,
+             "batch_size": args.batch_size, "random_state": args.seed}
+    params = {model.aliases.get(k, k): v for k, v in given.items() if v is not None}
+    for item in args.param:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"--param expects KEY=VALUE, got {item!r}")
+        params[key.strip()] = _literal(text.strip())
+    accepted = _parameter_names(plan["cls"])
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        shown = ", ".join(_option(k, plan) for k in unknown)
+        raise CLIError(f"{shown} does not apply to --model {plan['model']}; its parameters "
+                       f"are {accepted}")
+    return params
+
+
+_OPTIONS = {"n_components": "--rank", "random_state": "--seed", "alpha": "--alpha",
+            "loss": "--loss", "missing": "--missing", "backend": "--backend",
+            "batch_size": "--batch-size"}
+
+
+def _option(param: str, plan: dict) -> str:
+    """The command-line spelling of a learner parameter (``--rank``, ``--param ridge``)."""
+    options = {v: k for k, v in MODELS[plan["model"]].aliases.items()}
+    name = options.get(param, param)
+    return _OPTIONS.get(name, f"--param {param}")
+
+
+def _parameter_names(cls: type) -> list[str]:
+    names = getattr(cls, "_param_names", None)
+    if names is not None:
+        return list(names())
+    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+
+def _literal(text: str) -> Any:
+    """``0.1`` -> float, ``None`` -> None, ``'kl'`` or ``kl`` -> str."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _new_learner(args: argparse.Namespace, plan: dict) -> Any:
+    params = _learner_params(args, plan)
+    params.setdefault("random_state", 0)  # reproducible by default; the batch order uses it
+    return plan["cls"](**params)
+
+
+def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
+    """The checkpointed learner, checked against the options and the data."""
+    from .io import load_checkpoint
+
+    learner = load_checkpoint(plan["checkpoint"])
+    if type(learner) is not plan["cls"]:
+        raise CLIError(f"the checkpoint holds a {type(learner).__name__}, not the "
+                       f"{plan['cls'].__name__} of --model {plan['model']}")
+    saved = learner.get_params()
+    for key, value in _learner_params(args, plan).items():
+        if saved.get(key) != value:
+            raise CLIError(f"the checkpoint was made with {_option(key, plan)} "
+                           f"{saved.get(key)!r}, the command line says {value!r}; leave the "
+                           f"option out to keep the checkpoint's")
+    fitted = learner.__dict__.get("layout_")
+    if fitted is None:
+        raise CLIError("the checkpoint was made from unlabelled data (Python API); it cannot "
+                       "be resumed on a data file")
+    if (fitted.sample_dim, fitted.mode_names, fitted.shape, fitted.feature_dims) != (
+            layout.sample_dim, layout.mode_names, layout.shape, layout.feature_dims):
+        raise CLIError(f"the checkpoint was made with samples along {fitted.sample_dim!r} and "
+                       f"modes {list(fitted.mode_names)} of shape {fitted.shape}; the data and "
+                       f"--modes give {list(layout.mode_names)} of shape {layout.shape}")
+    return learner
+
+
+# --------------------------------------------------------------------------------------------
+# the loop
+
+
+def shuffled_batches(n_samples: int, batch_size: int, seed: int, start: int = 0,
+                     stop: int | None = None) -> Iterator[np.ndarray]:
+    """Sorted sample positions of steps ``start, ..., stop - 1`` of shuffled epochs.
+
+    Epoch ``e`` visits the samples in the order ``default_rng([seed, e]).permutation(n)``, in
+    consecutive batches (the last one may be short). The order is a function of the step number
+    alone, so a run resumed at any step sees exactly the batches an uninterrupted run sees.
+    Positions are sorted within a batch, so a file is read in order.
+
+    Parameters
+    ----------
+    n_samples, batch_size, seed : int
+    start : int, default 0
+        The first step (0-based), e.g. the step count of a resumed learner.
+    stop : int, optional
+        Stop before this step (default: never).
+
+    Yields
+    ------
+    numpy.ndarray of int
+
+    Examples
+    --------
+    >>> [b.tolist() for b in shuffled_batches(5, 2, seed=0, stop=4)]
+    [[2, 4], [0, 3], [1], [1, 4]]
+    >>> [b.tolist() for b in shuffled_batches(5, 2, seed=0, start=2, stop=4)]
+    [[1], [1, 4]]
+    """
+    per_epoch = -(-n_samples // batch_size)
+    order, current = None, None
+    step = start
+    while stop is None or step < stop:
+        epoch, k = divmod(step, per_epoch)
+        if epoch != current:
+            order, current = np.random.default_rng([seed, epoch]).permutation(n_samples), epoch
+        yield np.sort(order[k * batch_size:(k + 1) * batch_size])
+        step += 1
+
+
+def _train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
+           args: argparse.Namespace) -> tuple[list[dict], bool]:
+    """Stream the batches into ``learner``; return the per-step infos and whether interrupted."""
+    n_samples = da.sizes[sample_dim]
+    batch_size = int(learner.batch_size)
+    per_epoch = -(-n_samples // batch_size)
+    total = (args.epochs or 1) * per_epoch if args.steps is None else (
+        args.steps if args.epochs is None else min(args.steps, args.epochs * per_epoch))
+    start = int(getattr(learner, "n_steps_", 0)) if args.resume else 0
+    seed = learner.random_state if isinstance(learner.random_state, int) else 0
+    checkpoint = plan.get("checkpoint")
+    if start >= total and not args.quiet:
+        print(f"the checkpoint is at step {start}, the run stops at {total}: nothing to learn",
+              file=sys.stderr)
+    history: list[dict] = []
+    recent: collections.deque = collections.deque(maxlen=min(per_epoch, 100))
+    progress = _progress(total, start, plan["model"], args.quiet)
+    step = start
+    try:
+        for rows in shuffled_batches(n_samples, batch_size, seed, start, total):
+            _learn(learner, da, rows, sample_dim, modes)
+            step += 1
+            info = dict(getattr(learner, "_last_info", None) or {"step": step})
+            history.append(info)
+            if progress is not None:
+                _show(progress, info, recent)
+            if checkpoint is not None and step % args.checkpoint_every == 0:
+                learner.save(checkpoint)
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.close()
+        where = f"after step {step}"
+        if checkpoint is not None and step > start:
+            learner.save(checkpoint)
+            print(f"tensorstream: interrupted {where}; checkpoint saved to {str(checkpoint)!r}: "
+                  f"run the same command with --resume to continue", file=sys.stderr)
+        else:
+            print(f"tensorstream: interrupted {where}; nothing written", file=sys.stderr)
+        return history, True
+    finally:
+        if progress is not None:  # also on errors (closing twice is harmless)
+            progress.close()
+    if checkpoint is not None and step > start:
+        learner.save(checkpoint)
+    return history, False
+
+
+def _learn(learner: Any, da: Any, rows: np.ndarray, sample_dim: str, modes: Any) -> None:
+    """One mini-batch: read these samples (once, only them) and learn from them."""
+    batch = da.isel({sample_dim: rows}).compute()
+    # the first batch fixes the layout; later ones are checked against it
+    labels = {} if "layout_" in learner.__dict__ else {"sample_dim": sample_dim, "modes": modes}
+    try:
+        learner.partial_fit(batch, **labels)
+    except ValueError as error:  # a rejected batch: say which samples, keep the state
+        raise CLIError(_batch_error(error, rows, da, sample_dim)) from error
+
+
+def _progress(total: int, start: int, model: str, quiet: bool) -> Any:
+    if quiet:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, unit="batch", desc=f"fit {model}",
+                file=sys.stderr, dynamic_ncols=True)
+
+
+def _show(progress: Any, info: dict, recent: collections.deque) -> None:
+    """One step on the progress bar, with the batch loss and its running mean."""
+    progress.update(1)
+    loss = info.get("batch_loss")
+    if loss is not None:
+        recent.append(float(loss))
+        progress.set_postfix(loss=f"{loss:.4g}", mean=f"{np.mean(recent):.4g}", refresh=False)
+
+
+def _batch_error(error: Exception, rows: np.ndarray, da: Any, sample_dim: str) -> str:
+    """Say which samples a rejected batch held, and what to do about NaN."""
+    text = " ".join(str(error).split())
+    coord = da[sample_dim].values[rows] if sample_dim in da.coords else rows
+    where = f"{sample_dim} {coord[0]}" + (f" ... {coord[-1]}" if len(coord) > 1 else "")
+    if "NaN" in text:
+        text = (f"the data contain NaN or infinite values (in the batch {where}); pass "
+                f"--missing nan to treat NaN as missing, or fill them first")
+        return text
+    return f"{text} (in the batch {where})"
+
+
+# --------------------------------------------------------------------------------------------
+# outputs
+
+
+def _factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
+             sample_dim: str) -> Any:
+    """The factors Dataset, with the codes if asked and a description of the run."""
+    from . import __version__
+    from .io import _encode_param
+
+    ds = learner.factors_
+    if args.codes:
+        ds["codes"] = _all_codes(learner, da, sample_dim)
+    params = {k: _encode_param(k, v) for k, v in learner.get_params().items()
+              if k != "callback" and not _is_array_param(v)}
+    ds.attrs.update({
+        "title": f"tensorstream factors of {da.name} from {Path(args.input).name}",
+        "tensorstream_version": __version__, "model": plan["model"],
+        "learner": type(learner).__name__, "n_components": int(ds.sizes["component"]),
+        "params": json.dumps(params), "n_steps": int(learner.n_steps_),
+        "n_samples_seen": int(learner.n_samples_seen_), "source": str(args.input),
+        "variable": str(da.name), "sample_dim": sample_dim,
+        "modes": ";".join(",".join(m.dims) if len(m.dims) > 1 else m.dims[0]
+                          for m in learner.layout_.modes)})
+    return ds
+
+
+def _is_array_param(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or hasattr(value, "shape")
+
+
+def _all_codes(learner: Any, da: Any, sample_dim: str) -> Any:
+    """Codes of every sample, in contiguous blocks (one sequential pass over the file)."""
+    import xarray as xr
+
+    n = da.sizes[sample_dim]
+    block = max(int(learner.batch_size), 256)
+    parts = [learner.transform(da.isel({sample_dim: slice(i, i + block)}).compute())
+             for i in range(0, n, block)]
+    return xr.concat(parts, dim=sample_dim)
+
+
+def _write_outputs(ds: Any, history: list[dict], args: argparse.Namespace) -> None:
+    from .io import write_factors
+
+    written = [str(write_factors(ds, args.out))]
+    if args.plot:
+        from .plot import plot_convergence, plot_factors
+
+        plot = Path(args.plot)
+        plot_factors(ds, title=ds.attrs["title"], path=plot)
+        written.append(str(plot))
+        if any("batch_loss" in info for info in history):
+            curve = plot.with_name(f"{plot.stem}_convergence{plot.suffix}")
+            plot_convergence(history, title="loss per mini-batch", path=curve)
+            written.append(str(curve))
+    if not args.quiet:
+        print(f"learned {ds.attrs['n_components']} components in {ds.attrs['n_steps']} steps "
+              f"({ds.attrs['n_samples_seen']} samples); wrote {', '.join(written)}")
+
+
+# --------------------------------------------------------------------------------------------
+# info
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    print("\n".join(describe(args.file)))
+    return 0
+
+
+def describe(path: str | os.PathLike) -> list[str]:
+    """Lines describing a factors file, a checkpoint or a data file (``tensorstream info``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.nc`` factors file written by ``tensorstream fit``, a ``.npz`` checkpoint, or a
+        netCDF/zarr/``.npy`` data file.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        No such file, or a file none of these readers understands.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     np.save(f"{folder}/x.npy", np.ones((10, 4, 3)))
+    ...     print("\\n".join(describe(f"{folder}/x.npy")[1:]))
+      data: 10 samples along 'sample', dims sample: 10, axis1: 4, axis2: 3 (float64)
+      fit it with: --modes "axis1;axis2" (every axis its own mode) or stack axes with ','
+    """
+    import zipfile
+
+    from .io import data_format
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    if path.suffix == ".npz" or (path.is_file() and zipfile.is_zipfile(path)):
+        return _describe_checkpoint(path)
+    if data_format(path) == "npy":
+        return _describe_npy(path)
+    return _describe_dataset(path)
+
+
+def _describe_checkpoint(path: Path) -> list[str]:
+    from .io import read_checkpoint
+
+    meta, arrays = read_checkpoint(path)
+    params = meta.get("params", {})
+    shapes = [tuple(arrays[f"loading_{k}"].shape) for k in range(meta.get("n_loadings", 0))]
+    lines = [f"{path}: tensorstream checkpoint (format version {meta['version']})",
+             f"  learner: {meta.get('class')}, rank {params.get('n_components')}, "
+             f"step {meta.get('n_steps')}, {meta.get('n_samples_seen')} samples seen",
+             f"  backend: {meta.get('backend')} ({meta.get('dtype')}, {meta.get('device')})",
+             f"  loadings: {', '.join(str(s) for s in shapes)}"]
+    layout = meta.get("layout")
+    if layout:
+        sizes = layout["sizes"]
+        modes = "; ".join(f"{m['name']} (" + ", ".join(f"{d}: {sizes[d]}" for d in m["dims"])
+                          + ")" for m in layout["modes"])
+        lines.append(f"  labelled: samples along {layout['sample_dim']!r}; modes {modes}")
+    else:
+        lines.append("  unlabelled (fitted on plain arrays)")
+    shown = {k: v for k, v in params.items() if k != "n_components"}
+    lines.append(f"  parameters: {_short(shown)}")
+    return lines
+
+
+def _describe_npy(path: Path) -> list[str]:
+    from .io import open_dataarray
+
+    da = open_dataarray(path)
+    dims = ", ".join(f"{d}: {n}" for d, n in da.sizes.items())
+    axes = [d for d in da.dims if d != "sample"]
+    return [f"{path}: .npy array",
+            f"  data: {da.sizes['sample']} samples along 'sample', dims {dims} ({da.dtype})",
+            f"  fit it with: --modes \"{';'.join(axes)}\" (every axis its own mode) or stack "
+            f"axes with ','"]
+
+
+def _describe_dataset(path: Path) -> list[str]:
+    import xarray as xr
+
+    from .io import _zarr_consolidated, data_format
+
+    engine = "zarr" if data_format(path) == "zarr" else None
+    options = {"consolidated": _zarr_consolidated(path)} if engine else {}
+    try:
+        ds = xr.open_dataset(path, engine=engine, chunks=None, cache=False, **options)
+    except (OSError, ValueError, TypeError, RuntimeError, KeyError) as error:
+        raise CLIError(f"cannot read {str(path)!r}: not a factors, checkpoint or data file "
+                       f"({' '.join(str(error).split())})") from None
+    with ds:
+        loadings = [str(n) for n in ds.data_vars if str(n).endswith("_loadings")]
+        if loadings and "component" in ds.dims:
+            return _describe_factors(path, ds, loadings)
+        lines = [f"{path}: data file ({'zarr' if engine else 'netCDF'}), "
+                 f"{len(ds.data_vars)} variable(s)"]
+        for name, var in ds.data_vars.items():
+            dims = ", ".join(f"{d}: {n}" for d, n in var.sizes.items())
+            lines.append(f"  {name}: ({dims}) {var.dtype}")
+        for dim in ds.dims:
+            if dim in ds.coords:
+                lines.append(f"  coordinate {dim}: {_range(ds[dim].values)}")
+        return lines
+
+
+def _describe_factors(path: Path, ds: Any, loadings: Sequence[str]) -> list[str]:
+    attrs = ds.attrs
+    lines = [f"{path}: tensorstream factors, {ds.sizes['component']} components"]
+    if "learner" in attrs:
+        lines.append(f"  model: {attrs.get('model')} ({attrs.get('learner')}), "
+                     f"{attrs.get('n_steps')} steps, {attrs.get('n_samples_seen')} samples seen")
+        lines.append(f"  learned from: {attrs.get('variable')!r} in {attrs.get('source')}, "
+                     f"samples along {attrs.get('sample_dim')!r}, modes "
+                     f"\"{attrs.get('modes')}\"")
+    for name in [*loadings, *(["codes"] if "codes" in ds.data_vars else [])]:
+        var = ds[name]
+        dims = ", ".join(f"{d}: {n}" for d, n in var.sizes.items())
+        coords = "; ".join(f"{d} {_range(ds[d].values)}" for d in var.dims
+                           if d != "component" and d in ds.coords)
+        lines.append(f"  {name}: ({dims})" + (f"  {coords}" if coords else ""))
+    if "params" in attrs:
+        try:
+            lines.append(f"  parameters: {_short(json.loads(attrs['params']))}")
+        except (TypeError, ValueError):
+            pass
+    return lines
+
+
+def _range(values: np.ndarray) -> str:
+    """A short description of coordinate values."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return "(empty)"
+    if values.dtype.kind == "M":  # datetimes without the nanosecond digits
+        import pandas as pd
+
+        first, last = (pd.Timestamp(values[k]) for k in (0, -1))
+        return f"{first} .. {last} ({values.size} values)"
+    if values.dtype.kind in "OUS" or values.size <= 4:
+        shown = ", ".join(str(v) for v in values[:6])
+        return shown + (", ..." if values.size > 6 else "")
+    return f"{values[0]} .. {values[-1]} ({values.size} values)"
+
+
+def _short(params: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in params.items() if v is not None) or "-"
 
 
 if __name__ == "__main__":

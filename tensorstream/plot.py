@@ -1,0 +1,521 @@
+"""Figures of learned dictionaries: atoms as images, labelled factors, convergence curves.
+
+Every function builds a :class:`matplotlib.figure.Figure` directly, without ``pyplot``: nothing
+depends on (or changes) the interactive backend, so the functions work on headless machines,
+in threads and in notebooks (a returned Figure displays itself). Pass ``path=`` to also write
+the figure to a file; the figure is returned either way, so its axes can be inspected or
+restyled.
+
+* :func:`plot_atoms` - a grid of atoms (2-D images, RGB images or 1-D curves), e.g. from
+  :func:`cp_atoms` (loadings to atoms) or :func:`factors_atoms` (a factors Dataset to atoms);
+* :func:`plot_atom_rows` - several dictionaries side by side, one row each (e.g. reshapings);
+* :func:`plot_factors` - a labelled factors Dataset: lines against 1-D coordinates, maps for
+  2-D modes, images for RGB modes, codes against the sample coordinate;
+* :func:`plot_convergence` - the loss per step from a list of callback ``info`` dicts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "cp_atoms",
+    "factors_atoms",
+    "plot_atom_rows",
+    "plot_atoms",
+    "plot_convergence",
+    "plot_factors",
+    "save_figure",
+]
+
+_COMPONENT = "component"
+_LOADINGS = "_loadings"
+_CHANNELS = (3, 4)  # a trailing dim of this size is drawn as RGB(A)
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Path:
+    """Write ``fig`` to ``path`` (format from the suffix) and return the path.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : str or path-like
+        Target file; its folder is created if needed.
+    dpi : int, default 100
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> fig = plot_convergence([{"step": 1, "batch_loss": 2.0}, {"step": 2, "batch_loss": 1.0}])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     save_figure(fig, f"{folder}/loss.png").stat().st_size > 0
+    True
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path
+
+
+def _finish(fig: Any, path: str | os.PathLike | None) -> Any:
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# atoms
+
+
+def cp_atoms(loadings: Sequence[Any], shape: Sequence[int] | None = None) -> np.ndarray:
+    """The rank-one atoms ``U^(1)[:, r] o ... o U^(n)[:, r]`` of CP loadings, shape ``(R, ...)``.
+
+    Parameters
+    ----------
+    loadings : sequence of arrays of shape (I_k, R)
+        Numpy arrays or backend tensors (e.g. ``learner.loadings_``).
+    shape : sequence of int, optional
+        Reshape each atom (C order) to this shape, e.g. ``(20, 20, 3)`` for atoms learned on
+        patches reshaped to ``(400, 3)``. Default: ``(I_1, ..., I_n)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(R, *shape)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> U = [np.ones((400, 5)), np.ones((3, 5))]
+    >>> cp_atoms(U, shape=(20, 20, 3)).shape
+    (5, 20, 20, 3)
+    """
+    from ._backend import to_numpy
+
+    mats = [np.asarray(to_numpy(U), dtype=float) for U in loadings]
+    rank = mats[0].shape[1]
+    atoms = np.ones((rank,))
+    for U in mats:  # one mode at a time: atoms (R, I_1..I_k) * U^(k+1) -> (R, I_1..I_k+1)
+        atoms = atoms[..., None] * U.T.reshape((rank,) + (1,) * (atoms.ndim - 1) + (-1,))
+    if shape is not None:
+        atoms = atoms.reshape((rank, *shape))
+    return atoms
+
+
+def factors_atoms(ds: Any) -> Any:
+    """The atoms of a factors Dataset as one labelled array over ``component`` and all dims.
+
+    The product of all ``<mode>_loadings`` variables: by broadcasting, atom ``r`` is the outer
+    product of the modes' loading columns, on the original dims and coordinates.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A factors Dataset (``learner.factors_``).
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims ``("component", *feature dims)``.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> ds = xr.Dataset({"y_x_loadings": (("y", "x", "component"), np.ones((4, 5, 2))),
+    ...                  "channel_loadings": (("channel", "component"), np.ones((3, 2)))})
+    >>> factors_atoms(ds).dims
+    ('component', 'y', 'x', 'channel')
+    """
+    names = _loading_names(ds)
+    atoms = ds[names[0]]
+    for name in names[1:]:
+        atoms = atoms * ds[name]
+    return atoms.transpose(_COMPONENT, ...).rename(None)
+
+
+def _loading_names(ds: Any) -> list[str]:
+    names = [str(n) for n in ds.data_vars if str(n).endswith(_LOADINGS)]
+    if not names:
+        raise ValueError(f"no '<mode>_loadings' variables in the Dataset; it has "
+                         f"{[str(n) for n in ds.data_vars]}")
+    return names
+
+
+def _display(atom: np.ndarray, normalize: str | None, vmax: float) -> np.ndarray:
+    """Scale an atom for display: nonnegative atoms by their max, signed ones to [0, 1]."""
+    atom = np.asarray(atom, dtype=float)
+    if normalize is None:
+        return atom
+    low = min(float(atom.min()), 0.0)
+    high = float(np.abs(atom).max()) if normalize == "atom" else vmax
+    if high <= 0:
+        return np.zeros_like(atom)
+    if low < 0:  # signed: centre zero at 0.5
+        return np.clip(0.5 + 0.5 * atom / high, 0.0, 1.0)
+    return np.clip(atom / high, 0.0, 1.0)
+
+
+def _draw_atom(ax: Any, atom: np.ndarray, cmap: str) -> None:
+    if atom.ndim == 1:
+        ax.plot(atom)
+        ax.set_yticks([])
+        return
+    if atom.ndim == 3 and atom.shape[-1] in _CHANNELS:
+        ax.imshow(atom, interpolation="nearest")
+    else:
+        ax.imshow(atom.reshape(atom.shape[0], -1), cmap=cmap, interpolation="nearest",
+                  vmin=0.0, vmax=1.0)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | None = None,
+               normalize: str | None = "atom", cmap: str = "viridis", title: str | None = None,
+               path: str | os.PathLike | None = None) -> Any:
+    """A grid of atoms: images ``(R, H, W)``, RGB images ``(R, H, W, 3)`` or curves ``(R, n)``.
+
+    Parameters
+    ----------
+    atoms : array or xarray.DataArray
+        ``(R, ...)``; e.g. :func:`cp_atoms` of the loadings, or :func:`factors_atoms`.
+        Atoms with more than two dims (and not RGB) are drawn as their first dim against the
+        rest flattened.
+    ncols : int, optional
+        Columns of the grid (default: about square).
+    titles : sequence of str, optional
+        One per atom (default: ``"atom r"``).
+    normalize : {"atom", "global", None}, default "atom"
+        Scale each atom by its own maximum, all by the global maximum, or not at all. Signed
+        atoms are mapped so that 0 is mid-range.
+    cmap : str, default "viridis"
+        Colour map of single-channel images.
+    title : str, optional
+        Figure title.
+    path : str or path-like, optional
+        Also write the figure there.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fig = plot_atoms(np.random.default_rng(0).random((6, 8, 8, 3)), ncols=3)
+    >>> len(fig.axes)
+    6
+    """
+    atoms = np.asarray(getattr(atoms, "values", atoms), dtype=float)
+    if atoms.ndim < 2:
+        raise ValueError(f"atoms must have shape (R, ...) with at least one feature dim, got "
+                         f"{atoms.shape}")
+    if normalize not in ("atom", "global", None):
+        raise ValueError(f"normalize must be 'atom', 'global' or None, got {normalize!r}")
+    rank = atoms.shape[0]
+    ncols = ncols or math.ceil(math.sqrt(rank))
+    nrows = math.ceil(rank / ncols)
+    fig = _figure(1.6 * ncols, 1.6 * nrows + (0.4 if title else 0.0))
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    vmax = float(np.abs(atoms).max()) if atoms.size else 1.0
+    for r, ax in enumerate(axes):
+        if r >= rank:
+            ax.set_axis_off()
+            continue
+        _draw_atom(ax, _display(atoms[r], normalize, vmax), cmap)
+        ax.set_title(titles[r] if titles else f"atom {r}", fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, path)
+
+
+def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None = None,
+                   max_atoms: int = 10, normalize: str | None = "atom", cmap: str = "viridis",
+                   title: str | None = None, path: str | os.PathLike | None = None) -> Any:
+    """Several dictionaries, one row each: e.g. the same data learned with different reshapings.
+
+    Parameters
+    ----------
+    rows : mapping of str to array
+        Row label to atoms ``(R, ...)`` (all rows drawn the same way as :func:`plot_atoms`).
+    extra : mapping of str to array, optional
+        Row label to one image drawn first in its row (e.g. the reconstruction).
+    max_atoms : int, default 10
+        Atoms shown per row (the first ones).
+    normalize, cmap, title, path
+        As in :func:`plot_atoms`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> fig = plot_atom_rows({"a": rng.random((4, 5, 5)), "b": rng.random((3, 5, 5))})
+    >>> len(fig.axes), fig.axes[0].get_ylabel()
+    (8, 'a')
+    """
+    extra = dict(extra or {})
+    ncols = max(min(np.shape(a)[0], max_atoms) for a in rows.values()) + (1 if extra else 0)
+    fig = _figure(1.5 * ncols, 1.6 * len(rows) + (0.4 if title else 0.0))
+    axes = fig.subplots(len(rows), ncols, squeeze=False)
+    for i, (label, atoms) in enumerate(rows.items()):
+        atoms = np.asarray(getattr(atoms, "values", atoms), dtype=float)
+        vmax = float(np.abs(atoms).max()) if atoms.size else 1.0
+        panels = ([("reconstruction", extra[label])] if label in extra else
+                  [("", None)] if extra else [])
+        panels += [(f"atom {r}", atoms[r]) for r in range(min(atoms.shape[0], max_atoms))]
+        for j, ax in enumerate(axes[i]):
+            if j >= len(panels) or panels[j][1] is None:
+                ax.set_axis_off()
+                continue
+            name, image = panels[j]
+            shown = np.clip(image, 0, 1) if name == "reconstruction" else _display(
+                image, normalize, vmax)
+            _draw_atom(ax, shown, cmap)
+            ax.set_title(name, fontsize=8)
+        axes[i][0].set_ylabel(label)
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+# labelled factors
+
+
+def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_components: int = 8,
+                 title: str | None = None, path: str | os.PathLike | None = None) -> Any:
+    """Plot a labelled factors Dataset against its coordinates.
+
+    One panel row per ``<mode>_loadings`` variable (and one for ``codes`` if present):
+
+    * a 1-D mode: one line per component against the mode's coordinate (numbers, datetimes or
+      labels);
+    * a 2-D mode (e.g. stacked ``("lat", "lon")``): one map per component, on the coordinates;
+    * a mode whose last dim has 3 (or 4) entries after two others: one RGB image per component;
+    * other modes: the first dim against the rest, flattened;
+    * ``codes`` over ``(sample_dim, component)``: one line per component against the samples.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        ``learner.factors_`` (possibly with ``codes``), or a factors file opened with xarray.
+    components : sequence of int, optional
+        Components to show (default: the first ``max_components``).
+    max_components : int, default 8
+    title : str, optional
+    path : str or path-like, optional
+        Also write the figure there.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> ds = xr.Dataset(
+    ...     {"lat_lon_loadings": (("lat", "lon", "component"), np.ones((3, 4, 2))),
+    ...      "variable_loadings": (("variable", "component"), np.ones((2, 2)))},
+    ...     coords={"lat": [-10.0, 0.0, 10.0], "lon": [0.0, 90.0, 180.0, 270.0],
+    ...             "variable": ["t2m", "tp"], "component": [0, 1]})
+    >>> fig = plot_factors(ds)
+    >>> [ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()]
+    ['lon', 'lon', 'variable']
+    """
+    names = _loading_names(ds) + (["codes"] if "codes" in ds.data_vars else [])
+    n_total = ds.sizes[_COMPONENT]
+    chosen = list(components) if components is not None else list(range(min(n_total,
+                                                                            max_components)))
+    bad = [c for c in chosen if not 0 <= c < n_total]
+    if bad:
+        raise ValueError(f"components {bad} out of range: the Dataset has {n_total}")
+    kinds = {name: _panel_kind(ds[name]) for name in names}
+    ncols = max(len(chosen) if kind != "lines" else 1 for kind in kinds.values())
+    fig = _figure(max(6.0, 2.2 * ncols), 2.4 * len(names) + (0.4 if title else 0.0))
+    subfigs = np.atleast_1d(fig.subfigures(len(names), 1))
+    for sub, name in zip(subfigs, names):
+        var = ds[name].isel({_COMPONENT: chosen})
+        if kinds[name] == "lines":
+            _plot_lines(sub, var, name)
+        else:
+            _plot_maps(sub, var, name, kinds[name], ncols)
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, path)
+
+
+def _panel_kind(var: Any) -> str:
+    dims = [d for d in var.dims if d != _COMPONENT]
+    if len(dims) == 1:
+        return "lines"
+    if len(dims) == 3 and var.sizes[dims[-1]] in _CHANNELS:
+        return "rgb"
+    return "map"
+
+
+def _axis_label(var: Any, dim: str) -> str:
+    units = var[dim].attrs.get("units") if dim in var.coords else None
+    return f"{dim} [{units}]" if units else dim
+
+
+def _plot_lines(sub: Any, var: Any, name: str) -> None:
+    (dim,) = [d for d in var.dims if d != _COMPONENT]
+    ax = sub.subplots()
+    x = var[dim].values if dim in var.coords else np.arange(var.sizes[dim])
+    categorical = x.dtype.kind in "OUS"
+    positions = np.arange(len(x)) if categorical else x
+    for r in var[_COMPONENT].values:
+        y = var.sel({_COMPONENT: r}).transpose(dim).values
+        ax.plot(positions, y, marker="o" if categorical or len(x) < 30 else None,
+                markersize=3, label=f"component {r}")
+    if categorical:
+        ax.set_xticks(positions, [str(v) for v in x], rotation=45 if len(x) > 6 else 0)
+    elif x.dtype.kind == "M":  # dates: short labels that do not overlap
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel(_axis_label(var, dim))
+    ax.set_ylabel(name)
+    ax.legend(fontsize=7, ncols=min(4, var.sizes[_COMPONENT]))
+
+
+def _plot_maps(sub: Any, var: Any, name: str, kind: str, ncols: int) -> None:
+    dims = [d for d in var.dims if d != _COMPONENT]
+    axes = np.atleast_1d(sub.subplots(1, ncols, squeeze=False)).ravel()
+    values = var.transpose(_COMPONENT, *dims).values
+    for k, ax in enumerate(axes):
+        if k >= values.shape[0]:
+            ax.set_axis_off()
+            continue
+        atom = values[k]
+        vmax = float(np.abs(atom).max()) or 1.0  # each map on its own scale: shapes matter
+        if kind == "rgb":
+            ax.imshow(_display(atom, "atom", vmax), interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+        else:
+            _draw_map(ax, var, dims, atom.reshape(atom.shape[0], -1), vmax)
+        ax.set_title(f"component {var[_COMPONENT].values[k]}", fontsize=8)
+    axes[0].set_ylabel(f"{name}\n{_axis_label(var, dims[0])}", fontsize=8)
+
+
+def _draw_map(ax: Any, var: Any, dims: list[str], image: np.ndarray, vmax: float) -> None:
+    """A map on the coordinates when they are numeric and the mode is 2-D, else by position."""
+    coords_ok = len(dims) == 2 and all(
+        d in var.coords and var[d].values.dtype.kind in "iuf" for d in dims)
+    vmin = min(float(image.min()), 0.0)
+    if coords_ok:
+        y, x = (var[d].values for d in dims)
+        if np.all(np.diff(y) > 0) and np.all(np.diff(x) > 0):
+            ax.pcolormesh(x, y, image, shading="auto", vmin=vmin, vmax=vmax, cmap="viridis")
+            ax.set_xlabel(_axis_label(var, dims[1]), fontsize=8)
+            return
+    ax.imshow(image, aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis",
+              interpolation="nearest")
+    ax.set_xlabel(_axis_label(var, dims[1]) if len(dims) == 2 else " x ".join(dims[1:]),
+                  fontsize=8)
+
+
+# --------------------------------------------------------------------------------------------
+# convergence
+
+
+def plot_convergence(history: Any, *, keys: Sequence[str] | None = None, x: str = "step",
+                     logy: bool | None = None, smooth: int | None = None,
+                     title: str | None = None, path: str | os.PathLike | None = None) -> Any:
+    """Curves of a run's per-step numbers, e.g. the batch loss.
+
+    Parameters
+    ----------
+    history : list of dict, dict of sequences, or pandas.DataFrame
+        E.g. the ``info`` dicts a learner passes to its ``callback`` (``{"step": ...,
+        "batch_loss": ...}``), collected in a list.
+    keys : sequence of str, optional
+        What to plot (default: ``batch_loss`` if present, else every numeric key but ``x``).
+    x : str, default "step"
+        The key on the x axis (default: the position when absent).
+    logy : bool, optional
+        Log scale on y (default: when every value is positive).
+    smooth : int, optional
+        Also draw a running mean over this many steps (default: about 1/20 of the run, when
+        the run has at least 40 steps).
+    title, path
+        As in :func:`plot_atoms`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> history = [{"step": t, "batch_loss": 1.0 / t} for t in range(1, 11)]
+    >>> fig = plot_convergence(history)
+    >>> fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()
+    ('step', 'batch_loss')
+    """
+    columns = _columns(history)
+    if not columns:
+        raise ValueError("history is empty: nothing to plot")
+    steps = np.asarray(columns.get(x, np.arange(1, len(next(iter(columns.values()))) + 1)))
+    keys = list(keys) if keys is not None else (["batch_loss"] if "batch_loss" in columns else [
+        k for k, v in columns.items() if k != x and np.asarray(v).dtype.kind in "iuf"])
+    missing = [k for k in keys if k not in columns]
+    if missing or not keys:
+        raise ValueError(f"history has no values for {missing or 'any numeric key'}; it has "
+                         f"{sorted(columns)}")
+    fig = _figure(6.0, 3.6)
+    ax = fig.subplots()
+    for key in keys:
+        values = np.asarray(columns[key], dtype=float)
+        window = smooth if smooth is not None else (len(values) // 20 if len(values) >= 40
+                                                    else 0)
+        ax.plot(steps, values, alpha=0.4 if window > 1 else 1.0, label=key)
+        if window > 1:
+            kernel = np.ones(window) / window
+            ax.plot(steps[window - 1:], np.convolve(values, kernel, mode="valid"),
+                    label=f"{key} (mean of {window})")
+    finite = np.concatenate([np.asarray(columns[k], dtype=float) for k in keys])
+    if logy if logy is not None else bool(np.all(finite[np.isfinite(finite)] > 0)):
+        ax.set_yscale("log")
+    ax.set_xlabel(x if x in columns else "step")
+    ax.set_ylabel(keys[0] if len(keys) == 1 else "value")
+    if len(keys) > 1 or (smooth or len(steps) >= 40):
+        ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return _finish(fig, path)
+
+
+def _columns(history: Any) -> dict[str, Any]:
+    """``{key: values}`` from a list of dicts, a dict of sequences or a DataFrame."""
+    if hasattr(history, "to_dict") and hasattr(history, "columns"):  # pandas.DataFrame
+        return {str(k): np.asarray(history[k]) for k in history.columns}
+    if isinstance(history, Mapping):
+        return {str(k): np.asarray(v) for k, v in history.items()}
+    rows = list(history)
+    keys = [k for k in rows[0] if all(k in row for row in rows)] if rows else []
+    # keep only the numeric entries (info dicts may hold None, e.g. an unused radius)
+    return {str(k): np.asarray([row[k] for row in rows]) for k in keys
+            if all(isinstance(row[k], (int, float, np.number)) and not isinstance(row[k], bool)
+                   for row in rows)}

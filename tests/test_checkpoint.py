@@ -1,0 +1,197 @@
+"""Checkpoints: resume equals an uninterrupted run (numpy/torch, labelled/plain), the mode layout
+survives (datetimes, MultiIndexes, non-dimension coords), kills and corrupt files are handled."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorly as tl
+import xarray as xr
+
+from tensorstream import OnlineCPDL, load
+from tensorstream.io import read_checkpoint
+
+MODES = [("station", "hour"), "variable"]
+
+
+def _labelled(rng, n_time=60):
+    """time x station (MultiIndex) x hour (datetimes) x variable, with extra coords."""
+    data = rng.random((n_time, 3, 4, 2))
+    return xr.DataArray(
+        data, dims=("time", "station", "hour", "variable"), name="obs",
+        coords={"time": pd.date_range("2000-01-01", periods=n_time, freq="D"),
+                "station": pd.MultiIndex.from_arrays([["b", "a", "b"], [3, 1, 2]],
+                                                     names=("network", "id")),
+                "hour": pd.date_range("2000-01-01", periods=4, freq="6h"),
+                "variable": np.array(["t2m", "tp"], dtype=object),
+                "height": ("variable", [2.0, 0.0], {"units": "m"}),
+                "source": "synthetic"},
+        attrs={"units": "K", "count": np.int64(3), "levels": np.arange(3)})
+
+
+def _batches(labelled, backend, n_batches=12):
+    rng = np.random.default_rng(0)
+    if labelled:
+        da = _labelled(rng, n_time=5 * n_batches)
+        return [da.isel(time=slice(5 * k, 5 * k + 5)) for k in range(n_batches)]
+    return [rng.random((5, 6, 4)) for _ in range(n_batches)]
+
+
+def _feed(model, batches, labelled):
+    for k, X in enumerate(batches):
+        model.partial_fit(X, **({"sample_dim": "time", "modes": MODES}
+                                if labelled and k == 0 and "layout_" not in model.__dict__
+                                else {}))
+    return model
+
+
+@pytest.mark.parametrize("labelled", [False, True], ids=["plain", "labelled"])
+def test_resume_equals_uninterrupted_run(backend, labelled, tmp_path):
+    batches = _batches(labelled, backend)
+    params = dict(alpha=0.1, weights=0.7, search_radius=1.0, random_state=0, backend=backend)
+    straight = _feed(OnlineCPDL(3, **params), batches, labelled)
+    interrupted = _feed(OnlineCPDL(3, **params), batches[:5], labelled)
+    path = interrupted.save(tmp_path / "run.npz")
+    del interrupted  # "killed"
+    resumed = load(path)
+    assert resumed.n_steps_ == 5 and resumed.backend_ == backend
+    assert ("layout_" in resumed.__dict__) == labelled
+    _feed(resumed, batches[5:], labelled)
+    for a, b in zip(straight.loadings_, resumed.loadings_):
+        np.testing.assert_array_equal(tl.to_numpy(a), tl.to_numpy(b))
+    np.testing.assert_array_equal(tl.to_numpy(straight.statistics_["B"]),
+                                  tl.to_numpy(resumed.statistics_["B"]))
+    assert straight.statistics_["c"] == resumed.statistics_["c"]
+    assert straight.factors_.identical(resumed.factors_)
+    if labelled:
+        codes = resumed.transform(batches[0])
+        assert codes.dims == ("time", "component")
+        np.testing.assert_array_equal(codes["time"].values, batches[0]["time"].values)
+
+
+def test_layout_round_trips_every_kind_of_coordinate(tmp_path):
+    da = _labelled(np.random.default_rng(1), n_time=8)
+    model = OnlineCPDL(2, random_state=0).partial_fit(da, sample_dim="time", modes=MODES)
+    back = load(model.save(tmp_path / "m.npz")).layout_
+    layout = model.layout_
+    assert (back.dims, back.sample_dim, back.modes) == (layout.dims, layout.sample_dim,
+                                                         layout.modes)
+    assert back.feature_coords.to_dataset().identical(layout.feature_coords.to_dataset())
+    index = back.feature_coords.xindexes["station"].to_pandas_index()
+    assert list(index.names) == ["network", "id"]  # MultiIndex level order kept
+    assert back.feature_coords["hour"].dtype.kind == "M"
+    assert back.name == "obs"
+    assert back.attrs == {"units": "K", "count": 3, "levels": [0, 1, 2]}
+
+
+def test_layout_with_named_stacked_mode_and_plain_dims(tmp_path):
+    da = xr.DataArray(np.random.default_rng(2).random((6, 3, 4)), dims=("t", "y", "x"))
+    modes = {"space": ("x", "y")}  # stacking order differs from the array's order
+    model = OnlineCPDL(2, random_state=0).partial_fit(da, sample_dim="t", modes=modes)
+    resumed = load(model.save(tmp_path / "m.npz"))
+    assert resumed.layout_.mode_names == ("space",)
+    assert resumed.factors_.identical(model.factors_)
+    resumed.partial_fit(da)  # the stored layout takes new batches
+    assert resumed.n_steps_ == 2
+
+
+def test_unstorable_coordinate_is_named_and_old_checkpoint_kept(tmp_path):
+    da = xr.DataArray(np.ones((4, 2, 3)), dims=("t", "x", "y"),
+                      coords={"x": np.array([(1, 2), (3, 4)] + [None], dtype=object)[:2]})
+    model = OnlineCPDL(2, random_state=0).partial_fit(np.ones((4, 2, 3)))
+    path = model.save(tmp_path / "m.npz")
+    good = path.read_bytes()
+    labelled = OnlineCPDL(2, random_state=0).partial_fit(da, sample_dim="t")
+    with pytest.raises(TypeError, match="coordinate 'x'"):
+        labelled.save(path)
+    assert path.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]
+
+
+def test_crash_while_saving_a_labelled_checkpoint_keeps_the_previous_one(tmp_path,
+                                                                         monkeypatch):
+    da = _labelled(np.random.default_rng(3), n_time=10)
+    model = OnlineCPDL(2, random_state=0).partial_fit(da, sample_dim="time", modes=MODES)
+    path = model.save(tmp_path / "ckpt.npz")
+    model.partial_fit(da)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(np, "savez", crash)
+    with pytest.raises(KeyboardInterrupt):
+        model.save(path)
+    monkeypatch.undo()
+    restored = load(path)
+    assert restored.n_steps_ == 1
+    assert restored.layout_.mode_names == ("station_hour", "variable")
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+
+
+_SAVER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from tensorstream import OnlineCPDL
+    X = np.random.default_rng(0).random((4, 400, 300))
+    model = OnlineCPDL(8, random_state=0, code_max_iter=2).partial_fit(X)
+    model.save(sys.argv[1])
+    print("saved", flush=True)
+    while True:
+        model.n_samples_seen_ += 1  # distinct contents every time
+        model.save(sys.argv[1])
+""")
+
+
+def test_sigkill_during_saves_leaves_a_readable_checkpoint(tmp_path):
+    """A process killed (SIGKILL, no clean-up) while rewriting its checkpoint leaves it whole."""
+    path = tmp_path / "run.npz"
+    script = tmp_path / "saver.py"
+    script.write_text(_SAVER)
+    child = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        assert child.stdout.readline().strip() == "saved"
+        time.sleep(0.7)  # a few rewrites of ~8 MB: the kill lands during one
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    model = load(path)  # never a torn file
+    assert model.n_steps_ == 1 and model.n_samples_seen_ >= 4
+    assert model.statistics_["B"].shape == (400, 300, 8)
+
+
+def test_tampered_layout_and_newer_versions_are_refused(tmp_path):
+    da = _labelled(np.random.default_rng(4), n_time=6)
+    model = OnlineCPDL(2, random_state=0).partial_fit(da, sample_dim="time", modes=MODES)
+    meta, arrays = read_checkpoint(model.save(tmp_path / "good.npz"))
+
+    def write(name, meta, arrays):
+        np.savez(tmp_path / name, __meta__=np.array(json.dumps(meta)), **arrays)
+        return tmp_path / name
+
+    broken = dict(meta, layout=dict(meta["layout"], coords=meta["layout"]["coords"][:1]))
+    with pytest.raises(ValueError, match="mode layout"):
+        load(write("broken.npz", broken, arrays))
+    resized = dict(meta, layout=dict(meta["layout"], sizes={**meta["layout"]["sizes"],
+                                                            "variable": 5}))
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+        load(write("resized.npz", resized, arrays))
+    with pytest.raises(ValueError, match="version 99 is not supported"):
+        load(write("future.npz", dict(meta, version=99), arrays))
+    with pytest.raises(ValueError, match="corrupt or not a tensorstream checkpoint"):
+        load(write("list.npz", [1, 2], arrays))
+
+
+def test_version_1_checkpoints_still_load(tmp_path):
+    model = OnlineCPDL(2, random_state=0).partial_fit(np.ones((3, 4, 2)))
+    meta, arrays = read_checkpoint(model.save(tmp_path / "new.npz"))
+    np.savez(tmp_path / "old.npz", __meta__=np.array(json.dumps(dict(meta, version=1))),
+             **arrays)
+    assert load(tmp_path / "old.npz").n_steps_ == 1

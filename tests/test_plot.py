@@ -1,0 +1,132 @@
+"""Plots: files are written, panels and axis labels follow the data, pyplot is never touched."""
+
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("matplotlib")
+
+from tensorstream import OnlineCPDL  # noqa: E402
+from tensorstream.plot import (  # noqa: E402
+    cp_atoms,
+    factors_atoms,
+    plot_atom_rows,
+    plot_atoms,
+    plot_convergence,
+    plot_factors,
+)
+
+
+@pytest.fixture(scope="module")
+def factors():
+    """A fitted labelled model's factors, with codes over datetimes."""
+    from tensorstream.demo import climate_like_dataarray
+
+    da, _ = climate_like_dataarray(n_days=2)
+    model = OnlineCPDL(3, batch_size=16, max_iter=1, random_state=0)
+    model.fit(da, sample_dim="time", modes=[("lat", "lon"), "variable"])
+    ds = model.factors_
+    ds["codes"] = model.transform(da)
+    return ds
+
+
+def test_cp_atoms_are_outer_products_reshaped():
+    rng = np.random.default_rng(0)
+    U = [rng.random((4, 3)), rng.random((5, 3)), rng.random((2, 3))]
+    expected = np.einsum("ir,jr,kr->rijk", *U)
+    np.testing.assert_allclose(cp_atoms(U), expected)
+    np.testing.assert_allclose(cp_atoms([U[0], rng.random((10, 3))], shape=(4, 5, 2)).shape,
+                               (3, 4, 5, 2))
+
+
+def test_factors_atoms_match_the_loadings_whatever_the_stacking():
+    da = xr.DataArray(np.random.default_rng(1).random((30, 4, 5, 3)),
+                      dims=("patch", "y", "x", "channel"))
+    model = OnlineCPDL(2, max_iter=1, random_state=0)
+    model.fit(da, sample_dim="patch", modes=[("y", "x"), "channel"])
+    atoms = factors_atoms(model.factors_).transpose("component", "y", "x", "channel")
+    np.testing.assert_allclose(atoms.values, cp_atoms(model.loadings_, shape=(4, 5, 3)))
+
+
+def test_plot_atoms_grid_rgb_gray_and_curves(tmp_path):
+    rng = np.random.default_rng(2)
+    fig = plot_atoms(rng.random((5, 8, 8, 3)), ncols=3, title="rgb", path=tmp_path / "rgb.png")
+    assert len(fig.axes) == 6 and not fig.axes[5].axison  # one empty slot, hidden
+    assert fig.axes[0].get_title() == "atom 0"
+    assert fig.axes[0].get_images()[0].get_array().shape == (8, 8, 3)
+    assert (tmp_path / "rgb.png").stat().st_size > 2_000
+    gray = plot_atoms(rng.standard_normal((4, 6, 7)), titles=list("abcd"))
+    image = gray.axes[1].get_images()[0].get_array()
+    assert gray.axes[1].get_title() == "b" and 0.0 <= image.min() and image.max() <= 1.0
+    curves = plot_atoms(rng.random((3, 20)))
+    assert len(curves.axes[0].get_lines()) == 1
+    with pytest.raises(ValueError, match="normalize"):
+        plot_atoms(rng.random((3, 4, 4)), normalize="loud")
+
+
+def test_plot_atom_rows_puts_each_dictionary_on_a_row(tmp_path):
+    rng = np.random.default_rng(3)
+    rows = {"(b)": rng.random((6, 5, 5, 3)), "(d)": rng.random((4, 5, 5, 3))}
+    fig = plot_atom_rows(rows, extra={"(b)": rng.random((10, 10, 3))}, max_atoms=5,
+                         path=tmp_path / "rows.png")
+    assert len(fig.axes) == 2 * 6
+    assert [fig.axes[k].get_ylabel() for k in (0, 6)] == ["(b)", "(d)"]
+    assert fig.axes[0].get_title() == "reconstruction" and not fig.axes[6].axison
+    assert (tmp_path / "rows.png").stat().st_size > 5_000
+
+
+def test_plot_factors_maps_lines_and_codes_on_their_coordinates(factors, tmp_path):
+    fig = plot_factors(factors, title="climate", path=tmp_path / "factors.png")
+    labels = [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
+    # three maps on (lat, lon) with units, one line panel per 1-D mode, codes against time
+    assert labels[0] == ("lon [degrees_east]", "lat_lon_loadings\nlat [degrees_north]")
+    assert sum(1 for x, _ in labels if x == "lon [degrees_east]") == 3
+    assert ("variable", "variable_loadings") in labels
+    assert ("time", "codes") in labels
+    lines = next(ax for ax in fig.axes if ax.get_ylabel() == "variable_loadings")
+    assert len(lines.get_lines()) == 3
+    assert [t.get_text() for t in lines.get_xticklabels()] == ["t2m", "rh", "wind", "precip"]
+    assert (tmp_path / "factors.png").stat().st_size > 20_000
+
+
+def test_plot_factors_rgb_modes_and_component_choice():
+    ds = xr.Dataset({"y_x_channel_loadings": (("y", "x", "channel", "component"),
+                                              np.random.default_rng(4).random((5, 5, 3, 4)))},
+                    coords={"component": np.arange(4)})
+    fig = plot_factors(ds, components=[1, 3])
+    images = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()]
+    assert len(images) == 2 and images[0].shape == (5, 5, 3)
+    assert [ax.get_title() for ax in fig.axes] == ["component 1", "component 3"]
+    with pytest.raises(ValueError, match="out of range"):
+        plot_factors(ds, components=[7])
+    with pytest.raises(ValueError, match="no '<mode>_loadings' variables"):
+        plot_factors(xr.Dataset({"x": ("a", [1.0])}))
+
+
+def test_plot_convergence_from_callback_infos(tmp_path):
+    history = []
+    X = np.random.default_rng(5).random((200, 6, 5))
+    model = OnlineCPDL(2, batch_size=4, max_iter=1, random_state=0,
+                       callback=lambda learner, info: history.append(info))
+    model.fit(X)
+    fig = plot_convergence(history, path=tmp_path / "loss.png")
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_yscale()) == ("step", "batch_loss", "log")
+    assert len(ax.get_lines()) == 2  # raw and running mean (50 steps)
+    assert len(ax.get_lines()[0].get_xdata()) == 50
+    assert (tmp_path / "loss.png").stat().st_size > 5_000
+    both = plot_convergence({"a": [3.0, -1.0], "b": [1.0, 2.0]})
+    assert both.axes[0].get_yscale() == "linear" and both.axes[0].get_xlabel() == "step"
+    with pytest.raises(ValueError, match="empty"):
+        plot_convergence([])
+    with pytest.raises(ValueError, match="no values for"):
+        plot_convergence(history, keys=["objective"])
+
+
+def test_no_pyplot_state_is_created(factors):
+    plot_factors(factors)
+    plot_atoms(np.ones((2, 3, 3)))
+    if "matplotlib.pyplot" in sys.modules:
+        assert sys.modules["matplotlib.pyplot"].get_fignums() == []
