@@ -4,8 +4,19 @@ One model, online CP-dictionary learning on TensorLy's backends; matrix factoriz
 two-mode case. See :class:`OnlineCPDL`.
 """
 
+from . import accessor as _accessor  # noqa: F401  (registers DataArray.tensorstream)
 from .io import load_checkpoint as load
+from .io import open_dataarray, write_factors
+from .labels import stack_modes, unfold, unstack_modes
+from .learners.maxnorm import OnlineMaxNormMD
+from .learners.nmf import OnlineNMF
 from .learners.ocpdl import OnlineCPDL
+from .learners.robust_nmf import RobustNMF, RobustOnlineNMF
+from .learners.robust_pca import OnlineRobustPCA, RobustPCA
 
-__all__ = ["OnlineCPDL", "load"]
+__all__ = [
+    "OnlineCPDL", "OnlineMaxNormMD", "OnlineNMF", "OnlineRobustPCA", "RobustNMF",
+    "RobustOnlineNMF", "RobustPCA", "load", "open_dataarray", "stack_modes", "unfold",
+    "unstack_modes", "write_factors",
+]
 __version__ = "0.1.0"

@@ -1,5 +1,18 @@
 """Synthetic data sets of the papers (exact recipes, so the tests' thresholds mean something)."""
 
+from .maxnorm import CorruptedLowRank, corrupted_low_rank
 from .ncpd import low_rank_tensor, nonnegative_tensor_stream, synthetic_ncpd_tensor
+from .outliers import (
+    OutlierData,
+    contaminate,
+    moving_patch_video,
+    normalize_unit_max,
+    replicate,
+    synthetic_outlier_data,
+)
 
-__all__ = ["low_rank_tensor", "nonnegative_tensor_stream", "synthetic_ncpd_tensor"]
+__all__ = [
+    "CorruptedLowRank", "OutlierData", "contaminate", "corrupted_low_rank", "low_rank_tensor",
+    "moving_patch_video", "nonnegative_tensor_stream", "normalize_unit_max", "replicate",
+    "synthetic_ncpd_tensor", "synthetic_outlier_data",
+]
