@@ -35,7 +35,6 @@ from .._validation import (
     check_nonnegative_number,
     check_positive_int,
     check_sample_weight,
-    densify,
 )
 from ..coding import sample_losses, sparse_code
 from ..constraints import project_columns
@@ -203,7 +202,7 @@ class OnlineCPDL(OnlineEstimator):
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _backend_for(self, X: Any) -> str:
-        return self.backend_ if self._fitted else (self.backend or backend_of(densify(X)))
+        return self.backend_ if self._fitted else (self.backend or backend_of(X))
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         """``X`` as a tensor of the learner's backend, checked against the fitted state."""
