@@ -8,6 +8,7 @@ from . import accessor as _accessor  # noqa: F401  (registers DataArray.tensorst
 from .io import load_checkpoint as load
 from .io import open_dataarray, write_factors
 from .labels import stack_modes, unfold, unstack_modes
+from .learners.divergence_nmf import OnlineDivergenceNMF
 from .learners.maxnorm import OnlineMaxNormMD
 from .learners.nmf import OnlineNMF
 from .learners.ocpdl import OnlineCPDL
@@ -15,8 +16,8 @@ from .learners.robust_nmf import RobustNMF, RobustOnlineNMF
 from .learners.robust_pca import OnlineRobustPCA, RobustPCA
 
 __all__ = [
-    "OnlineCPDL", "OnlineMaxNormMD", "OnlineNMF", "OnlineRobustPCA", "RobustNMF",
-    "RobustOnlineNMF", "RobustPCA", "load", "open_dataarray", "stack_modes", "unfold",
+    "OnlineCPDL", "OnlineDivergenceNMF", "OnlineMaxNormMD", "OnlineNMF", "OnlineRobustPCA",
+    "RobustNMF", "RobustOnlineNMF", "RobustPCA", "load", "open_dataarray", "stack_modes", "unfold",
     "unstack_modes", "write_factors",
 ]
 __version__ = "0.1.0"

@@ -76,6 +76,8 @@ MODELS: dict[str, Model] = {
                      "(Shen, Xu & Li)", matrix=True),
     "robust-pca": Model("tensorstream.learners.robust_pca", "OnlineRobustPCA",
                         "online robust PCA (Feng, Xu & Yan)", matrix=True),
+    "divergence-nmf": Model("tensorstream.learners.divergence_nmf", "OnlineDivergenceNMF",
+                            "online NMF/CP with general divergences (Zhao, Tan & Xu)"),
 }
 
 

@@ -40,6 +40,7 @@ _SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
 
 
 def _learner_classes() -> dict:
+    from .learners.divergence_nmf import OnlineDivergenceNMF
     from .learners.maxnorm import OnlineMaxNormMD
     from .learners.nmf import OnlineNMF
     from .learners.ocpdl import OnlineCPDL
@@ -48,7 +49,7 @@ def _learner_classes() -> dict:
 
     return {"OnlineCPDL": OnlineCPDL, "OnlineNMF": OnlineNMF,
             "RobustOnlineNMF": RobustOnlineNMF, "OnlineMaxNormMD": OnlineMaxNormMD,
-            "OnlineRobustPCA": OnlineRobustPCA}
+            "OnlineRobustPCA": OnlineRobustPCA, "OnlineDivergenceNMF": OnlineDivergenceNMF}
 
 
 def _encode_param(name: str, value: Any) -> Any:

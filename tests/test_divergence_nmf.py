@@ -1,0 +1,226 @@
+"""OnlineDivergenceNMF: feasibility, learning, recovery, backends, bad input, checkpoints."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+import tensorly as tl
+from scipy.optimize import linear_sum_assignment
+
+import tensorstream
+from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF, project_rows_box_sum
+
+LOSSES = [
+    ("kl", None), ("is", None), (0.5, None), (1.5, None), (3.0, None),
+    ("alpha", {"alpha": 0.5}), ("alpha", {"alpha": 2.0}), ("huber", {"threshold": 1.0}),
+    ("l1", None),
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(n)
+    else:
+        yield
+
+
+def planted(n, F=20, K=3, scale=10.0, seed=0, sample_shape=None):
+    """Spec 4.1 scaled down: shifted half-normal factors, Poisson counts."""
+    rng = np.random.default_rng(seed)
+    shape = (F,) if sample_shape is None else sample_shape
+    W = [1 + np.abs(rng.normal(0, 5, (size, K))) for size in shape]
+    H = 1 + np.abs(rng.normal(0, 5, (n, K)))
+    atoms = W[0]
+    for U in W[1:]:
+        atoms = np.einsum("...r,ir->...ir", atoms, U)
+    mean = np.einsum("nr,...r->n...", H, atoms) * scale / atoms.mean() / K / H.mean()
+    return rng.poisson(mean).astype(float), W
+
+
+def _feasible(model, X, lower=1e-8, upper=1e8):
+    for U in model.loadings_:
+        U = tl.to_numpy(U)
+        assert np.all(np.isfinite(U))
+        assert U.min() >= 0 and U.max() <= 1.0
+        assert U.sum(axis=1).min() >= 1e-8 * (1 - 1e-6)
+    codes = tl.to_numpy(model.transform(X)) / model.scale_
+    assert np.all(np.isfinite(codes))
+    assert codes.min() >= lower * (1 - 1e-12) and codes.max() <= upper
+
+
+@pytest.mark.parametrize("loss, params", LOSSES)
+def test_feasible_after_every_step(loss, params):
+    X, _ = planted(40, F=12)
+    model = OnlineDivergenceNMF(3, loss=loss, loss_params=params, random_state=0,
+                                code_max_iter=20)
+    for start in range(0, 40, 10):
+        model.partial_fit(X[start:start + 10])
+        _feasible(model, X[:5])
+        assert np.isfinite(model.score(X[:5]))
+    assert model.n_steps_ == 4 and model.n_samples_seen_ == 40
+
+
+@pytest.mark.parametrize("loss", ["kl", "is"])
+def test_heldout_refit_objective_drops(loss):
+    X, _ = planted(1100, F=20, K=3)
+    held, train = X[:100], X[100:]
+    model = OnlineDivergenceNMF(3, loss=loss, random_state=0, code_max_iter=50)
+    model.partial_fit(train[:10])
+    first = -model.score(held)
+    for start in range(10, len(train), 10):
+        model.partial_fit(train[start:start + 10])
+    assert -model.score(held) <= 0.85 * first
+
+
+def test_planted_recovery_kl():
+    X, (W,) = planted(2000, F=30, K=4, scale=1000.0, seed=1)
+    model = OnlineDivergenceNMF(4, loss="kl", batch_size=10, max_iter=3, random_state=0,
+                                code_max_iter=50).fit(X)
+    learned = np.asarray(model.components_).T
+    A = learned / np.linalg.norm(learned, axis=0)
+    B = W / np.linalg.norm(W, axis=0)
+    similarity = A.T @ B
+    rows, cols = linear_sum_assignment(-similarity)
+    assert similarity[rows, cols].mean() >= 0.95
+
+
+def test_tensor_samples_kl_cp():
+    X, _ = planted(400, K=2, sample_shape=(5, 4, 3), seed=2)
+    model = OnlineDivergenceNMF(2, loss="kl", random_state=0, code_max_iter=30)
+    model.partial_fit(X[:10])
+    first = -model.score(X[:50])
+    for start in range(10, 400, 10):
+        model.partial_fit(X[start:start + 10])
+    assert [tuple(U.shape) for U in model.loadings_] == [(5, 2), (4, 2), (3, 2)]
+    _feasible(model, X[:5])
+    assert -model.score(X[:50]) < first
+    with pytest.raises(AttributeError):
+        _ = model.components_
+
+
+def test_normalize_scale_invariance():
+    X, _ = planted(60, F=10)
+    a = OnlineDivergenceNMF(2, loss="kl", random_state=0).fit(X)
+    b = OnlineDivergenceNMF(2, loss="kl", random_state=0).fit(1000.0 * X)
+    np.testing.assert_allclose(np.asarray(a.components_), np.asarray(b.components_),
+                               rtol=1e-6, atol=1e-9)
+    assert b.scale_ == pytest.approx(1000.0 * a.scale_)
+    literal = OnlineDivergenceNMF(2, loss="kl", normalize=False, random_state=0).fit(X)
+    assert literal.scale_ == 1.0
+
+
+def test_backends_agree(backend):
+    X, _ = planted(40, F=10)
+    ref = OnlineDivergenceNMF(3, loss="kl", random_state=0, backend="numpy",
+                              code_max_iter=30).fit(X)
+    other = OnlineDivergenceNMF(3, loss="kl", random_state=0, backend=backend,
+                                code_max_iter=30).fit(X)
+    for U, V in zip(ref.loadings_, other.loadings_):
+        np.testing.assert_allclose(tl.to_numpy(V), U, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(tl.to_numpy(other.transform(X[:4])), ref.transform(X[:4]),
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_bad_input_raises_and_keeps_state():
+    X, _ = planted(20, F=10)
+    model = OnlineDivergenceNMF(2, loss="kl", random_state=0)
+    with pytest.raises(ValueError):
+        model.partial_fit(-X[:10])
+    assert "loadings_" not in model.__dict__
+    model.partial_fit(X[:10])
+    before = [np.array(U) for U in model.loadings_]
+    bad = X[10:].copy()
+    bad[0, 0] = -1.0
+    with pytest.raises(ValueError):
+        model.partial_fit(bad)
+    with pytest.raises(ValueError):
+        model.partial_fit(X[10:], mask=np.ones_like(X[10:], dtype=bool))
+    with pytest.raises(ValueError):
+        model.partial_fit(X[10:, :5])
+    assert model.n_steps_ == 1
+    for U, V in zip(before, model.loadings_):
+        np.testing.assert_array_equal(U, V)
+    with pytest.raises(ValueError):
+        OnlineDivergenceNMF(2, loss="nope").partial_fit(X)
+    with pytest.raises(ValueError):
+        OnlineDivergenceNMF(2, grad_reduction="max").partial_fit(X)
+    with pytest.raises(ValueError):
+        OnlineDivergenceNMF(2, step_tau=0.0, step_b=0.0).partial_fit(X)
+    with pytest.raises(ValueError):
+        OnlineDivergenceNMF(2, code_step="nope").partial_fit(X)
+
+
+def test_checkpoint_resume(tmp_path):
+    X, _ = planted(60, F=10)
+    straight = OnlineDivergenceNMF(3, loss=1.5, random_state=0)
+    for start in range(0, 60, 10):
+        straight.partial_fit(X[start:start + 10])
+    first = OnlineDivergenceNMF(3, loss=1.5, random_state=0)
+    for start in range(0, 30, 10):
+        first.partial_fit(X[start:start + 10])
+    path = first.save(tmp_path / "ckpt.npz")
+    resumed = tensorstream.load(path)
+    assert isinstance(resumed, OnlineDivergenceNMF) and resumed.scale_ == first.scale_
+    for start in range(30, 60, 10):
+        resumed.partial_fit(X[start:start + 10])
+    for U, V in zip(straight.loadings_, resumed.loadings_):
+        np.testing.assert_allclose(V, U, rtol=1e-12, atol=1e-14)
+
+
+def test_row_projection_and_registration():
+    U = np.array([[0.5, 2.0, -1.0], [-1.0, -3.0, -2.0], [1e-10, 0.0, 0.0]])
+    P = project_rows_box_sum(U, row_min=1e-3)
+    np.testing.assert_allclose(P[0], [0.5, 1.0, 0.0])
+    np.testing.assert_allclose(P[1].sum(), 1e-3)
+    np.testing.assert_allclose(P[2].sum(), 1e-3)
+    assert P.min() >= 0
+    from tensorstream.cli import model_class
+
+    assert model_class("divergence-nmf") is OnlineDivergenceNMF
+
+
+def test_sparse_input_matches_dense_and_warm_start():
+    import scipy.sparse
+    import sparse
+
+    X, _ = planted(40, F=10, scale=1.0)
+    dense = OnlineDivergenceNMF(2, loss="kl", random_state=0)
+    for start in range(0, 40, 10):
+        dense.partial_fit(X[start:start + 10])
+    for container in (scipy.sparse.csr_matrix(X), sparse.COO.from_numpy(X)):
+        model = OnlineDivergenceNMF(2, loss="kl", random_state=0)
+        for start in range(0, 40, 10):
+            model.partial_fit(container[start:start + 10])
+        np.testing.assert_allclose(model.components_, dense.components_, rtol=1e-12)
+        np.testing.assert_allclose(model.transform(container[:4]), dense.transform(X[:4]))
+    codes = dense.transform(X[:5])
+    warm = dense.transform(X[:5], init=codes)
+    assert warm.shape == (5, 2) and warm.min() > 0
+    np.testing.assert_allclose(-dense.score(X[:5]), np.mean(
+        dense.loss_.per_sample(X[:5], dense.inverse_transform(warm))), rtol=5e-2)
+    with pytest.raises(ValueError):
+        dense.transform(X[:5], init=codes[:3])
+
+
+@pytest.mark.parametrize("options", [{"grad_reduction": "sum", "step_a": 100.0},
+                                     {"code_step": "armijo"}, {"normalize": False}])
+def test_options_run_feasibly(options):
+    X, _ = planted(40, F=10)
+    model = OnlineDivergenceNMF(2, loss="kl", random_state=0, **options).fit(X)
+    _feasible(model, X[:5])
+
+
+def test_checkpoint_with_loss_params(tmp_path):
+    X, _ = planted(20, F=6)
+    model = OnlineDivergenceNMF(2, loss="huber", loss_params={"threshold": 0.5},
+                                random_state=0).fit(X)
+    restored = tensorstream.load(model.save(tmp_path / "huber.npz"))
+    assert model.loss_params == {"threshold": 0.5}
+    assert restored.loss_ == model.loss_
+    np.testing.assert_allclose(restored.transform(X[:3]), model.transform(X[:3]))
