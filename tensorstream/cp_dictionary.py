@@ -132,6 +132,34 @@ def masked_gram(mask: Tensor, loadings: Loadings) -> Tensor:
     return tl.reshape(project(mask, [pairs(U) for U in loadings]), (-1, R, R))
 
 
+def spectral_norm_psd(gram: Tensor) -> float:
+    """Largest eigenvalue of a symmetric PSD matrix, i.e. its spectral norm ``||W^T W||_2``.
+
+    ``tl.norm`` is the Frobenius norm, a looser bound; the Lipschitz step needs this one.
+
+    Parameters
+    ----------
+    gram : tensor
+        Symmetric positive semi-definite ``(R, R)`` matrix.
+
+    Returns
+    -------
+    float
+        ``λ_max(gram)`` (0 for the zero matrix).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> spectral_norm_psd(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    3.0
+    """
+    shape = tuple(tl.shape(gram))
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"gram must be a square matrix, got shape {shape}")
+    eigenvalues, _ = tl.eigh(gram)
+    return max(float(tl.max(eigenvalues)), 0.0)
+
+
 def to_cp_tensor(loadings: Loadings, codes: Tensor) -> CPTensor:
     """A TensorLy ``CPTensor`` of the batch: the codes are the factor of the (first) sample mode."""
     R = rank(loadings)

@@ -32,7 +32,7 @@ from typing import Any
 import tensorly as tl
 
 from .constraints import prox_l1_box, soft_threshold
-from .cp_dictionary import gram, project, reconstruct
+from .cp_dictionary import gram, project, reconstruct, spectral_norm_psd
 
 Tensor = Any
 _TINY = 1e-300
@@ -220,11 +220,6 @@ def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, R: 
     return _losses_from_fit(X, operator.times(H), H, R, penalties)
 
 
-def lipschitz(G: Tensor) -> float:
-    """``||W||_2^2 = lambda_max(W^T W)`` from the Gram (spectral, not Frobenius: spec 000, 6.2)."""
-    return float(tl.max(tl.eigh(G)[0])) if tl.shape(G)[0] else 0.0
-
-
 # -- solvers -------------------------------------------------------------------------------------
 
 
@@ -304,7 +299,7 @@ def robust_code_pgd(
     """
     op = DictionaryOperator(loadings)
     G, P = op.gram, op.adjoint(X)
-    step = kappa / max(lipschitz(G) + penalties.code_l2, _TINY)
+    step = kappa / max(spectral_norm_psd(G) + penalties.code_l2, _TINY)  # spec 000, 6.2
     H, R = _start(X, loadings, H0, R0, penalties)
     fit = op.times(H)
     losses = _losses_from_fit(X, fit, H, R, penalties)

@@ -352,6 +352,8 @@ def dictionary_pgd(
     array([[1.],
            [0.]])
     """
+    # ||A||_F >= lambda_max(A): the paper's (conservative) constant, kept for fidelity (spec 000,
+    # 2.4); the coders use the exact spectral norm
     curvature = float(tl.norm(A)) + l2
     if curvature <= 0:
         return U, 0

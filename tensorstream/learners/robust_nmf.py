@@ -44,11 +44,11 @@ from ..constraints import (
     project_simplex_columns,
     soft_threshold,
 )
+from ..cp_dictionary import spectral_norm_psd
 from ..robust_coding import (
     RobustCoding,
     RobustPenalties,
     code_penalty,
-    lipschitz,
     outlier_penalty,
     outlier_step,
     project_outliers,
@@ -609,7 +609,7 @@ class RobustNMF(OnlineEstimator):
         def step(state):
             W, H, R = state
             G = tl.dot(tl.transpose(W), W)
-            eta = self.kappa / max(lipschitz(G), 1e-300)
+            eta = self.kappa / max(spectral_norm_psd(G), 1e-300)
             H = tl.clip(H - eta * (tl.dot(H, G) + tl.dot(R - X, W)), 0, None)
             R = outlier_step(X - tl.dot(H, tl.transpose(W)), penalties)
             explained = X - R
