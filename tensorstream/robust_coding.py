@@ -17,6 +17,14 @@ with the spec's two solvers, vectorised over the batch:
 * :func:`robust_code_admm` (OADMM, section 2.5): ADMM on the splitting ``h = u``, ``r = q``;
   returns the feasible pair ``(u, q)``.
 
+With a ``mask`` (1 = observed entry, 0 = missing; the library's missing-data convention) the loss
+and the outlier penalty see only the observed entries,
+``1/2 ||m * (x - W h - r)||^2 + lam ||m * r||_1 (+ ...)``, and ``r`` is 0 on missing entries
+(it does not enter the objective there: 0 is the natural, sparsest choice). Each sample then has
+its own Gram ``W^T diag(m) W`` (:func:`~tensorstream.cp_dictionary.masked_gram`): OPGD takes a
+per-sample step ``kappa / (lambda_max(W^T diag(m) W) + l2)``, OADMM a per-sample ``R x R``
+inverse, both computed once per call for the whole batch (batched ``eigh``/``solve``).
+
 Both stop sample by sample with the paper's rule (relative change of the objective below ``tol``,
 or ``max_iter`` iterations): a converged sample is frozen while the others go on, so a batch is
 coded exactly as if its samples were coded one by one. Objectives use the spec's ``1/2``
@@ -32,7 +40,7 @@ from typing import Any
 import tensorly as tl
 
 from .constraints import prox_l1_box, soft_threshold
-from .cp_dictionary import gram, project, reconstruct, spectral_norm_psd
+from .cp_dictionary import gram, masked_gram, project, reconstruct, spectral_norm_psd
 
 Tensor = Any
 _TINY = 1e-300
@@ -204,8 +212,11 @@ def _per_sample_sq(E: Tensor) -> Tensor:
 
 
 def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, R: Tensor,
-                  penalties: RobustPenalties) -> Tensor:
+                  penalties: RobustPenalties, *, mask: Tensor | None = None) -> Tensor:
     """Per-sample objective ``1/2 ||x - W h - r||^2 + penalties``, shape ``(b,)``.
+
+    With a ``mask`` (1 = observed) the squared loss counts the observed entries only (``R`` is
+    expected to be 0 on missing entries, as the coders return it).
 
     Examples
     --------
@@ -217,10 +228,10 @@ def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, R: 
     """
     operator = loadings if isinstance(loadings, DictionaryOperator) else \
         DictionaryOperator(loadings)
-    return _losses_from_fit(X, operator.times(H), H, R, penalties)
+    return _losses_from_fit(X, operator.times(H), H, R, penalties, mask)
 
 
-# -- solvers -------------------------------------------------------------------------------------
+# -- iteration helpers ---------------------------------------------------------------------------
 
 
 def _converged(current: Tensor, previous: Tensor, tol: float) -> Tensor:
@@ -243,13 +254,13 @@ def _running(active: Tensor) -> Tensor | None:
 
 
 def _start(X: Tensor, loadings: list, H0: Tensor | None, R0: Tensor | None,
-           penalties: RobustPenalties):
+           penalties: RobustPenalties, mask: Tensor | None = None):
     R = tl.shape(loadings[0])[1]
     context = tl.context(X)
     H = tl.zeros((tl.shape(X)[0], R), **context) if H0 is None else tl.clip(H0, 0, None)
     if R0 is None or not penalties.has_outliers:
         return H, tl.zeros(tl.shape(X), **context)
-    return H, project_outliers(R0, penalties)
+    return H, _on_observed(project_outliers(R0, penalties), mask)
 
 
 def project_outliers(R: Tensor, penalties: RobustPenalties) -> Tensor:
@@ -260,10 +271,67 @@ def project_outliers(R: Tensor, penalties: RobustPenalties) -> Tensor:
     return R if bound is None else tl.clip(R, -bound, bound)
 
 
+# -- missing entries -----------------------------------------------------------------------------
+
+
+def _on_observed(T: Tensor, mask: Tensor | None) -> Tensor:
+    """``T`` with its missing entries set to 0, whatever they held (NaN included)."""
+    if mask is None:
+        return T
+    return tl.where(mask > 0, T, tl.zeros(tl.shape(T), **tl.context(T)))
+
+
+def _outliers(residual: Tensor, penalties: RobustPenalties, mask: Tensor | None) -> Tensor:
+    """:func:`outlier_step` on the observed entries, 0 on the missing ones."""
+    R = outlier_step(residual, penalties)
+    return R if mask is None else R * mask
+
+
+def _times_gram(H: Tensor, G: Tensor) -> Tensor:
+    """``G h`` for every sample: one shared Gram ``(R, R)``, or one per sample ``(b, R, R)``."""
+    if tl.ndim(G) == 2:
+        return tl.dot(H, G)
+    return tl.einsum("bk,bkl->bl", H, G)
+
+
+def shifted_inverse(G: Tensor, shift: float) -> Tensor:
+    """``(G + shift I)^-1`` of a PSD ``(R, R)`` matrix, or of each of a stack ``(n, R, R)``.
+
+    With ``shift > 0`` the eigenvalues are at least ``shift``, so the inverse is as accurate as a
+    solve; the ADMM steps invert once per call and then only multiply.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> shifted_inverse(np.stack([np.eye(2), 3 * np.eye(2)]), 1.0)[:, 0, 0]
+    array([0.5 , 0.25])
+    """
+    size = tl.shape(G)[-1]
+    eye = tl.eye(size, **tl.context(G))
+    if tl.ndim(G) == 3:  # one system per sample (masks) or per dictionary row (entrywise A)
+        eye = eye * tl.ones((tl.shape(G)[0], 1, 1), **tl.context(G))
+    return tl.solve(G + shift * eye, eye)
+
+
+def _masked_steps(G: Tensor, full_gram: Tensor, kappa: float, l2: float) -> Tensor:
+    """Per-sample PGD steps ``kappa / (lambda_max(W^T diag(m_j) W) + l2)``, shape ``(b, 1)``.
+
+    ``W^T diag(m) W <= W^T W``, so the unmasked step would be valid too, but it is too short by
+    about the observed fraction. The floor (relative to ``||W^T W||_2``) keeps a sample whose
+    observed entries miss every atom from a step blown up by rounding.
+    """
+    top = tl.eigh(G)[0][:, -1]  # eigenvalues in ascending order
+    floor = 1e-12 * spectral_norm_psd(full_gram) + _TINY
+    return tl.reshape(kappa / (tl.clip(top, floor, None) + l2), (-1, 1))
+
+
+# -- solvers -------------------------------------------------------------------------------------
+
+
 def robust_code_pgd(
     X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
     R0: Tensor | None = None, kappa: float = 0.7, tol: float = 1e-3, max_iter: int = 50,
-    accelerated: bool = False,
+    accelerated: bool = False, mask: Tensor | None = None,
 ) -> RobustCoding:
     """Codes and outliers of a batch by the spec's OPGD (block MM) or its FISTA variant.
 
@@ -278,11 +346,15 @@ def robust_code_pgd(
     H0, R0 : tensors, optional
         Starting codes ``(b, R)`` and outliers (projected on their sets); zeros otherwise.
     kappa : float
-        Step fraction: ``eta = kappa / (||W||_2^2 + l2)`` with ``0 < kappa <= 1``.
+        Step fraction: ``eta = kappa / (||W||_2^2 + l2)`` with ``0 < kappa <= 1`` (with a
+        mask: ``||W^T diag(m) W||_2`` per sample).
     tol, max_iter : float, int
         The paper's stopping rule, per sample (``tol = 0``: run ``max_iter`` iterations).
     accelerated : bool
         FISTA on ``h`` (with a restart whenever the objective would increase).
+    mask : tensor shaped like X, optional
+        1 where an entry is observed, 0 where it is missing: only observed entries count, and
+        the returned outliers are 0 on missing entries (module docstring).
 
     Returns
     -------
@@ -296,13 +368,26 @@ def robust_code_pgd(
     >>> out = robust_code_pgd(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=200)
     >>> np.round(out.codes, 6), np.round(out.outliers, 6)
     (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
+
+    The second entry missing: its code is free of it (0 here), and so is the outlier there.
+
+    >>> out = robust_code_pgd(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=200,
+    ...                       mask=np.array([[1.0, 0.0, 1.0]]))
+    >>> np.round(out.codes, 6), np.round(out.outliers, 6)
+    (array([[1., 0.]]), array([[0. , 0. , 0.8]]))
     """
     op = DictionaryOperator(loadings)
-    G, P = op.gram, op.adjoint(X)
-    step = kappa / max(spectral_norm_psd(G) + penalties.code_l2, _TINY)  # spec 000, 6.2
-    H, R = _start(X, loadings, H0, R0, penalties)
+    X = _on_observed(X, mask)
+    P = op.adjoint(X)
+    if mask is None:
+        G = op.gram
+        step = kappa / max(spectral_norm_psd(G) + penalties.code_l2, _TINY)  # spec 000, 6.2
+    else:
+        G = masked_gram(mask, op.loadings)
+        step = _masked_steps(G, op.gram, kappa, penalties.code_l2)
+    H, R = _start(X, loadings, H0, R0, penalties, mask)
     fit = op.times(H)
-    losses = _losses_from_fit(X, fit, H, R, penalties)
+    losses = _losses_from_fit(X, fit, H, R, penalties, mask)
     active = tl.ones((tl.shape(X)[0],), **tl.context(X)) > 0
     running = None  # None: every sample still runs (see _freeze)
     momentum = tl.ones((tl.shape(X)[0], 1), **tl.context(X))
@@ -315,16 +400,17 @@ def robust_code_pgd(
             beta = (momentum - 1) / beta_next
             Y = H + beta * (H - H_prev)
             fit_Y = fit + tl.reshape(beta, (-1,) + (1,) * (tl.ndim(X) - 1)) * (fit - fit_prev)
-            R_Y = outlier_step(X - fit_Y, penalties)
+            R_Y = _outliers(X - fit_Y, penalties, mask)
         else:
             Y, R_Y = H, R
-        H_new, fit_new, R_new, new_losses = _pgd_step(X, op, P, Y, R_Y, step, penalties)
+        H_new, fit_new, R_new, new_losses = _pgd_step(X, op, P, G, Y, R_Y, step, penalties,
+                                                      mask)
         if accelerated:  # restart: samples whose objective went up lose their momentum
             worse = new_losses > losses
             momentum = tl.where(tl.reshape(worse, (-1, 1)), tl.ones(tl.shape(momentum),
                                                                    **tl.context(X)), beta_next)
             if bool(tl.any(worse)):
-                plain = _pgd_step(X, op, P, H, R, step, penalties)
+                plain = _pgd_step(X, op, P, G, H, R, step, penalties, mask)
                 H_new, fit_new, R_new, new_losses = (
                     _freeze(worse, new, old) for new, old in
                     zip(plain, (H_new, fit_new, R_new, new_losses)))
@@ -340,19 +426,25 @@ def robust_code_pgd(
     return RobustCoding(H, R, losses, n_iter)
 
 
-def _pgd_step(X, op, P, H, R, step, penalties):
-    """One block-MM iteration from ``(H, R)``: prox-gradient on ``h``, exact ``r``."""
-    gradient = tl.dot(H, op.gram) - P + op.adjoint(R)
+def _pgd_step(X, op, P, G, H, R, step, penalties, mask):
+    """One block-MM iteration from ``(H, R)``: prox-gradient on ``h``, exact ``r``.
+
+    The gradient ``W^T (m * (W h + r - x))`` is ``G h + W^T r - W^T x`` with ``G`` the sample's
+    (masked) Gram, as ``r`` and ``x`` vanish on missing entries.
+    """
+    gradient = _times_gram(H, G) - P + op.adjoint(R)
     if penalties.code_l2:
         gradient = gradient + penalties.code_l2 * H
     H_new = code_prox(H - step * gradient, step, penalties)
     fit = op.times(H_new)
-    R_new = outlier_step(X - fit, penalties)
-    return H_new, fit, R_new, _losses_from_fit(X, fit, H_new, R_new, penalties)
+    R_new = _outliers(X - fit, penalties, mask)
+    return H_new, fit, R_new, _losses_from_fit(X, fit, H_new, R_new, penalties, mask)
 
 
-def _losses_from_fit(X, fit, H, R, penalties):
+def _losses_from_fit(X, fit, H, R, penalties, mask=None):
     residual = X - fit - R if penalties.has_outliers else X - fit  # R = 0 without outliers
+    if mask is not None:
+        residual = residual * mask
     return 0.5 * _per_sample_sq(residual) + outlier_penalty(R, penalties) + \
         code_penalty(H, penalties)
 
@@ -360,7 +452,7 @@ def _losses_from_fit(X, fit, H, R, penalties):
 def robust_code_admm(
     X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
     R0: Tensor | None = None, rho: float = 1.0, tol: float = 1e-3, max_iter: int = 50,
-    residual_tol: float | None = None,
+    residual_tol: float | None = None, mask: Tensor | None = None,
 ) -> RobustCoding:
     """Codes and outliers of a batch by the spec's OADMM (eqs. 25-30), vectorised over the batch.
 
@@ -368,11 +460,13 @@ def robust_code_admm(
     and ``q``; the duals start at zero; the feasible pair ``(u, q)`` is returned and the stopping
     rule is evaluated there. The ``R x R`` matrix ``W^T W + (rho + l2) I`` is inverted once per
     call: its eigenvalues are at least ``rho``, so the inverse is as accurate as a solve, and each
-    iteration is then one small GEMM.
+    iteration is then one small GEMM. With a mask the matrix is each sample's
+    ``W^T diag(m_j) W + (rho + l2) I`` (one batched inverse), and ``r``, ``q`` and their dual stay
+    0 on missing entries: the exact ADMM of the masked problem.
 
     Parameters
     ----------
-    X, loadings, penalties, H0, R0, tol, max_iter
+    X, loadings, penalties, H0, R0, tol, max_iter, mask
         As in :func:`robust_code_pgd`.
     rho : float
         The penalty parameter (``rho1 = rho2 = rho``), > 0.
@@ -396,15 +490,16 @@ def robust_code_admm(
     (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
     """
     op = DictionaryOperator(loadings)
-    G, P = op.gram, op.adjoint(X)
+    X = _on_observed(X, mask)
+    P = op.adjoint(X)
     context = tl.context(X)
-    eye = tl.eye(tl.shape(G)[0], **context)
-    inverse = tl.solve(G + (rho + penalties.code_l2) * eye, eye)
-    U, Q = _start(X, loadings, H0, R0, penalties)
+    G = op.gram if mask is None else masked_gram(mask, op.loadings)
+    inverse = shifted_inverse(G, rho + penalties.code_l2)
+    U, Q = _start(X, loadings, H0, R0, penalties, mask)
     Rr = Q
     alpha = tl.zeros(tl.shape(U), **context)
     beta = tl.zeros(tl.shape(X), **context)
-    losses = robust_losses(X, op, U, Q, penalties)
+    losses = robust_losses(X, op, U, Q, penalties, mask=mask)
     active = tl.ones((tl.shape(X)[0],), **context) > 0
     running = None
     n_iter = 0
@@ -413,17 +508,19 @@ def robust_code_admm(
         rhs = (P - op.adjoint(Rr) if penalties.has_outliers else P) + rho * U - alpha
         if penalties.code_l1:
             rhs = rhs - penalties.code_l1
-        H_new = tl.dot(rhs, inverse)  # the inverse is symmetric
+        H_new = _times_gram(rhs, inverse)  # the inverse is symmetric
         if penalties.has_outliers:
             R_new = soft_threshold(rho * Q + X - beta - op.times(H_new), penalties.lam) / \
                 (1 + rho + penalties.outlier_l2)
+            if mask is not None:  # r is fixed at 0 on missing entries (so are q and beta)
+                R_new = R_new * mask
             Q_new = project_outliers(R_new + beta / rho, penalties)
             beta_new = beta + rho * (R_new - Q_new)
         else:
             Q_new = Q
         U_new = _prox_u(H_new + alpha / rho, rho, penalties)
         alpha_new = alpha + rho * (H_new - U_new)
-        new_losses = robust_losses(X, op, U_new, Q_new, penalties)
+        new_losses = robust_losses(X, op, U_new, Q_new, penalties, mask=mask)
         done = _converged(new_losses, losses, tol)
         if residual_tol is not None:
             scale = residual_tol * tl.clip(tl.norm(U_new, axis=1), _TINY, None)

@@ -28,6 +28,7 @@ from .constraints import (
     soft_threshold,
 )
 from .cp_dictionary import contract_except, gram, inner_with_dictionary, pairs
+from .robust_coding import shifted_inverse
 
 Tensor = Any
 
@@ -281,7 +282,9 @@ def max_norm_prox_gradient(
 #
 # They minimise, over a convex set given by its projection, the 1/2-scaled block surrogate
 #     p(U) = 1/2 tr(U A U^T) - tr(U B^T) + l1 sum(U) + l2/2 ||U||_F^2 (+ constant),
-# the linear l1 term being ||U||_1 on the nonnegative sets they are used with.
+# the linear l1 term being ||U||_1 on the nonnegative sets they are used with. With missing data
+# A is entrywise, (I, R, R), and the quadratic is 1/2 sum_i u_i^T A_i u_i (row i of U has its own
+# A_i): the gradient is row-wise A_i u_i - b_i, the same iterations apply row by row.
 
 
 def penalty_value(loadings: Sequence[Tensor], l1: float = 0.0, l2: float = 0.0) -> float:
@@ -303,6 +306,14 @@ def _half_surrogate(U: Tensor, UA: Tensor, B: Tensor, l1: float, l2: float,
     if l2:
         value = value + 0.5 * l2 * tl.sum(U * U)
     return float(value) + constant
+
+
+def _frobenius_bound(A: Tensor) -> float:
+    """``||A||_F`` of a shared ``(R, R)`` statistic, ``max_i ||A_i||_F`` of an entrywise one."""
+    if tl.ndim(A) == 2:
+        return float(tl.norm(A))
+    flat = tl.reshape(A, (tl.shape(A)[0], -1))
+    return float(tl.sqrt(tl.max(tl.sum(flat * flat, axis=1)))) if tl.shape(A)[0] else 0.0
 
 
 def _stop(current: float, previous: float, tol: float) -> bool:
@@ -327,7 +338,7 @@ def dictionary_pgd(
     ----------
     U : tensor of shape (I, R)
         Starting point (warm start: the previous dictionary), inside the set.
-    A, B : tensors of shapes (R, R) and (I, R)
+    A, B : tensors of shapes (R, R) (or entrywise (I, R, R)) and (I, R)
         The (block) statistics.
     project : callable
         Euclidean projection onto the constraint set.
@@ -353,19 +364,20 @@ def dictionary_pgd(
            [0.]])
     """
     # ||A||_F >= lambda_max(A): the paper's (conservative) constant, kept for fidelity (spec 000,
-    # 2.4); the coders use the exact spectral norm
-    curvature = float(tl.norm(A)) + l2
+    # 2.4); the coders use the exact spectral norm. Entrywise A: the Hessian is block-diagonal
+    # with blocks A_i, so max_i ||A_i||_F bounds its norm (and equals ||A||_F when all A_i = A)
+    curvature = _frobenius_bound(A) + l2
     if curvature <= 0:
         return U, 0
     step = kappa / curvature
-    UA = tl.dot(U, A)
+    UA = _times_statistic(U, A)
     previous = _half_surrogate(U, UA, B, l1, l2, constant)
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
         gradient = UA - B + l1 + l2 * U if (l1 or l2) else UA - B
         U = project(U - step * gradient)
-        UA = tl.dot(U, A)
+        UA = _times_statistic(U, A)
         current = _half_surrogate(U, UA, B, l1, l2, constant)
         if _stop(current, previous, tol):
             break
@@ -408,20 +420,18 @@ def dictionary_admm(
     array([[1.],
            [0.]])
     """
-    K = tl.shape(A)[0]
-    eye = tl.eye(K, **tl.context(A))
-    inverse = tl.solve(A + (l2 + rho) * eye, eye)
+    inverse = shifted_inverse(A, l2 + rho)  # entrywise A: one inverse per row of U
     Q = U
     D = tl.zeros(tl.shape(U), **tl.context(U))
     target = B - l1 if l1 else B
-    previous = _half_surrogate(Q, tl.dot(Q, A), B, l1, l2, constant)
+    previous = _half_surrogate(Q, _times_statistic(Q, A), B, l1, l2, constant)
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        W = tl.dot(target - D + rho * Q, inverse)  # the inverse is symmetric
+        W = _times_statistic(target - D + rho * Q, inverse)  # the inverse is symmetric
         Q = project(W + D / rho)
         D = D + rho * (W - Q)
-        current = _half_surrogate(Q, tl.dot(Q, A), B, l1, l2, constant)
+        current = _half_surrogate(Q, _times_statistic(Q, A), B, l1, l2, constant)
         if _stop(current, previous, tol):
             break
         previous = current
@@ -442,13 +452,20 @@ def surrogate_solver_step(
     and the other loadings' penalties each block objective *is* the surrogate, so the stopping
     test is the spec's. ``radius`` restricts each loading's move as in
     :func:`surrogate_bcd_step`. Returns the new loadings and the total number of iterations.
+
+    With entrywise ``A`` (missing data, ``(I_1..I_n, R, R)``) each loading row has its own
+    quadratic (:func:`entrywise_block_statistics`), which both solvers take as it is.
     """
     if solver not in ("pgd", "admm"):
         raise ValueError(f"solver must be 'pgd' or 'admm', got {solver!r}")
+    entrywise = tl.ndim(A) > 2  # statistics of data with missing entries
     new = list(loadings)
     total = 0
     for mode in range(len(new)):
-        A_i, B_i = block_statistics(A, B, new, mode)
+        if entrywise:
+            A_i, B_i = entrywise_block_statistics(A, B, new, mode)
+        else:
+            A_i, B_i = block_statistics(A, B, new, mode)
         others = penalty_value(new[:mode] + new[mode + 1:], l1, l2)
         options = dict(project=project, l1=l1, l2=l2, constant=0.5 * c + others,
                        tol=tol, max_iter=max_iter)

@@ -11,6 +11,13 @@ step minimises ``1/2 tr(W^T W A) - tr(W^T B)`` over ``C = {W >= 0, ||w_k|| <= 1}
 ADMM (:func:`tensorstream.updates.surrogate_solver_step`), warm-started. Matrices are the case of
 one data mode; tensor samples work the same way, ``W h`` being the CP reconstruction.
 
+Missing data (``mask=`` or ``missing="nan"``, as for every squared-loss learner): the coding
+step solves ``1/2 ||m * (x - W h - r)||^2 + lam ||m * r||_1`` over the same sets, ``r`` being 0
+on missing entries (it does not enter the objective there); ``A`` becomes entrywise
+(``A_i = mean m[i] h h^T``, the engine's) and ``B = mean (m * (x - r)) h^T``; the W-step is the
+same PGD or ADMM on the entrywise quadratic (row ``i`` of ``W`` has its own ``A_i``), so every
+constraint set and dictionary penalty keeps working.
+
 Scales: objectives, ``score`` and ``surrogate_value`` use the paper's 1/2 convention; the engine's
 statistics keep its own (no 1/2), so ``statistics_["c"]`` is twice the paper's ``c_t``.
 Weights: ``1/t`` with ``t`` counting batches (the engine's), which is the paper's sample-weighted
@@ -194,6 +201,10 @@ class RobustOnlineNMF(OnlineCPDL):
         Start of the codes in every coding step (the paper's U[0, 1)).
     outlier_init : {"zero", "uniform"}, default "zero"
         Start of the outliers (``"uniform"`` is paper-literal and harmful: spec 000, 6.6).
+    missing : {None, "nan"}, default None
+        ``"nan"``: NaN entries of the data are missing. Missing entries (these, and those a
+        ``mask`` marks) never influence anything: only observed entries enter the coding step
+        and the statistics, and the outliers are 0 there (module docstring).
     weights : "balanced", float or callable, default "balanced"
         Weights of the statistics (``1/t`` is the paper's).
     batch_size : int, default 5
@@ -230,7 +241,6 @@ class RobustOnlineNMF(OnlineCPDL):
     # the engine's parameters that this learner fixes
     nonnegative = True
     column_bound = 1.0
-    missing = None
     search_radius = None
     radius_mode = "frobenius"
 
@@ -242,8 +252,9 @@ class RobustOnlineNMF(OnlineCPDL):
                  dict_l1: float = 0.0, dict_l2: float = 0.0, code_l1: float = 0.0,
                  code_l2: float = 0.0, code_group: float = 0.0, group_size: int = 1,
                  outlier_l2: float = 0.0, nonnegative_outliers: bool = False,
-                 code_init: str = "uniform", outlier_init: str = "zero", weights="balanced",
-                 batch_size: int = 5, max_iter: int = 1, init="random", random_state=None,
+                 code_init: str = "uniform", outlier_init: str = "zero",
+                 missing: str | None = None, weights="balanced", batch_size: int = 5,
+                 max_iter: int = 1, init="random", random_state=None,
                  backend: str | None = None, blas_threads: int | None = 1,
                  verbose: bool = False, callback=None):
         self.n_components = n_components
@@ -271,6 +282,7 @@ class RobustOnlineNMF(OnlineCPDL):
         self.nonnegative_outliers = nonnegative_outliers
         self.code_init = code_init
         self.outlier_init = outlier_init
+        self.missing = missing
         self.weights = weights
         self.batch_size = batch_size
         self.max_iter = max_iter
@@ -307,6 +319,8 @@ class RobustOnlineNMF(OnlineCPDL):
         if self.outlier_init not in ("zero", "uniform"):
             raise ValueError(f"outlier_init must be 'zero' or 'uniform', "
                              f"got {self.outlier_init!r}")
+        if self.missing not in (None, "nan"):
+            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
         if self.backend not in (None, "numpy", "pytorch"):
             raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
         check_blas_threads(self.blas_threads)
@@ -327,11 +341,6 @@ class RobustOnlineNMF(OnlineCPDL):
 
     # -- data and initialisation ---------------------------------------------------------------
 
-    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
-        if mask is not None:
-            raise TypeError(f"{type(self).__name__} does not take masks (missing entries)")
-        return super()._validate_masked(X, None, name)
-
     def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
                           context: dict) -> list:
         loadings = loadings_from_init(self.init, sample_shape, R, backend, context)
@@ -342,11 +351,13 @@ class RobustOnlineNMF(OnlineCPDL):
 
     # -- the two hooks -------------------------------------------------------------------------
 
-    def _robust_coding(self, X: Any, loadings: list) -> RobustCoding:
-        """The ``(h, r)`` step of a validated batch (pure)."""
+    def _robust_coding(self, X: Any, loadings: list, mask: Any = None) -> RobustCoding:
+        """The ``(h, r)`` step of a validated batch (pure); ``mask``: observed entries only."""
         penalties = self._penalties(int(np.prod(X.shape[1:])))
         H0, R0 = coding_start(X, int(loadings[0].shape[1]), self.code_init, self.outlier_init)
         options = dict(H0=H0, R0=R0, tol=self.code_tol, max_iter=self.code_max_iter)
+        if mask is not None:
+            options.update(mask=mask)
         if self.solver == "pgd":
             options.update(kappa=self.kappa, accelerated=bool(self.accelerated))
         else:
@@ -359,10 +370,10 @@ class RobustOnlineNMF(OnlineCPDL):
 
         The result is also kept as ``last_decomposition_`` (not part of the learned state), so
         that the online ``(h_t, r_t)`` of a ``partial_fit`` can be read without coding twice.
+        With a ``mask``, ``X`` (zeroed at the boundary) and ``R`` are 0 on missing entries, so
+        ``explained`` is too: ``B`` and ``c`` see the observed entries only.
         """
-        if mask is not None:
-            raise TypeError(f"{type(self).__name__} does not take masks (missing entries)")
-        coding = self._robust_coding(X, loadings)
+        coding = self._robust_coding(X, loadings, mask)
         H, R = coding.codes, coding.outliers
         penalties = self._penalties(int(np.prod(X.shape[1:])))
         explained = X - R
@@ -395,18 +406,23 @@ class RobustOnlineNMF(OnlineCPDL):
             return 0.5 * super().surrogate_value() + penalty_value(
                 self.loadings_, self.dict_l1, self.dict_l2)
 
-    def decompose(self, X: Any) -> tuple[Any, Any]:
-        """``(codes, outliers)`` of the samples of ``X`` against the learned dictionary."""
+    def decompose(self, X: Any, mask: Any = None) -> tuple[Any, Any]:
+        """``(codes, outliers)`` of the samples of ``X`` against the learned dictionary.
+
+        ``mask`` (or ``missing="nan"``) marks missing entries: they are ignored, and the
+        outliers are 0 there.
+        """
         self._check_fitted()
-        data, _ = self._unlabel(X, None, None)
-        X, _ = self._validate_masked(data, None)
+        data, layout = self._unlabel(X, None, None)
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
         with using(self.backend_):
-            coding = self._robust_coding(X, self.loadings_)
+            coding = self._robust_coding(X, self.loadings_, mask)
         return coding.codes, coding.outliers
 
-    def outliers(self, X: Any) -> Any:
-        """The outlier part ``R`` of ``X`` (``X`` ~ ``inverse_transform(codes) + R``)."""
-        return self.decompose(X)[1]
+    def outliers(self, X: Any, mask: Any = None) -> Any:
+        """The outlier part ``R`` of ``X`` (``X`` ~ ``inverse_transform(codes) + R``; 0 on
+        missing entries)."""
+        return self.decompose(X, mask)[1]
 
     @property
     def last_decomposition_(self) -> tuple[Any, Any]:
