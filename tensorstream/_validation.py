@@ -23,6 +23,15 @@ def densify(X: Any) -> Any:
     return X
 
 
+def _check_samples(shape: tuple, sample_shape: tuple | None, name: str) -> None:
+    """At least one sample, and samples of the fitted shape."""
+    if shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (0 samples)")
+    if sample_shape is not None and shape[1:] != tuple(sample_shape):
+        raise ValueError(f"{name} has samples of shape {shape[1:]}, but this learner was fitted "
+                         f"on samples of shape {tuple(sample_shape)}")
+
+
 def check_batch(
     X: Any,
     *,
@@ -53,11 +62,7 @@ def check_batch(
     if len(shape) < 2:
         raise ValueError(f"{name} must have shape (n_samples, I_1, ..., I_n) with at least one "
                          f"data mode, got shape {shape}; reshape a single sample to (1, ...)")
-    if shape[0] == 0:
-        raise ValueError(f"{name} is an empty batch (0 samples)")
-    if sample_shape is not None and shape[1:] != tuple(sample_shape):
-        raise ValueError(f"{name} has samples of shape {shape[1:]}, but this learner was fitted "
-                         f"on samples of shape {tuple(sample_shape)}")
+    _check_samples(shape, sample_shape, name)
     if context is not None and source == backend == "pytorch" and X.device != context["device"]:
         raise TypeError(f"{name} is on device {X.device} but the learner's state is on "
                         f"{context['device']}")
@@ -70,6 +75,89 @@ def check_batch(
             raise ValueError(f"{name} has negative entries (min {float(tl.min(tensor)):.3g}), but "
                              f"the model is nonnegative (nonnegative=True)")
     return tensor
+
+
+def is_sparse(X: Any) -> bool:
+    """True for a scipy.sparse matrix/array or a pydata ``sparse`` array (``sparse.COO``, ...)."""
+    if type(X).__module__.split(".")[0] == "sparse":
+        return hasattr(X, "todense")
+    import scipy.sparse
+
+    return scipy.sparse.issparse(X)
+
+
+def check_sparse_batch(
+    X: Any,
+    *,
+    backend: str = "numpy",
+    context: dict | None = None,
+    sample_shape: tuple | None = None,
+    nonnegative: bool = False,
+    name: str = "X",
+) -> Any:
+    """Return a sparse batch ``(n_samples, n_features)`` as a canonical float CSR matrix.
+
+    The counterpart of :func:`check_batch` that never densifies: checks run on the stored
+    values only. Duplicate entries are summed (the result is a new matrix: ``X`` is never
+    modified); the dtype is the one of ``context``, else float32/float64 kept, others float64.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array, or 2-D pydata ``sparse`` array
+    backend : str, default "numpy"
+        Sparse batches exist on the NumPy backend only.
+    context : dict, optional
+        ``{"dtype": ...}`` of the learner's state.
+    sample_shape : tuple, optional
+        The fitted ``(n_features,)``.
+    nonnegative : bool, default False
+        Reject negative entries.
+    name : str, default "X"
+        Argument name for the messages.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+
+    Raises
+    ------
+    TypeError
+        Not a sparse array, non-real dtype, or a backend other than NumPy.
+    ValueError
+        Not 2-D, no samples, wrong number of features, NaN/inf values, negative entries when
+        ``nonnegative``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse
+    >>> V = check_sparse_batch(scipy.sparse.coo_matrix(np.array([[0, 2], [1, 0]])))
+    >>> V.format, V.dtype, V.nnz
+    ('csr', dtype('float64'), 2)
+    """
+    import scipy.sparse
+
+    if not is_sparse(X):
+        raise TypeError(f"{name} must be a sparse array, got {type(X).__name__}")
+    if backend != "numpy":
+        raise TypeError(f"sparse {name} needs the numpy backend (this learner runs on "
+                        f"{backend}); densify it (X.todense()) or use backend='numpy'")
+    if np.dtype(X.dtype).kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
+    shape = tuple(X.shape)
+    if len(shape) != 2:
+        raise ValueError(f"sparse {name} must have shape (n_samples, n_features), got shape "
+                         f"{shape}")
+    _check_samples(shape, sample_shape, name)
+    dtype = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
+    dtype = np.dtype((context or {}).get("dtype", dtype))
+    csr = scipy.sparse.csr_matrix(X.tocsr(), dtype=dtype, copy=True)  # pydata: via scipy
+    csr.sum_duplicates()  # canonical: sorted indices, one value per entry
+    if not np.all(np.isfinite(csr.data)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if nonnegative and csr.nnz and csr.data.min() < 0:
+        raise ValueError(f"{name} has negative entries (min {float(csr.data.min()):.3g}), but "
+                         f"the model is nonnegative")
+    return csr
 
 
 def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,

@@ -201,7 +201,8 @@ def _add_fit(commands: Any) -> None:
                        help=f"the learner, one of {', '.join(MODELS)} (default: ocpdl)")
     model.add_argument("--rank", type=int, metavar="R", help="number of atoms (required)")
     model.add_argument("--alpha", type=float, help="l1 penalty on the codes (sparsity)")
-    model.add_argument("--loss", help="loss / divergence, for models that have one (e.g. kl)")
+    model.add_argument("--loss", help="loss / divergence, for models that have one (ocpdl, "
+                       "divergence-nmf; e.g. kl, is, beta float)")
     model.add_argument("--missing", choices=["nan"],
                        help="treat NaN entries as missing (default: NaN is an error)")
     model.add_argument("--backend", choices=["numpy", "pytorch"],

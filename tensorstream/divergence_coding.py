@@ -28,7 +28,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse
 import tensorly as tl
+from scipy.special import xlogy
 
 from .cp_dictionary import spectral_norm_psd
 from .losses import Divergence, get_loss
@@ -236,7 +238,7 @@ class ArmijoStep:
             bound = f + self.sigma * tl.sum(g * (H_try - H), axis=1)
             ok = (f_try <= bound) & ~done
             H_acc = tl.where(ok[:, None], H_try, H_acc)
-            Y_acc = tl.where(_expand(ok, Y), Y_try, Y_acc)
+            Y_acc = problem.select(ok, Y_try, Y_acc)
             f_acc = tl.where(ok, f_try, f_acc)
             xi_acc = tl.where(ok, xi, xi_acc)
             done = done | ok
@@ -369,6 +371,10 @@ class _Problem:
 
     def forward(self, H):
         return self._forward(H)
+
+    def select(self, mask, Y_new, Y):
+        """The models of the samples where ``mask`` holds from ``Y_new``, the others from ``Y``."""
+        return tl.where(_expand(mask, Y), Y_new, Y)
 
     def objective(self, H, Y):
         f = self.loss.per_sample(self.V, Y, check=False)
@@ -586,7 +592,7 @@ def _iterate(problem, rule, H, Y, f, g, max_iter, tol, callback):
         H_new, Y_new, f_new, state = rule._step(problem, H, Y, f, g, active, state)
         f_old = f
         H = tl.where(active[:, None], H_new, H)
-        Y = tl.where(_expand(active, Y), Y_new, Y)
+        Y = problem.select(active, Y_new, Y)
         f = tl.where(active, f_new, f)
         g = problem.gradient(H, Y)
         # exact stationarity: the projected gradient step does not move
@@ -654,3 +660,225 @@ def code_divergence_matrix(
         options["gram"] = tl.dot(W_t, W)
     options.setdefault("n_components", int(tl.shape(W)[1]))
     return code_divergence(V, forward, adjoint, loss, **options)
+
+
+# --------------------------------------------------------------------------------------------
+# sparse data: KL evaluated on the support only
+# --------------------------------------------------------------------------------------------
+
+SPARSE_LOSSES = ("kl",)
+"""Losses whose code and dictionary gradients need the model only on the data's nonzeros.
+
+KL: ``d(v || y) = sum(y) - sum_{v>0} v log y + sum_{v>0} (v log v - v)`` and
+``∂d/∂y = 1 - v / y``, so with ``Y = H W^T`` the code gradient is ``1^T W - (V ⊘ Y) W`` and the
+dictionary gradient ``1 (1^T H) - (V ⊘ Y)^T H``: ``Y`` is needed only where ``V > 0``. Every
+other β needs ``y^(β-1)`` everywhere (the dense model), so it has no support-only form.
+"""
+
+_CHUNK = 1 << 20  # entries x atoms per block of the support model: bounds the temporaries
+
+
+def supports_sparse(loss: str | float | Divergence) -> bool:
+    """True when ``loss`` has the support-only sparse path (:data:`SPARSE_LOSSES`).
+
+    Examples
+    --------
+    >>> supports_sparse("kl"), supports_sparse(1.0), supports_sparse("is")
+    (True, True, False)
+    """
+    return get_loss(loss).name in SPARSE_LOSSES
+
+
+class SparseKL:
+    """The KL algebra of a sparse batch ``V`` (CSR, ``(b, F)``) and a dictionary ``W`` (``(F, R)``).
+
+    The model ``Y = H W^T`` is only ever evaluated on the nonzeros of ``V`` (an ``(nnz,)``
+    vector, built in blocks), so memory and time are ``O(nnz R + F R + b R)``; the dense
+    ``(b, F)`` model is never formed. NumPy/SciPy only. The model floor ``max(y, eps)``
+    applies on the support; off the support the model enters through ``sum(y)`` unfloored
+    (the dense evaluation floors it there too: the two differ only where ``y < eps``, i.e.
+    by at most ``eps`` per entry).
+
+    Parameters
+    ----------
+    V : scipy.sparse matrix of shape (b, F)
+        Nonnegative data, CSR with sorted, summed duplicates (as
+        :func:`tensorstream._validation.check_sparse_batch` returns).
+    W : numpy.ndarray of shape (F, R)
+        Nonnegative dictionary.
+    eps : float, default 1e-12
+        Model floor on the support.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse
+    >>> V = scipy.sparse.csr_matrix(np.array([[0.0, 2.0], [1.0, 0.0]]))
+    >>> kl = SparseKL(V, np.array([[1.0], [1.0]]))
+    >>> H = np.array([[1.0], [2.0]])
+    >>> np.allclose(kl.per_sample(H, kl.model(H)),
+    ...             get_loss("kl").per_sample(V.toarray(), H @ np.ones((1, 2))))
+    True
+    """
+
+    def __init__(self, V: Any, W: Any, eps: float = 1e-12):
+        self.V, self.W, self.eps = V, W, float(eps)
+        self.b = int(V.shape[0])
+        self.rows = np.repeat(np.arange(self.b), np.diff(V.indptr))
+        self.cols, self.values = V.indices, V.data
+        self.column_sums = np.sum(W, axis=0)  # 1^T W: the gradient of sum(y) in the codes
+        v = self.values
+        self._data_term = self._row_sums(xlogy(v, v) - v)
+
+    def _row_sums(self, entries: Any) -> Any:
+        return np.bincount(self.rows, weights=entries, minlength=self.b)
+
+    def model(self, H: Any) -> Any:
+        """``(H W^T)`` on the support, shape ``(nnz,)``: ``sum_r H[i, r] W[f, r]`` per entry."""
+        nnz, R = self.values.shape[0], self.W.shape[1]
+        out = np.empty(nnz, dtype=np.result_type(H, self.W))
+        step = max(1, _CHUNK // max(R, 1))
+        for start in range(0, nnz, step):  # blocks of entries, not a loop over samples
+            stop = min(start + step, nnz)
+            out[start:stop] = np.einsum("ir,ir->i", H[self.rows[start:stop]],
+                                        self.W[self.cols[start:stop]])
+        return out
+
+    def per_sample(self, H: Any, Y: Any) -> Any:
+        """``d(v_j || (W h)_j)`` per sample (``(b,)``); ``Y`` is :meth:`model` of ``H``."""
+        log_model = self._row_sums(xlogy(self.values, np.maximum(Y, self.eps)))
+        return H @ self.column_sums + self._data_term - log_model
+
+    def ratio(self, Y: Any) -> Any:
+        """``V ⊘ Y`` as a CSR matrix with the pattern of ``V``."""
+        data = self.values / np.maximum(Y, self.eps)
+        return scipy.sparse.csr_matrix((data, self.cols, self.V.indptr), shape=self.V.shape)
+
+    def code_gradient(self, Y: Any) -> Any:
+        """``∂/∂H sum_j d(v_j || W h_j) = 1^T W - (V ⊘ Y) W``, shape ``(b, R)``."""
+        return self.column_sums[None, :] - np.asarray(self.ratio(Y) @ self.W)
+
+    def dictionary_gradient(self, H: Any, Y: Any) -> Any:
+        """``∂/∂W sum_j d(v_j || W h_j) = 1 (1^T H) - (V ⊘ Y)^T H``, shape ``(F, R)``."""
+        return np.sum(H, axis=0)[None, :] - np.asarray(self.ratio(Y).T @ H)
+
+
+class _SparseKLProblem(_Problem):
+    """The code problems of a sparse batch under KL: ``Y`` lives on the support (``(nnz,)``)."""
+
+    def __init__(self, kl: SparseKL, lower, upper, ridge):
+        super().__init__(kl.V, kl.model, None, get_loss("kl"), lower, upper, ridge)
+        self.kl = kl
+
+    def select(self, mask, Y_new, Y):
+        return np.where(mask[self.kl.rows], Y_new, Y)
+
+    def objective(self, H, Y):
+        f = self.kl.per_sample(H, Y)
+        if self.ridge:
+            f = f + self.ridge / 2 * np.sum(H * H, axis=1)
+        return f
+
+    def trial_objective(self, H, Y):
+        f = self.objective(H, Y)
+        # off the support the model is >= 0 (W >= 0, H >= lower >= 0); on it, it must be too
+        negative = self.kl._row_sums(np.minimum(Y, 0.0)) < 0
+        return np.where(~(np.abs(f) < _INF) | negative, _INF, f)
+
+    def gradient(self, H, Y):
+        g = self.kl.code_gradient(Y)
+        if self.ridge:
+            g = g + self.ridge * H
+        return g
+
+
+def code_divergence_sparse(
+    V: Any,
+    W: Any,
+    loss: str | float | Divergence = "kl",
+    *,
+    init: Any = None,
+    gram: Any = None,
+    step: str | StepRule = "auto",
+    lower: float = CODE_LOWER,
+    upper: float | None = CODE_UPPER,
+    ridge: float = 0.0,
+    max_iter: int = 200,
+    tol: float = 1e-4,
+    callback: Callable[[int, Any, Any], bool | None] | None = None,
+) -> tuple[Any, dict]:
+    """:func:`code_divergence` for sparse data and a dictionary matrix, on the support only.
+
+    Same problem, step rules, stopping rule and result as
+    ``code_divergence_matrix(V.toarray(), W, loss, ...)`` (equal up to rounding), but the model
+    is evaluated only on the nonzeros of ``V`` (:class:`SparseKL`): memory and time scale with
+    ``nnz(V)``, never with ``b x F``. Only the losses of :data:`SPARSE_LOSSES` (KL) have this
+    form; NumPy backend only.
+
+    Parameters
+    ----------
+    V : scipy.sparse matrix of shape (b, F)
+        Nonnegative data, canonical CSR (see :class:`SparseKL`).
+    W : numpy.ndarray of shape (F, R)
+        Nonnegative dictionary.
+    loss : str, float or Divergence, default "kl"
+        Must be KL (``"kl"``, ``1.0``, ``"alpha"`` with ``alpha=1``...).
+    init, gram, step, upper, ridge, max_iter, tol, callback
+        As in :func:`code_divergence` (``gram`` defaults to ``W^T W``).
+    lower : float, default 1e-8
+        Lower code bound; must be ``>= 0`` (the objective uses that the model is nonnegative
+        off the support).
+
+    Returns
+    -------
+    H : numpy.ndarray of shape (b, R)
+    info : dict
+        As in :func:`code_divergence`.
+
+    Raises
+    ------
+    ValueError
+        For a loss without a support-only form, negative ``W`` or ``lower``, mismatched
+        shapes, or the option errors of :func:`code_divergence`.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse
+    >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> V = scipy.sparse.csr_matrix(np.array([[2.0, 0.0, 2.0]]))
+    >>> H, _ = code_divergence_sparse(V, W, tol=1e-12, max_iter=500)
+    >>> np.round(H, 4)
+    array([[2., 0.]])
+    """
+    loss = get_loss(loss)
+    if loss.name not in SPARSE_LOSSES:
+        raise ValueError(f"the support-only sparse path exists for {list(SPARSE_LOSSES)} only, "
+                         f"not the {loss.name} divergence; densify the data")
+    lower, upper = _check_bounds(lower, upper)
+    if lower is None or lower < 0:
+        raise ValueError(f"lower must be >= 0 for sparse data, got {lower!r}")
+    _check_options(max_iter, tol, ridge)
+    if not scipy.sparse.issparse(V) or V.ndim != 2:
+        raise ValueError(f"V must be a 2-D scipy.sparse matrix, got {type(V).__name__}")
+    V = V.tocsr()
+    W = np.asarray(W)
+    if W.ndim != 2 or W.shape[0] != V.shape[1]:
+        raise ValueError(f"W must have shape ({V.shape[1]}, R) to match V, got {W.shape}")
+    if W.size and W.min() < 0:
+        raise ValueError("W must be nonnegative for sparse data")
+    if V.nnz and V.data.min() < 0:
+        raise ValueError("V must be nonnegative for the kl divergence")
+    b, R = V.shape[0], W.shape[1]
+    gram = W.T @ W if gram is None else gram
+    if init is not None and tuple(np.shape(init)) != (b, R):
+        raise ValueError(f"init must have shape ({b}, {R}), got {tuple(np.shape(init))}")
+    rule = _resolve_step(step, loss, gram, float(ridge))
+    kl = SparseKL(V, W, eps=loss.eps)
+    problem = _SparseKLProblem(kl, lower, upper, float(ridge))
+    if init is None:
+        total = float(np.sum(W))  # sum of forward(1): every atom at weight 1
+        scale = np.asarray(V.sum(axis=1)).ravel() / total if total > 0 else np.ones(b)
+        init = np.ones((b, R), dtype=W.dtype) * scale[:, None]
+    H = problem.project(np.asarray(init))
+    Y = problem.forward(H)
+    return _iterate(problem, rule, H, Y, problem.objective(H, Y), problem.gradient(H, Y),
+                    max_iter, float(tol), callback)

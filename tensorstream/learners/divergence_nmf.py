@@ -1,4 +1,4 @@
-"""OnlineDivergenceNMF: online NMF / nonnegative CP under general divergences (Zhao, Tan & Xu).
+"""The OL algorithm (Zhao, Tan & Xu) on a CP dictionary, and OnlineDivergenceNMF.
 
 The paper's OL algorithm (spec ``001_onmf_divergences.md``, Algorithm 1) on the CP dictionary of
 :mod:`tensorstream.cp_dictionary`. Per mini-batch ``V_t`` (samples on the first axis):
@@ -15,6 +15,11 @@ The paper's OL algorithm (spec ``001_onmf_divergences.md``, Algorithm 1) on the 
 
 No statistics are kept: only the loadings and the data scale.
 
+:class:`OLAlgorithm` holds these steps, once, for every learner that runs them:
+``OnlineCPDL(loss=...)`` with a loss other than the squared one, and
+:class:`OnlineDivergenceNMF` (a thin subclass of OnlineCPDL that always runs them, with the
+paper's defaults).
+
 Deviation for tensors: the step of loading ``k`` is divided by the number of entries one of its
 rows touches, ``prod_{l != k} I_l`` (1 for a matrix, so the matrix case is the paper's step);
 without it the canonical step overshoots by that factor and rows collapse onto the row-sum floor.
@@ -25,11 +30,15 @@ by a scale fixed at the first batch (the mean absolute entry), so that the canon
 (``h_raw = scale * h``); the dictionary and its steps live on the normalized scale. Loss parameters
 that have units (the Huber threshold) are in normalized units. ``normalize=False`` is the
 paper-literal behaviour.
+
+Sparse data (``sparse.COO``, scipy.sparse) with one data mode, on the NumPy backend: under KL the
+codes, losses and dictionary gradient evaluate the model only on the nonzeros
+(:class:`tensorstream.divergence_coding.SparseKL`), so memory and time scale with the number of
+nonzeros. Every other loss, and tensor samples, densify each batch (one batch at a time).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -41,14 +50,22 @@ from .._validation import (
     check_n_components,
     check_nonnegative_number,
     check_positive_int,
+    is_sparse,
 )
 from ..constraints import project_simplex_columns
 from ..cp_dictionary import contract_except, gram, outer_statistic, project, reconstruct
-from ..divergence_coding import CODE_LOWER, CODE_UPPER, code_divergence
-from ..losses import Divergence, get_loss
-from .ocpdl import Encoding, OnlineCPDL
+from ..divergence_coding import (
+    CODE_LOWER,
+    CODE_UPPER,
+    SPARSE_LOSSES,
+    SparseKL,
+    code_divergence,
+    code_divergence_sparse,
+)
+from ..losses import Divergence
+from .ocpdl import SQUARED_ONLY, Encoding, OnlineCPDL, check_at_defaults
 
-__all__ = ["OnlineDivergenceNMF", "project_rows_box_sum"]
+__all__ = ["OLAlgorithm", "OnlineDivergenceNMF", "project_rows_box_sum"]
 
 
 def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> Any:
@@ -85,6 +102,181 @@ def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> A
     return tl.where(tl.reshape(small, (-1, 1)), simplex, clipped)
 
 
+def _scaled(X: Any, scale: float) -> Any:
+    """``X / scale`` (a sparse batch keeps its pattern; entrywise the same as the dense one)."""
+    if is_sparse(X):
+        out = X.copy()
+        out.data = X.data / scale
+        return out
+    return X / scale
+
+
+class OLAlgorithm:
+    """The OL steps with a learner's parameters (pure functions of their arguments).
+
+    The learner (``OnlineCPDL`` with a divergence loss, or ``OnlineDivergenceNMF``) delegates
+    its hooks here; its ``_rng`` draws the initial loadings.
+
+    Parameters
+    ----------
+    learner : OnlineCPDL
+        Supplies the parameters (``loss``, ``loss_params``, ``step_a``, ...).
+
+    Examples
+    --------
+    >>> from tensorstream import OnlineCPDL
+    >>> OLAlgorithm(OnlineCPDL(2, loss="kl")).step_size(1)
+    0.9984025559105432
+    """
+
+    def __init__(self, learner: Any):
+        self.learner = learner
+        self.loss = learner.loss_
+
+    # -- parameters ----------------------------------------------------------------------------
+
+    def check_params(self) -> None:
+        """Validate the learner's parameters for this algorithm (``ValueError``/``TypeError``)."""
+        learner = self.learner
+        check_n_components(learner.n_components)
+        check_at_defaults(learner, SQUARED_ONLY, "the squared loss")
+        for name in ("step_a", "step_b"):
+            if check_nonnegative_number(getattr(learner, name), name) == 0 and name == "step_a":
+                raise ValueError("step_a must be > 0")
+        if learner.step_tau is not None:
+            check_nonnegative_number(learner.step_tau, "step_tau")
+        check_positive_int(learner.batch_size, "batch_size")
+        if not self.step_size(1) < float("inf"):
+            raise ValueError("step_tau + step_b must be > 0")
+        if learner.grad_reduction not in ("mean", "sum"):
+            raise ValueError(f"grad_reduction must be 'mean' or 'sum', "
+                             f"got {learner.grad_reduction!r}")
+        if check_nonnegative_number(learner.dict_upper, "dict_upper") == 0:
+            raise ValueError("dict_upper must be > 0")
+        if check_nonnegative_number(learner.dict_row_min, "dict_row_min") > learner.dict_upper:
+            raise ValueError("dict_row_min must be <= dict_upper")
+        check_nonnegative_number(learner.ridge, "ridge")
+        check_positive_int(learner.code_max_iter, "code_max_iter")
+        check_nonnegative_number(learner.code_tol, "code_tol")
+        if learner.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, "
+                             f"got {learner.backend!r}")
+
+    def step_size(self, t: int) -> float:
+        """``eta_t = step_a / (step_tau t + step_b)`` (``step_tau`` defaults to the batch size)."""
+        learner = self.learner
+        tau = learner.batch_size if learner.step_tau is None else learner.step_tau
+        denominator = float(tau) * t + float(learner.step_b)
+        return float(learner.step_a) / denominator if denominator > 0 else float("inf")
+
+    def keeps_sparse(self, X: Any) -> bool:
+        """True when the sparse batch ``X`` runs on the support-only path (KL, one data mode)."""
+        return len(X.shape) == 2 and self.loss.name in SPARSE_LOSSES
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def project_loading(self, U: Any) -> Any:
+        """The paper's C: entries in ``[0, dict_upper]``, row sums ``>= dict_row_min``."""
+        learner = self.learner
+        return project_rows_box_sum(U, float(learner.dict_upper), float(learner.dict_row_min))
+
+    def initial_loadings(self, sample_shape: tuple, R: int, backend: str, context: dict) -> list:
+        """i.i.d. U(0, 1) loadings (drawn in numpy with the learner's ``_rng``), or ``init``."""
+        learner = self.learner
+        if isinstance(learner.init, str):
+            if learner.init != "random":
+                raise ValueError(f"init must be 'random' or a list of arrays, "
+                                 f"got {learner.init!r}")
+            arrays = [learner._rng.random((size, R)) for size in sample_shape]
+        else:
+            arrays = list(learner.init)
+            if len(arrays) != len(sample_shape):
+                raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays "
+                                 f"of shapes {[(s, R) for s in sample_shape]}")
+        loadings = []
+        for k, (U, size) in enumerate(zip(arrays, sample_shape)):
+            U = check_batch(U, backend=backend, name=f"init[{k}]")
+            if tuple(U.shape) != (size, R):
+                raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
+            loadings.append(self.project_loading(tl.tensor(U, **context)))
+        return loadings
+
+    def data_scale(self, X: Any) -> float:
+        """The mean absolute entry of ``X`` (1.0 when ``normalize=False`` or degenerate)."""
+        if not self.learner.normalize:
+            return 1.0
+        if is_sparse(X):
+            scale = float(np.sum(np.abs(X.data))) / float(np.prod(X.shape))
+        else:
+            scale = float(tl.mean(tl.abs(X)))
+        return scale if scale > 0 and np.isfinite(scale) else 1.0
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def step(self, X: Any, state: dict, mask: Any = None) -> dict:
+        """One step of the OL algorithm on the validated batch; returns the new state (pure)."""
+        learner = self.learner
+        if mask is not None:
+            raise ValueError(f"{type(learner).__name__} with the {self.loss.name} loss does not "
+                             f"support missing entries (mask)")
+        t = state["n_steps_"] + 1
+        stats = state["statistics_"]
+        scale = self.data_scale(X) if t == 1 else float(stats["c"])
+        statistics = {**stats, "c": scale}
+        loadings = state["loadings_"]
+        coded = self.encode(X, loadings, scale)
+        new_loadings = learner._dictionary_step(X, coded, statistics, loadings, t, None)
+        return learner._next_state(state, new_loadings, statistics, t, X.shape[0],
+                                   float(tl.mean(coded.losses)), {"step_size": self.step_size(t)})
+
+    def encode(self, X: Any, loadings: list, scale: float, init: Any = None) -> Encoding:
+        """Codes of a batch (raw scale) by projected gradient on ``d(v/scale || W h)`` (pure).
+
+        ``init`` warm-starts the codes (raw scale). ``losses`` are the per-sample divergences
+        at the raw scale.
+        """
+        learner, loss = self.learner, self.loss
+        options = {"init": None if init is None else init / scale, "gram": gram(loadings),
+                   "step": learner.code_step, "lower": learner.code_lower,
+                   "upper": learner.code_upper, "ridge": float(learner.ridge),
+                   "max_iter": int(learner.code_max_iter), "tol": float(learner.code_tol)}
+        Xn = _scaled(X, scale)
+        if is_sparse(X):
+            H, _ = code_divergence_sparse(Xn, loadings[0], loss, **options)
+            codes = H * scale
+            kl = SparseKL(X, loadings[0], eps=loss.eps)
+            losses = kl.per_sample(codes, kl.model(codes))
+        else:
+            H, _ = code_divergence(Xn, lambda C: reconstruct(loadings, C),
+                                   lambda G: project(G, loadings), loss, **options)
+            codes = H * scale
+            losses = loss.per_sample(X, reconstruct(loadings, codes))
+        return Encoding(codes=codes, explained=X, losses=losses,
+                        constant=float(tl.mean(losses)))
+
+    def dictionary_step(self, X: Any, coded: Encoding, scale: float, loadings: list,
+                        t: int) -> list:
+        """One projected stochastic-gradient step on every loading (pure; Jacobi, all modes
+        from the same point)."""
+        Hn = coded.codes / scale
+        Xn = _scaled(X, scale)
+        if is_sparse(X):
+            kl = SparseKL(Xn, loadings[0], eps=self.loss.eps)
+            B = kl.dictionary_gradient(Hn, kl.model(Hn))  # G^T H without the dense G
+        else:
+            Xn = self.loss.prepare_data(Xn)
+            G = self.loss.gradient(Xn, reconstruct(loadings, Hn), check=False)
+            B = outer_statistic(G, Hn)  # sum_j G_j o h_j, shape (I_1..I_n, R)
+        if self.learner.grad_reduction == "mean":
+            B = B / X.shape[0]
+        eta = self.step_size(t)
+        size = int(np.prod([tl.shape(U)[0] for U in loadings]))
+        # mode k's step is divided by the fiber size prod_{l != k} I_l (1 for a matrix)
+        return [self.project_loading(
+                    U - (eta * tl.shape(U)[0] / size) * contract_except(B, loadings, k))
+                for k, U in enumerate(loadings)]
+
+
 class OnlineDivergenceNMF(OnlineCPDL):
     """Online NMF (and nonnegative CP) under a general divergence ``d(v || W h)``.
 
@@ -92,7 +284,9 @@ class OnlineDivergenceNMF(OnlineCPDL):
     divergences (KL, Itakura-Saito, beta, alpha, Huber, l1, ...); with samples of shape
     ``(I_1, ..., I_n)`` the dictionary is a CP dictionary, e.g. online KL (Poisson) CP of count
     tensors. Codes are solved per batch by projected gradient, the loadings take one projected
-    stochastic-gradient step per batch (module docstring).
+    stochastic-gradient step per batch (module docstring). The algorithm is the one
+    ``OnlineCPDL(loss=...)`` runs for a non-squared loss (:class:`OLAlgorithm`); this class
+    has the paper's defaults and runs it for every loss, the squared one included.
 
     Parameters
     ----------
@@ -148,8 +342,13 @@ class OnlineDivergenceNMF(OnlineCPDL):
     -----
     Missing-data masks are not supported. ``score`` is minus the mean divergence at refitted
     codes, at the raw data scale. Checkpoints need ``loss`` as a string or number and
-    ``code_step`` as a string. Sparse input (``sparse.COO``, scipy.sparse) is densified at the
-    boundary; the model is evaluated densely.
+    ``code_step`` as a string.
+
+    Sparse input (``sparse.COO``, scipy.sparse matrices) is accepted by ``partial_fit``, ``fit``,
+    ``transform`` and ``score`` on the NumPy backend (the pytorch backend refuses it with a
+    ``TypeError``). Under KL with one data mode the model is evaluated on the nonzeros only:
+    memory and time scale with the number of nonzeros, and no dense ``(b, n_features)`` array
+    is formed. Other losses, and tensor samples, densify each batch.
 
     Examples
     --------
@@ -164,8 +363,9 @@ class OnlineDivergenceNMF(OnlineCPDL):
     True
     """
 
-    missing = None
+    # the squared engine's parameters, fixed at their defaults (not parameters of this class)
     alpha = 0.0
+    missing = None
 
     def __init__(self, n_components: int, *, loss: str | float | Divergence = "kl",
                  loss_params: dict | None = None, step_a: float = 2e4, step_b: float = 2e4,
@@ -200,26 +400,8 @@ class OnlineDivergenceNMF(OnlineCPDL):
         self.verbose = verbose
         self.callback = callback
 
-    # -- parameters ----------------------------------------------------------------------------
-
-    @property
-    def loss_(self) -> Divergence:
-        """The divergence object (from ``loss`` and ``loss_params``)."""
-        params = self.loss_params
-        if isinstance(params, str):  # as restored from a checkpoint
-            params = json.loads(params)
-        return get_loss(self.loss, **(params or {}))
-
-    def save(self, path: Any) -> Any:
-        """Checkpoint (see :func:`tensorstream.io.save_checkpoint`); ``loss_params`` is stored as
-        a JSON string, which the loaded learner accepts in its place."""
-        params = self.loss_params
-        if isinstance(params, dict):
-            self.loss_params = json.dumps(params)
-        try:
-            return super().save(path)
-        finally:
-            self.loss_params = params
+    def _ol(self) -> OLAlgorithm:
+        return OLAlgorithm(self)  # every loss, the squared one included
 
     @property
     def nonnegative(self) -> bool:  # data check at the boundary, from the loss
@@ -227,131 +409,9 @@ class OnlineDivergenceNMF(OnlineCPDL):
 
     @property
     def scale_(self) -> float:
+        """The data scale of the normalization (``statistics_["c"]``)."""
         self._check_fitted()
         return float(self.statistics_["c"])
-
-    def _check_params(self) -> None:
-        check_n_components(self.n_components)
-        self.loss_  # noqa: B018  (raises for an unknown loss)
-        for name in ("step_a", "step_b"):
-            if check_nonnegative_number(getattr(self, name), name) == 0 and name == "step_a":
-                raise ValueError("step_a must be > 0")
-        if self.step_tau is not None:
-            check_nonnegative_number(self.step_tau, "step_tau")
-        check_positive_int(self.batch_size, "batch_size")
-        if not self._step_size(1) < float("inf"):
-            raise ValueError("step_tau + step_b must be > 0")
-        if self.grad_reduction not in ("mean", "sum"):
-            raise ValueError(f"grad_reduction must be 'mean' or 'sum', "
-                             f"got {self.grad_reduction!r}")
-        if check_nonnegative_number(self.dict_upper, "dict_upper") == 0:
-            raise ValueError("dict_upper must be > 0")
-        if check_nonnegative_number(self.dict_row_min, "dict_row_min") > self.dict_upper:
-            raise ValueError("dict_row_min must be <= dict_upper")
-        check_nonnegative_number(self.ridge, "ridge")
-        check_positive_int(self.code_max_iter, "code_max_iter")
-        check_nonnegative_number(self.code_tol, "code_tol")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
-
-    # -- state ---------------------------------------------------------------------------------
-
-    def _project_loading(self, U: Any) -> Any:
-        return project_rows_box_sum(U, float(self.dict_upper), float(self.dict_row_min))
-
-    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
-                          context: dict) -> list:
-        if isinstance(self.init, str):
-            if self.init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, got {self.init!r}")
-            arrays = [self._rng.random((size, R)) for size in sample_shape]
-        else:
-            arrays = list(self.init)
-            if len(arrays) != len(sample_shape):
-                raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays "
-                                 f"of shapes {[(s, R) for s in sample_shape]}")
-        loadings = []
-        for k, (U, size) in enumerate(zip(arrays, sample_shape)):
-            U = check_batch(U, backend=backend, name=f"init[{k}]")
-            if tuple(U.shape) != (size, R):
-                raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-            loadings.append(self._project_loading(tl.tensor(U, **context)))
-        return loadings
-
-    def _data_scale(self, X: Any) -> float:
-        if not self.normalize:
-            return 1.0
-        scale = float(tl.mean(tl.abs(X)))
-        return scale if scale > 0 and np.isfinite(scale) else 1.0
-
-    # -- the hooks -----------------------------------------------------------------------------
-
-    def _step(self, X: Any, state: dict, mask: Any = None) -> dict:
-        """One step of the OL algorithm on the validated batch; returns the new state (pure)."""
-        if mask is not None:
-            raise ValueError(f"{type(self).__name__} does not support missing entries (mask)")
-        t = state["n_steps_"] + 1
-        stats = state["statistics_"]
-        scale = self._data_scale(X) if t == 1 else float(stats["c"])
-        loadings = state["loadings_"]
-        coded = self._encode(X, loadings, scale=scale)
-        new_loadings = self._dictionary_step(X, coded, {**stats, "c": scale}, loadings, t, None)
-        if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in new_loadings):
-            raise FloatingPointError("the dictionary update produced non-finite loadings; "
-                                     "the learner's state was left unchanged")
-        self._last_info = {"step": t, "step_size": self._step_size(t),
-                           "batch_loss": float(tl.mean(coded.losses)), "n_samples": X.shape[0]}
-        return {"loadings_": new_loadings, "statistics_": {**stats, "c": scale},
-                "n_steps_": t, "n_samples_seen_": state["n_samples_seen_"] + X.shape[0]}
-
-    def _encode(self, X: Any, loadings: list, mask: Any = None, *, scale: float | None = None,
-                init: Any = None) -> Encoding:
-        """Codes of a batch (raw scale) by projected gradient on ``d(v/scale || W h)`` (pure).
-
-        ``init`` warm-starts the codes (raw scale). ``losses`` are the per-sample divergences
-        at the raw scale.
-        """
-        if mask is not None:
-            raise ValueError(f"{type(self).__name__} does not support missing entries (mask)")
-        if scale is None:
-            scale = float(self.statistics_["c"])
-        loss = self.loss_
-        Xn = X / scale
-        H, _ = code_divergence(
-            Xn, lambda C: reconstruct(loadings, C), lambda G: project(G, loadings), loss,
-            init=None if init is None else init / scale, gram=gram(loadings),
-            step=self.code_step, lower=self.code_lower, upper=self.code_upper,
-            ridge=float(self.ridge), max_iter=int(self.code_max_iter), tol=float(self.code_tol))
-        codes = H * scale
-        losses = loss.per_sample(X, reconstruct(loadings, codes))
-        return Encoding(codes=codes, explained=X, losses=losses,
-                        constant=float(tl.mean(losses)))
-
-    def _step_size(self, t: int) -> float:
-        tau = self.batch_size if self.step_tau is None else self.step_tau
-        denominator = float(tau) * t + float(self.step_b)
-        return float(self.step_a) / denominator if denominator > 0 else float("inf")
-
-    def _dictionary_step(self, X: Any, coded: Encoding, statistics: dict, loadings: list,
-                         t: int, radius: float | None) -> list:
-        """One projected stochastic-gradient step on every loading (pure; Jacobi, all modes
-        from the same point)."""
-        scale = float(statistics["c"])
-        loss = self.loss_
-        Xn = loss.prepare_data(X / scale)
-        Hn = coded.codes / scale
-        G = loss.gradient(Xn, reconstruct(loadings, Hn), check=False)
-        B = outer_statistic(G, Hn)  # sum_j G_j o h_j, shape (I_1..I_n, R)
-        if self.grad_reduction == "mean":
-            B = B / X.shape[0]
-        eta = self._step_size(t)
-        size = int(np.prod([tl.shape(U)[0] for U in loadings]))
-        # mode k's step is divided by the fiber size prod_{l != k} I_l (1 for a matrix)
-        return [self._project_loading(
-                    U - (eta * tl.shape(U)[0] / size) * contract_except(B, loadings, k))
-                for k, U in enumerate(loadings)]
-
-    # -- using the dictionary ------------------------------------------------------------------
 
     def transform(self, X: Any, mask: Any = None, *, init: Any = None) -> Any:
         """Codes of ``X`` (raw scale), shape ``(n, R)``; ``init`` (raw-scale codes) warm-starts
@@ -367,16 +427,12 @@ class OnlineDivergenceNMF(OnlineCPDL):
         if init.shape[0] != X.shape[0]:
             raise ValueError(f"init must have {X.shape[0]} rows, got {init.shape[0]}")
         with using(self.backend_):
-            return self._encode(X, self.loadings_, init=init).codes
+            return self._ol().encode(X, self.loadings_, self.scale_, init=init).codes
 
     @property
     def n_components_(self) -> int:
         self._check_fitted()
         return int(tl.shape(self.loadings_[0])[1])
-
-    def surrogate_value(self) -> float:
-        """Not defined: this learner keeps no surrogate statistics."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no surrogate; use score(X)")
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
         """Minus the (weighted) mean divergence ``d(x || W h)`` at refitted codes (raw scale)."""
@@ -389,3 +445,4 @@ class OnlineDivergenceNMF(OnlineCPDL):
         if len(self.loadings_) != 1:
             raise AttributeError("components_ exists only for matrix data; use loadings_")
         return tl.transpose(self.loadings_[0])
+

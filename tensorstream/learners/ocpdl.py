@@ -15,10 +15,16 @@ The bounded-memory form of the algorithm (spec 004, Algorithm 2). Per mini-batch
 Losses are per-sample means, so batches of different sizes weigh correctly and the surrogate is
 on the same scale as :meth:`OnlineCPDL.score`. Memory is ``O(R prod(I_k))`` whatever the number
 of samples seen.
+
+``loss`` other than the squared one (KL, beta, IS, Huber, ...) switches the learner to the online
+algorithm of Zhao, Tan & Xu (projected-gradient codes, one projected stochastic-gradient step on
+the loadings per batch): :class:`tensorstream.learners.divergence_nmf.OLAlgorithm`, the same code
+that :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF` runs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +41,8 @@ from .._validation import (
     check_nonnegative_number,
     check_positive_int,
     check_sample_weight,
+    check_sparse_batch,
+    is_sparse,
 )
 from ..coding import sample_losses, sparse_code
 from ..constraints import project_columns
@@ -47,10 +55,52 @@ from ..cp_dictionary import (
     reconstruct,
     to_cp_tensor,
 )
+from ..divergence_coding import CODE_LOWER, CODE_UPPER
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
+from ..losses import Divergence, get_loss
 from ..schedules import checked_weight, make_radius, make_weights
 from ..updates import surrogate_bcd_step, surrogate_value
 from ._base import OnlineEstimator, is_labelled
+
+SQUARED_ONLY = {"alpha": 0.0, "weights": "balanced", "search_radius": None,
+                "radius_mode": "frobenius", "nonnegative": True, "column_bound": 1.0,
+                "missing": None, "dict_passes": 1}
+"""Parameters of the squared loss's surrogate engine, with their defaults."""
+
+DIVERGENCE_ONLY = {"loss_params": None, "step_a": 2e4, "step_b": 2e4, "step_tau": None,
+                   "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
+                   "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
+                   "normalize": True}
+"""Parameters of the divergence (OL) algorithm, with their defaults."""
+
+
+def is_default(value: Any, default: Any) -> bool:
+    """True when a parameter holds its default (``None`` only by identity)."""
+    if default is None or value is None:
+        return value is default
+    try:
+        return bool(value == default)
+    except Exception:  # arrays, tensors: not a default
+        return False
+
+
+def check_at_defaults(learner: Any, defaults: dict, scope: str) -> None:
+    """Raise ``ValueError`` when a parameter of ``learner`` named in ``defaults`` (those that
+    apply to ``scope`` only) is not at its default under the learner's ``loss``."""
+    params = learner.get_params()
+    for name, default in defaults.items():
+        if name in params and not is_default(params[name], default):
+            raise ValueError(f"{name}={params[name]!r} applies to {scope} only; it cannot be "
+                             f"combined with loss={learner.loss!r} (leave it at its default "
+                             f"{default!r})")
+
+
+def is_squared_loss(loss: Any) -> bool:
+    """True for every spelling of the squared loss (``"squared"``, ``"l2"``, ``2.0``, ...)."""
+    try:
+        return get_loss(loss).name == "l2"
+    except (ValueError, TypeError):  # unknown, or needs parameters: not the squared loss
+        return False
 
 
 @dataclass(frozen=True)
@@ -75,6 +125,18 @@ class OnlineCPDL(OnlineEstimator):
     ----------
     n_components : int
         Number of rank-one atoms ``R``.
+    loss : str, float or Divergence, default "squared"
+        ``"squared"`` (any name of the squared loss, or 2.0): the surrogate algorithm below.
+        Any other loss of :func:`tensorstream.losses.get_loss` (``"kl"``, ``"is"``, a beta,
+        ``"huber"``, ...) runs the online algorithm of Zhao, Tan & Xu instead (the one of
+        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`, see its parameters):
+        e.g. ``loss="kl"`` is online Poisson CP of count tensors. The parameters of one
+        algorithm must stay at their defaults with the other (``ValueError`` otherwise);
+        ``ridge``, ``batch_size``, ``max_iter``, ``init``, ``code_max_iter``, ``code_tol`` and
+        the rest are shared.
+    loss_params : dict or JSON string, optional
+        Keyword arguments of ``get_loss`` (``threshold`` for Huber, ``beta``, ...); divergence
+        losses only.
     alpha : float, default 0.0
         l1 penalty on the codes, in the convention ``||x - W h||^2 + alpha ||h||_1`` (the
         paper's eq. (9); the paper's image/video values are scikit-learn alphas, ``alpha =
@@ -114,6 +176,10 @@ class OnlineCPDL(OnlineEstimator):
         Maximum coordinate-descent sweeps of the coding step.
     code_tol : float, default 1e-5
         Relative tolerance of the coding step.
+    step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
+dict_row_min, normalize
+        Divergence losses only: see
+        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
     random_state : int, Generator or None
         Seed of the initialisation and of the shuffling in ``fit``.
     backend : {"numpy", "pytorch", None}, default None
@@ -141,17 +207,31 @@ class OnlineCPDL(OnlineEstimator):
     [(6, 3), (5, 3), (4, 3)]
     >>> model.transform(X[:2]).shape
     (2, 3)
+    >>> counts = np.random.default_rng(0).poisson(2.0, (40, 6, 5)).astype(float)
+    >>> poisson = OnlineCPDL(2, loss="kl", batch_size=10, max_iter=1, random_state=0)
+    >>> [U.shape for U in poisson.fit(counts).loadings_]
+    [(6, 2), (5, 2)]
     """
 
-    def __init__(self, n_components: int, *, alpha: float = 0.0, ridge: float = 0.0,
+    loss = "squared"  # the defaults of subclasses that do not take these parameters
+    loss_params = None
+
+    def __init__(self, n_components: int, *, loss: str | float | Divergence = "squared",
+                 loss_params: dict | None = None, alpha: float = 0.0, ridge: float = 0.0,
                  weights="balanced", search_radius=None, radius_mode: str = "frobenius",
                  nonnegative: bool = True, column_bound: float | None = 1.0,
                  missing: str | None = None,
                  batch_size: int = 32, max_iter: int = 10, init="random",
                  dict_passes: int = 1, code_max_iter: int = 300, code_tol: float = 1e-5,
+                 step_a: float = 2e4, step_b: float = 2e4, step_tau: float | None = None,
+                 grad_reduction: str = "mean", code_step: Any = "auto",
+                 code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
+                 dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
                  random_state=None, backend: str | None = None, verbose: bool = False,
                  callback=None):
         self.n_components = n_components
+        self.loss = loss
+        self.loss_params = loss_params
         self.alpha = alpha
         self.ridge = ridge
         self.weights = weights
@@ -166,10 +246,56 @@ class OnlineCPDL(OnlineEstimator):
         self.dict_passes = dict_passes
         self.code_max_iter = code_max_iter
         self.code_tol = code_tol
+        self.step_a = step_a
+        self.step_b = step_b
+        self.step_tau = step_tau
+        self.grad_reduction = grad_reduction
+        self.code_step = code_step
+        self.code_lower = code_lower
+        self.code_upper = code_upper
+        self.dict_upper = dict_upper
+        self.dict_row_min = dict_row_min
+        self.normalize = normalize
         self.random_state = random_state
         self.backend = backend
         self.verbose = verbose
         self.callback = callback
+
+    # -- the loss ------------------------------------------------------------------------------
+
+    @property
+    def loss_(self) -> Divergence:
+        """The divergence object (from ``loss`` and ``loss_params``)."""
+        params = self.loss_params
+        if isinstance(params, str):  # as restored from a checkpoint
+            params = json.loads(params)
+        return get_loss(self.loss, **(params or {}))
+
+    def _ol(self) -> Any:
+        """The divergence (OL) algorithm for a non-squared ``loss``; None for the squared one."""
+        if is_squared_loss(self.loss):
+            return None
+        from .divergence_nmf import OLAlgorithm  # that module subclasses this one
+
+        return OLAlgorithm(self)
+
+    def save(self, path: Any) -> Any:
+        """Checkpoint (see :func:`tensorstream.io.save_checkpoint`); a dict ``loss_params`` is
+        stored as a JSON string, which the loaded learner accepts in its place."""
+        params = self.loss_params
+        if isinstance(params, dict):
+            self.loss_params = json.dumps(params)
+        try:
+            return super().save(path)
+        finally:
+            self.loss_params = params
+
+    def fit(self, X: Any, y: Any = None, **fit_params: Any) -> OnlineCPDL:
+        """Learn from scratch (see :meth:`OnlineEstimator.fit`). Sparse matrices
+        (scipy.sparse, 2-D ``sparse.COO``) are streamed as CSR row batches."""
+        if is_sparse(X) and len(X.shape) == 2:
+            X = X.tocsr()
+        return super().fit(X, y, **fit_params)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -183,7 +309,12 @@ class OnlineCPDL(OnlineEstimator):
         return "loadings_" in self.__dict__
 
     def _check_params(self) -> None:
+        ol = self._ol()
+        if ol is not None:
+            ol.check_params()
+            return
         check_n_components(self.n_components)
+        check_at_defaults(self, DIVERGENCE_ONLY, "divergence losses")
         check_nonnegative_number(self.alpha, "alpha")
         check_nonnegative_number(self.ridge, "ridge")
         check_positive_int(self.dict_passes, "dict_passes")
@@ -205,18 +336,33 @@ class OnlineCPDL(OnlineEstimator):
         return self.backend_ if self._fitted else (self.backend or backend_of(X))
 
     def _validate(self, X: Any, name: str = "X") -> Any:
-        """``X`` as a tensor of the learner's backend, checked against the fitted state."""
+        """``X`` as a tensor of the learner's backend, checked against the fitted state.
+
+        A divergence loss keeps a sparse batch sparse (CSR) where it has the support-only path
+        (:meth:`OLAlgorithm.keeps_sparse`); everything else is densified.
+        """
         backend = self._backend_for(X)
+        ol = self._ol()
+        if ol is not None and is_sparse(X) and (backend != "numpy" or ol.keeps_sparse(X)):
+            return check_sparse_batch(X, backend=backend, context=getattr(self, "_context", None),
+                                      sample_shape=getattr(self, "sample_shape_", None),
+                                      nonnegative=self._nonnegative_data(ol), name=name)
         return check_batch(X, backend=backend, context=getattr(self, "_context", None),
                            sample_shape=getattr(self, "sample_shape_", None),
-                           nonnegative=self.nonnegative, name=name)
+                           nonnegative=self._nonnegative_data(ol), name=name)
+
+    def _nonnegative_data(self, ol: Any) -> bool:
+        """Whether the data must be nonnegative: from the loss on the divergence algorithm."""
+        return bool(ol.loss.needs_nonnegative_data) if ol is not None else self.nonnegative
 
     def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
         """``(X, mask)`` as tensors; ``mask`` is None unless entries are missing."""
+        if is_sparse(X) and mask is None and self._ol() is not None:
+            return self._validate(X, name), None
         return check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
                                   context=getattr(self, "_context", None),
                                   sample_shape=getattr(self, "sample_shape_", None),
-                                  nonnegative=self.nonnegative, name=name)
+                                  nonnegative=self._nonnegative_data(self._ol()), name=name)
 
     def _initial_state(self, X: Any) -> dict:
         """Loadings and zero statistics for samples shaped like the batch ``X``."""
@@ -235,6 +381,9 @@ class OnlineCPDL(OnlineEstimator):
 
     def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
                           context: dict) -> list:
+        ol = self._ol()
+        if ol is not None:
+            return ol.initial_loadings(sample_shape, R, backend, context)
         if isinstance(self.init, str):
             if self.init != "random":
                 raise ValueError(f"init must be 'random' or a list of arrays, got {self.init!r}")
@@ -301,6 +450,9 @@ class OnlineCPDL(OnlineEstimator):
 
     def _step(self, X: Any, state: dict, mask: Any = None) -> dict:
         """One step of Algorithm 2 on the validated batch; returns the new state (pure)."""
+        ol = self._ol()
+        if ol is not None:
+            return ol.step(X, state, mask)
         t = state["n_steps_"] + 1
         weights = make_weights(self.weights)
         w = checked_weight(weights, t)
@@ -317,12 +469,18 @@ class OnlineCPDL(OnlineEstimator):
             "c": (1 - w) * stats["c"] + w * coded.constant,
         }
         new_loadings = self._dictionary_step(X, coded, statistics, loadings, t, radius)
-        if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in new_loadings):
+        return self._next_state(state, new_loadings, statistics, t, b,
+                                float(tl.mean(coded.losses)), {"weight": w, "radius": radius})
+
+    def _next_state(self, state: dict, loadings: list, statistics: dict, t: int, b: int,
+                    batch_loss: float, info: dict) -> dict:
+        """The state after step ``t`` on ``b`` samples; records ``_last_info``. Raises (before
+        anything changes) when the loadings are not finite."""
+        if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in loadings):
             raise FloatingPointError("the dictionary update produced non-finite loadings; "
                                      "the learner's state was left unchanged")
-        self._last_info = {"step": t, "weight": w, "radius": radius,
-                           "batch_loss": float(tl.mean(coded.losses)), "n_samples": b}
-        return {"loadings_": new_loadings, "statistics_": statistics, "n_steps_": t,
+        self._last_info = {"step": t, **info, "batch_loss": batch_loss, "n_samples": b}
+        return {"loadings_": loadings, "statistics_": statistics, "n_steps_": t,
                 "n_samples_seen_": state["n_samples_seen_"] + b}
 
     # -- using the dictionary ------------------------------------------------------------------
@@ -338,7 +496,14 @@ class OnlineCPDL(OnlineEstimator):
         Subclasses with other per-sample problems (outliers, other losses) override this and
         :meth:`_update_dictionary`; the statistics and the loop stay the same. With a ``mask``
         (``X`` is zero where it is 0), each sample has its own Gram ``W^T diag(m_j) W``.
+        A divergence loss codes at the learned data scale (:meth:`OLAlgorithm.encode`).
         """
+        ol = self._ol()
+        if ol is not None:
+            if mask is not None:
+                raise ValueError(f"{type(self).__name__} with the {ol.loss.name} loss does not "
+                                 f"support missing entries (mask)")
+            return ol.encode(X, loadings, float(self.statistics_["c"]))
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = project(X, loadings)
         H, _ = sparse_code(G, P, alpha=self.alpha, ridge=self.ridge,
@@ -369,6 +534,9 @@ class OnlineCPDL(OnlineEstimator):
         """The dictionary step of step ``t`` (pure). Surrogate learners use the statistics
         (:meth:`_update_dictionary`); stochastic-gradient learners override this hook, which
         also sees the batch and its codes."""
+        ol = self._ol()
+        if ol is not None:
+            return ol.dictionary_step(X, coded, float(statistics["c"]), loadings, t)
         return self._update_dictionary(loadings, statistics, radius)
 
     def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
@@ -426,6 +594,9 @@ class OnlineCPDL(OnlineEstimator):
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
+        if self._ol() is not None:
+            raise NotImplementedError(f"{type(self).__name__} with a divergence loss keeps no "
+                                      f"surrogate; use score(X)")
         self._check_fitted()
         stats = self.statistics_
         with using(self.backend_):
