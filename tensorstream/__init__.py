@@ -14,10 +14,12 @@ from .learners.nmf import OnlineNMF
 from .learners.ocpdl import OnlineCPDL
 from .learners.robust_nmf import RobustNMF, RobustOnlineNMF
 from .learners.robust_pca import OnlineRobustPCA, RobustPCA
+from .learners.variance_reduced import VarianceReducedMF
 
 __all__ = [
     "OnlineCPDL", "OnlineDivergenceNMF", "OnlineMaxNormMD", "OnlineNMF", "OnlineRobustPCA",
     "RobustNMF", "RobustOnlineNMF", "RobustPCA", "load", "open_dataarray", "stack_modes", "unfold",
     "unstack_modes", "write_factors",
 ]
+__all__ += ["VarianceReducedMF"]
 __version__ = "0.1.0"

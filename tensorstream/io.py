@@ -46,10 +46,12 @@ def _learner_classes() -> dict:
     from .learners.ocpdl import OnlineCPDL
     from .learners.robust_nmf import RobustOnlineNMF
     from .learners.robust_pca import OnlineRobustPCA
+    from .learners.variance_reduced import VarianceReducedMF
 
     return {"OnlineCPDL": OnlineCPDL, "OnlineNMF": OnlineNMF,
             "RobustOnlineNMF": RobustOnlineNMF, "OnlineMaxNormMD": OnlineMaxNormMD,
-            "OnlineRobustPCA": OnlineRobustPCA, "OnlineDivergenceNMF": OnlineDivergenceNMF}
+            "OnlineRobustPCA": OnlineRobustPCA, "OnlineDivergenceNMF": OnlineDivergenceNMF,
+            "VarianceReducedMF": VarianceReducedMF}
 
 
 def _encode_param(name: str, value: Any) -> Any:
@@ -76,7 +78,14 @@ def save_checkpoint(learner: Any, path: str | os.PathLike) -> Path:
     """Write ``learner``'s parameters and state to ``path`` (``.npz``), atomically.
 
     The ``callback`` parameter is not saved (it is a live object); pass it again when loading.
+    A learner with its own state layout provides ``_checkpoint_contents()`` (JSON metadata,
+    arrays) and a ``_from_checkpoint`` class method.
     """
+    if hasattr(learner, "_checkpoint_contents"):
+        own_meta, arrays = learner._checkpoint_contents()
+        meta = {"format": FORMAT, "version": VERSION, "class": type(learner).__name__,
+                **own_meta}
+        return _write_npz(path, meta, arrays)
     if "loadings_" not in learner.__dict__:
         raise ValueError("only a fitted learner can be checkpointed; call partial_fit first")
     params = {k: _encode_param(k, v) for k, v in learner.get_params().items()
@@ -95,6 +104,10 @@ def save_checkpoint(learner: Any, path: str | os.PathLike) -> Path:
     if layout is not None:
         meta["layout"], layout_arrays = _encode_layout(layout)
         arrays.update(layout_arrays)
+    return _write_npz(path, meta, arrays)
+
+
+def _write_npz(path: str | os.PathLike, meta: dict, arrays: dict) -> Path:
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
@@ -171,6 +184,9 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
 def _restore(meta: dict, arrays: dict, path: Path, overrides: dict) -> Any:
     try:
         cls = _learner_classes()[meta["class"]]
+        if hasattr(cls, "_from_checkpoint"):
+            context = _context(meta["backend"], meta["dtype"], meta["device"])
+            return cls._from_checkpoint(meta, arrays, context, overrides)
         params = {k: _decode_param(v) for k, v in meta["params"].items()}
         learner = cls(**{**params, **overrides})
         backend = meta["backend"]

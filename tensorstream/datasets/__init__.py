@@ -10,9 +10,11 @@ from .outliers import (
     replicate,
     synthetic_outlier_data,
 )
+from .svrmf import SVRMFSynth, svrmf_synthetic
 
 __all__ = [
     "CorruptedLowRank", "OutlierData", "contaminate", "corrupted_low_rank", "low_rank_tensor",
     "moving_patch_video", "nonnegative_tensor_stream", "normalize_unit_max", "replicate",
     "synthetic_ncpd_tensor", "synthetic_outlier_data",
 ]
+__all__ += ["SVRMFSynth", "svrmf_synthetic"]

@@ -1,0 +1,622 @@
+"""Variance-reduced stochastic matrix factorization (Zhao, Haskell & Feng; spec 003).
+
+:class:`VarianceReducedMF` runs Algorithm 1 (``method="vr"``) on a *finite* data set, and the
+paper's two baselines in the same code paths (same formulation, coder, prox and sampling):
+proximal SGD with ``gamma_t = beta / (b t + beta')`` (``method="sgd"``, Algorithm S-3) and
+stochastic majorization-minimization on the sums ``A = sum h h^T``, ``B = sum (x - r) h^T``
+(``method="smm"``, Algorithm S-2). See ``docs/svrmf.md``.
+
+One call of :meth:`VarianceReducedMF.partial_fit` is one outer iteration ("epoch"):
+
+* ``vr``: snapshot ``W0 = W``; full gradient ``G`` over the data, chunk by chunk; then
+  ``epoch_length`` steps ``W <- P_W(W - eta V; eta)`` with the SVRG estimator
+  ``V = grad_B(W) - grad_B(W0) + G`` on mini-batches of ``inner_batch`` samples drawn uniformly
+  without replacement (a host numpy Generator: every backend sees the same batches);
+* ``sgd``/``smm``: ``epoch_length`` stochastic steps (default ``ceil(n / b)``, one pass).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import numbers
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from .._backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
+from .._validation import check_n_components, check_positive_int
+from ..cp_dictionary import spectral_norm_psd
+from ..formulations import (
+    FORMULATIONS,
+    Codes,
+    RobustPCA,
+    make_formulation,
+    solve_codes,
+)
+from ..streams import Epochs, Stream
+from ..variance_reduction import (
+    FiniteData,
+    batch_gradient,
+    default_sizes,
+    full_gradient,
+    gradient_mapping,
+    inexact_tolerance,
+    objective,
+    prox_step,
+    scatter,
+    sgd_step_size,
+    vr_direction,
+)
+from ._base import OnlineEstimator, _progress_bar
+
+METHODS = ("vr", "sgd", "smm")
+_ARRAY_PARAMS = ("laplacian", "lrr_A", "lrr_B", "init")
+_ARRAY_NAMES = {"W": "loading_0"}  # the name `tensorstream info` shows as the loading
+
+
+class VarianceReducedMF(OnlineEstimator):
+    """Stochastic matrix factorization by variance reduction, over the formulations P1-P8.
+
+    Minimises ``f(W) = (1/n) sum_i min_{h, r} [1/2 ||x_i - W h - r||^2 + phi(h) + varphi(r)]
+    + psi(W)`` over ``W`` in ``C`` for a finite data set ``X`` of shape ``(n, d)``.
+
+    Parameters
+    ----------
+    n_components : int
+        Dictionary size ``k``.
+    formulation : {"odl", "ossl", "onmf", "ssodl", "orpca", "omrmd", "olrr", "ornmf"}
+        P1-P8 of the spec (see :mod:`tensorstream.formulations`).
+    method : {"vr", "sgd", "smm"}, default "vr"
+        Algorithm 1, proximal SGD, or stochastic MM.
+    n_epochs : int, default 10
+        Outer iterations run by ``fit``.
+    step_size : float > 0, default 1.0
+        ``vr``: the constant step ``eta``. ``sgd``: the first step ``gamma_0 = beta / beta'``
+        (so ``beta = step_size * step_offset``). Unused by ``smm``.
+    step_offset : float > 0 or None, default None
+        ``beta'`` of proximal SGD; None is ``100 b``.
+    inner_batch : int or None
+        Mini-batch size ``b``; None is ``round(0.2 n^(2/3))`` (at least 1, at most ``n``).
+    epoch_length : int or None
+        Inner steps per epoch ``m``; None is ``round(0.5 n^(1/3))`` for ``vr`` and
+        ``ceil(n / b)`` (one pass) for ``sgd``/``smm``.
+    inexact : bool, default False
+        Code tolerance ``c_tol (m s + t + 1)^-(1/2 + tau)`` (Theorem 2, shifted by one) instead
+        of ``code_tol``; snapshot codes use the ``(s, 0)`` value in lines 4 and 8 alike.
+    tau, c_tol : float
+        Parameters of that schedule.
+    lam, lam1, lam2, lam3, M, M_prime, nu, groups, laplacian, lrr_A, lrr_B
+        Formulation weights (see :func:`tensorstream.formulations.make_formulation`); None
+        weights are ``1/sqrt(d)``.
+    allow_negative : bool, default False
+        Accept negative data with the nonnegative formulations (onmf, ssodl, ornmf).
+    init : {"random", "gaussian", "ones"} or array of shape (n_components, n_features)
+        ``"random"``: random data rows plus ``1e-3`` Gaussian noise, projected onto ``C``;
+        ``"gaussian"``: N(0, 1) entries, projected; ``"ones"``: the paper's all-ones start,
+        which is degenerate (rank one forever, spec 7 #1), so it warns and adds the same noise.
+    output : {"last", "random"}, default "last"
+        Option II (last iterate) or Option I (an iterate ``W^{s,t}``, ``t < m``, drawn
+        uniformly by reservoir sampling) for ``components_``.
+    store_snapshot_codes : bool, default False
+        Keep the snapshot codes of the full pass (``O(n (k + d))`` memory) instead of
+        recomputing them for each mini-batch.
+    smm_steps : int, default 5
+        Projected-gradient steps on the surrogate per SMM update (ORPCA: Feng's exact
+        ``W = B (A + lam1 I)^-1`` instead).
+    chunk_size : int, default 1024
+        Samples per chunk of the full passes.
+    code_solver : {"fista", "bsum"}, default "fista"
+    code_tol : float, default 1e-6
+        Per-sample absolute tolerance on the prox-gradient residual of the coder.
+    code_max_iter : int, default 100
+    eval_tol, eval_max_iter : float, int
+        Coder settings of :meth:`objective` (accurate solves).
+    random_state : int, Generator or None
+    backend : {"numpy", "pytorch", None}
+    verbose : bool
+    callback : callable, optional
+        ``callback(learner, info)`` after every epoch (``info`` is the new ``history_`` row);
+        returning True stops ``fit``.
+
+    Attributes
+    ----------
+    components_ : tensor (n_components, n_features)
+        The output dictionary (``W^T``).
+    loadings_ : list holding the current ``W`` of shape (n_features, n_components)
+    history_ : list of dict
+        One row per epoch: ``epoch``, ``passes_read`` and ``solves`` (cumulative, in samples
+        / n), ``seconds`` (cumulative algorithm time), ``grad_map_sq`` (``||Gamma(W^{s,0})||^2``
+        from ``G_s``, free; ``vr`` only), ``snapshot_loss`` (``f(W^{s,0})`` at training
+        accuracy, free; ``vr`` only), ``code_iterations`` (solver iterations, summed over
+        samples), ``max_code_iter``, ``code_tol`` (the snapshot tolerance).
+    n_epochs_ : int
+    n_steps_ : int
+        Inner steps so far.
+    inner_batch_, epoch_length_ : int
+    formulation_ : Formulation
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream import VarianceReducedMF
+    >>> X = np.random.default_rng(0).standard_normal((200, 6))
+    >>> model = VarianceReducedMF(3, formulation="odl", n_epochs=3, random_state=0).fit(X)
+    >>> model.components_.shape, len(model.history_)
+    ((3, 6), 3)
+    >>> model.history_[-1]["grad_map_sq"] < model.history_[0]["grad_map_sq"]
+    True
+    """
+
+    def __init__(self, n_components: int, *, formulation: str = "odl", method: str = "vr",
+                 n_epochs: int = 10, step_size: float = 1.0, step_offset: float | None = None,
+                 inner_batch: int | None = None, epoch_length: int | None = None,
+                 inexact: bool = False, tau: float = 1e-3, c_tol: float = 1.0,
+                 lam: float | None = None, lam1: float | None = None,
+                 lam2: float | None = None, lam3: float = 1.0, M: float = 1e3,
+                 M_prime: float = 1e3, nu: float = 0.0, groups=None, laplacian=None,
+                 lrr_A=None, lrr_B=None, allow_negative: bool = False, init="random",
+                 output: str = "last", store_snapshot_codes: bool = False, smm_steps: int = 5,
+                 chunk_size: int = 1024, code_solver: str = "fista", code_tol: float = 1e-6,
+                 code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
+                 random_state=None, backend: str | None = None, verbose: bool = False,
+                 callback=None):
+        self.n_components = n_components
+        self.formulation = formulation
+        self.method = method
+        self.n_epochs = n_epochs
+        self.step_size = step_size
+        self.step_offset = step_offset
+        self.inner_batch = inner_batch
+        self.epoch_length = epoch_length
+        self.inexact = inexact
+        self.tau = tau
+        self.c_tol = c_tol
+        self.lam = lam
+        self.lam1 = lam1
+        self.lam2 = lam2
+        self.lam3 = lam3
+        self.M = M
+        self.M_prime = M_prime
+        self.nu = nu
+        self.groups = groups
+        self.laplacian = laplacian
+        self.lrr_A = lrr_A
+        self.lrr_B = lrr_B
+        self.allow_negative = allow_negative
+        self.init = init
+        self.output = output
+        self.store_snapshot_codes = store_snapshot_codes
+        self.smm_steps = smm_steps
+        self.chunk_size = chunk_size
+        self.code_solver = code_solver
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
+        self.eval_tol = eval_tol
+        self.eval_max_iter = eval_max_iter
+        self.random_state = random_state
+        self.backend = backend
+        self.verbose = verbose
+        self.callback = callback
+
+    # -- parameters ------------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        check_n_components(self.n_components)
+        if self.formulation not in FORMULATIONS:
+            raise ValueError(f"formulation must be one of {list(FORMULATIONS)}, got "
+                             f"{self.formulation!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {list(METHODS)}, got {self.method!r}")
+        check_positive_int(self.n_epochs, "n_epochs")
+        _check_positive(self.step_size, "step_size")
+        if self.step_offset is not None:
+            _check_positive(self.step_offset, "step_offset")
+        for name in ("inner_batch", "epoch_length"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name)
+        for name in ("tau", "c_tol"):
+            _check_positive(getattr(self, name), name)
+        for name in ("code_tol", "eval_tol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
+                raise ValueError(f"{name} must be a real number >= 0, got {value!r}")
+        for name in ("smm_steps", "chunk_size", "code_max_iter", "eval_max_iter"):
+            check_positive_int(getattr(self, name), name)
+        if self.code_solver not in ("fista", "bsum"):
+            raise ValueError(f"code_solver must be 'fista' or 'bsum', got {self.code_solver!r}")
+        if self.output not in ("last", "random"):
+            raise ValueError(f"output must be 'last' or 'random', got {self.output!r}")
+        if isinstance(self.init, str) and self.init not in ("random", "gaussian", "ones"):
+            raise ValueError(f"init must be 'random', 'gaussian', 'ones' or an array, got "
+                             f"{self.init!r}")
+        if self.backend not in (None, "numpy", "pytorch"):
+            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+
+    def _make_formulation(self, d: int):
+        return make_formulation(
+            self.formulation, d, lam=self.lam, lam1=self.lam1, lam2=self.lam2, lam3=self.lam3,
+            M=self.M, M_prime=self.M_prime, nu=self.nu, groups=self.groups,
+            laplacian=self.laplacian, lrr_A=self.lrr_A, lrr_B=self.lrr_B,
+            n_components=self.n_components)
+
+    # -- data ------------------------------------------------------------------------------------
+
+    def _finite_data(self, X: Any, context: dict | None = None, backend: str | None = None,
+                     form=None) -> FiniteData:
+        """The finite data set behind ``X``, or a clear error (VR needs a finite sum)."""
+        if isinstance(X, Epochs):
+            X = X.sample_space()
+        elif isinstance(X, Stream) or (not hasattr(X, "shape") and hasattr(X, "__iter__")):
+            raise TypeError(
+                f"{type(self).__name__} needs a finite data set (an array, a dask array, an "
+                f"xarray.DataArray with samples first, or an Epochs stream), got "
+                f"{type(X).__name__}: a stream or generator may be infinite and has no full "
+                f"gradient")
+        if X is None or not hasattr(X, "shape"):
+            raise TypeError(f"X must be an array of shape (n_samples, n_features), got "
+                            f"{type(X).__name__}")
+        if hasattr(X, "dims") and hasattr(X, "data"):
+            X = X.data
+        if len(X.shape) != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"X must be a non-empty matrix (n_samples, n_features), got shape "
+                             f"{tuple(X.shape)}")
+        if backend is None:
+            backend = self.backend or backend_of(X)
+            with using(backend):
+                probe = X[:1] if backend_of(X) == backend else np.zeros((1, 1))
+                dtype = float_dtype_of(probe, backend)
+                context = {"dtype": dtype}
+                if backend == "pytorch" and backend_of(X) == "pytorch":
+                    context["device"] = X.device
+        nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
+        return FiniteData(X, backend, context, nonnegative)
+
+    # -- fitting ---------------------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any = None) -> VarianceReducedMF:
+        """Run ``n_epochs`` outer iterations from a fresh start on the finite data set ``X``.
+
+        ``X``: array ``(n_samples, n_features)`` (numpy, torch, dask, DataArray with samples
+        first) or an :class:`~tensorstream.streams.Epochs` stream. The learner is left as it
+        was if the data are rejected (NaN/inf, negative for a nonnegative formulation, ...).
+        """
+        self._check_params()
+        state = self._initial_state(X)
+        progress = _progress_bar(self.n_epochs) if self.verbose else None
+        try:
+            for _ in range(self.n_epochs):
+                state, info = self._epoch(state, X)
+                self._commit(state)
+                if progress is not None:
+                    progress.update(1)
+                    progress.set_postfix(grad_map_sq=info["grad_map_sq"])
+                if self.callback is not None and self.callback(self, dict(info)):
+                    break
+        finally:
+            if progress is not None:
+                progress.close()
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> VarianceReducedMF:
+        """One more outer iteration on the same data set (starts fresh if not fitted): an
+        interrupted or checkpointed run resumes exactly."""
+        self._check_params()
+        state = self._state() if "loadings_" in self.__dict__ else self._initial_state(X)
+        state, info = self._epoch(state, X)
+        self._commit(state)
+        if self.callback is not None:
+            self.callback(self, dict(info))
+        return self
+
+    def _initial_state(self, X: Any) -> dict:
+        probe = self._finite_data(X)
+        form = self._make_formulation(probe.d)
+        data = self._finite_data(X, probe.context, probe.backend, form)
+        n, d = data.n, data.d
+        rng = np.random.default_rng(self.random_state) \
+            if not isinstance(self.random_state, np.random.Generator) else self.random_state
+        b, m = default_sizes(n, self.inner_batch, self.epoch_length)
+        if self.method != "vr" and self.epoch_length is None:
+            m = -(-n // b)
+        with using(data.backend):
+            if self.method != "vr":  # SGD/SMM never pass over all data: validate it up front
+                for _ in data.chunks(self.chunk_size):
+                    pass
+            if form.needs_scatter:
+                form = form.prepare(scatter(data, self.chunk_size), n)
+            W = self._initial_dictionary(form, data, rng)
+        return {"W": W, "W_out": W, "out_count": 0, "A": None, "B": None, "epochs": 0,
+                "steps": 0, "passes": 0.0, "solves": 0.0, "seconds": 0.0, "history": [],
+                "rng": rng, "form": form, "b": b, "m": m, "n": n, "d": d,
+                "backend": data.backend, "context": data.context}
+
+    def _initial_dictionary(self, form, data: FiniteData, rng: np.random.Generator) -> Any:
+        n, d, k = data.n, data.d, self.n_components
+        init = self.init
+        if isinstance(init, str) and init in ("random", "ones"):
+            if init == "ones":
+                warnings.warn("init='ones' (the paper's start) keeps W rank one forever (spec "
+                              "003, 7 #1); adding 1e-3 Gaussian noise", UserWarning, stacklevel=3)
+                base = np.ones((d, k))
+            else:
+                rows = rng.choice(n, k, replace=n < k)
+                base = to_numpy(data.rows(np.sort(rows))).T[:, rng.permutation(k)]
+            W = base + 1e-3 * rng.standard_normal((d, k))
+        elif isinstance(init, str):
+            W = rng.standard_normal((d, k))
+        else:
+            W = np.asarray(to_numpy(init), dtype=float)
+            if W.shape != (k, d) or not np.all(np.isfinite(W)):
+                raise ValueError(f"init must be a finite array of shape ({k}, {d}) "
+                                 f"(n_components, n_features), got shape {W.shape}")
+            W = W.T
+        return form.prox_w(as_tensor(W, data.backend, **data.context), 0.0, n)
+
+    def _state(self) -> dict:
+        return dict(self._fit_state)
+
+    def _commit(self, state: dict) -> None:
+        W_out = state["W_out"] if self.output == "random" and self.method == "vr" else state["W"]
+        self.__dict__.update(
+            _fit_state=state, loadings_=[state["W"]], history_=list(state["history"]),
+            n_epochs_=state["epochs"], n_steps_=state["steps"], inner_batch_=state["b"],
+            epoch_length_=state["m"], formulation_=state["form"], backend_=state["backend"],
+            _context=state["context"], _W_output=W_out, n_features_in_=state["d"],
+            n_samples_=state["n"])
+
+    def _epoch(self, state: dict, X: Any) -> tuple[dict, dict]:
+        """One outer iteration as a pure function of the state (the learner is not touched)."""
+        data = self._finite_data(X, state["context"], state["backend"], state["form"])
+        if (data.n, data.d) != (state["n"], state["d"]):
+            raise ValueError(f"X has shape ({data.n}, {data.d}) but this learner was fitted on "
+                             f"({state['n']}, {state['d']}): VR works on one finite data set")
+        state = {**state, "rng": copy.deepcopy(state["rng"]), "history": list(state["history"])}
+        start = time.perf_counter()
+        with using(data.backend):
+            run = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
+            info = run[self.method](state, data)
+        state["seconds"] += time.perf_counter() - start
+        state["epochs"] += 1
+        info.update(epoch=state["epochs"], passes_read=state["passes"], solves=state["solves"],
+                    seconds=state["seconds"], steps=state["steps"])
+        state["history"].append(info)
+        return state, info
+
+    def _coder(self, tol: float) -> dict:
+        return dict(solver=self.code_solver, tol=tol, max_iter=self.code_max_iter)
+
+    def _tolerance(self, state: dict, t: int) -> float:
+        if not self.inexact:
+            return float(self.code_tol)
+        return inexact_tolerance(self.c_tol, self.tau, state["m"], state["epochs"], t)
+
+    def _vr_epoch(self, state: dict, data: FiniteData) -> dict:
+        form, n, b, m, rng = state["form"], state["n"], state["b"], state["m"], state["rng"]
+        eta = float(self.step_size)
+        W0 = W = state["W"]
+        tol0 = self._tolerance(state, 0)
+        G, sums, kept = full_gradient(form, W0, data, self.chunk_size, keep_codes=bool(
+            self.store_snapshot_codes), **self._coder(tol0))
+        gamma = gradient_mapping(form, W0, G, eta, n)
+        info = {"grad_map_sq": float(tl.sum(gamma * gamma)),
+                "snapshot_loss": sums.loss / n + form.psi(W0, n),
+                "code_iterations": sums.iterations, "max_code_iter": sums.max_iter,
+                "code_tol": tol0}
+        stored = _concatenate(kept) if kept is not None else None
+        for t in range(m):
+            if self.output == "random":  # reservoir over W^{s,t}, t = 0..m-1 (spec 7 #7)
+                state["out_count"] += 1
+                if rng.random() * state["out_count"] < 1.0:
+                    state["W_out"] = W
+            rows = np.sort(rng.choice(n, b, replace=False))
+            Xb = data.rows(rows)
+            codes0 = _take(stored, rows) if stored is not None else \
+                solve_codes(form, Xb, W0, **self._coder(tol0))
+            codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, t)))
+            W = prox_step(form, W, vr_direction(W, W0, Xb, codes, codes0, G), eta, n)
+            info["code_iterations"] += int(codes.n_iter.sum() + codes0.n_iter.sum())
+            info["max_code_iter"] = max(info["max_code_iter"], int(codes.n_iter.max()))
+        state["W"] = W
+        state["steps"] += m
+        state["passes"] += (n + m * b) / n
+        state["solves"] += (n + (1 if stored is not None else 2) * m * b) / n
+        return info
+
+    def _sgd_epoch(self, state: dict, data: FiniteData) -> dict:
+        form, n, b, rng = state["form"], state["n"], state["b"], state["rng"]
+        offset = 100.0 * b if self.step_offset is None else float(self.step_offset)
+        beta = float(self.step_size) * offset
+        W, iterations = state["W"], 0
+        for _ in range(state["m"]):
+            Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
+            codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
+            gamma = sgd_step_size(beta, offset, b, state["steps"])
+            W = prox_step(form, W, batch_gradient(W, Xb, codes), gamma, n)
+            state["steps"] += 1
+            iterations += int(codes.n_iter.sum())
+        return self._stochastic_info(state, W, iterations)
+
+    def _smm_epoch(self, state: dict, data: FiniteData) -> dict:
+        form, n, b, rng = state["form"], state["n"], state["b"], state["rng"]
+        W, iterations = state["W"], 0
+        k, d = tl.shape(W)[1], tl.shape(W)[0]
+        A = tl.zeros((k, k), **state["context"]) if state["A"] is None else state["A"]
+        B = tl.zeros((d, k), **state["context"]) if state["B"] is None else state["B"]
+        feng = type(form) is RobustPCA
+        for _ in range(state["m"]):
+            Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
+            codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
+            A = A + tl.dot(tl.transpose(codes.H), codes.H)  # sums, no 1/t (spec 7 #18)
+            B = B + tl.dot(tl.transpose(Xb - codes.R), codes.H)
+            state["steps"] += 1
+            iterations += int(codes.n_iter.sum())
+            if feng:  # W = B (A + lam1 I)^-1 (Feng et al.; spec 7 #20)
+                system = A + form.lam1 * tl.eye(k, **state["context"])
+                W = tl.transpose(tl.solve(system, tl.transpose(B)))
+                continue
+            L = spectral_norm_psd(A)
+            if L <= 0:
+                continue
+            seen = state["steps"] * b  # the surrogate is a sum over the samples seen
+            for _ in range(self.smm_steps):
+                W = form.prox_w(W - (tl.dot(W, A) - B) / L, seen / L, n)
+        state["A"], state["B"] = A, B
+        return self._stochastic_info(state, W, iterations)
+
+    def _stochastic_info(self, state: dict, W: Any, iterations: int) -> dict:
+        state["W"] = W
+        fraction = state["m"] * state["b"] / state["n"]
+        state["passes"] += fraction
+        state["solves"] += fraction
+        return {"grad_map_sq": None, "snapshot_loss": None, "code_iterations": iterations,
+                "max_code_iter": None, "code_tol": self._tolerance(state, 0)}
+
+    # -- using the model -------------------------------------------------------------------------
+
+    @property
+    def components_(self) -> Any:
+        """The output dictionary ``W^T``, shape ``(n_components, n_features)``."""
+        if "_W_output" not in self.__dict__:
+            raise AttributeError("components_ is available after fit")
+        with using(self.backend_):
+            return tl.transpose(self._W_output)
+
+    def _codes(self, X: Any, tol: float, max_iter: int) -> tuple[Any, Codes]:
+        self._check_fitted()
+        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
+        if data.d != self.n_features_in_:
+            raise ValueError(f"X has {data.d} features but this learner was fitted on "
+                             f"{self.n_features_in_}")
+        with using(self.backend_):
+            W = self._W_output
+            parts = [solve_codes(self.formulation_, chunk, W, solver="fista", tol=tol,
+                                 max_iter=max_iter) for _, chunk in data.chunks(self.chunk_size)]
+            return data, _concatenate(parts)
+
+    def transform(self, X: Any) -> Any:
+        """Codes ``H`` of shape ``(n_samples, n_components)`` at the output dictionary."""
+        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].H
+
+    def outliers(self, X: Any) -> Any:
+        """Outliers ``R`` of shape ``(n_samples, n_features)`` (zeros if not robust)."""
+        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].R
+
+    def inverse_transform(self, H: Any) -> Any:
+        """``H W^T``: the low-rank part of the samples coded ``H``."""
+        self._check_fitted()
+        with using(self.backend_):
+            return tl.dot(as_tensor(H, self.backend_, **self._context),
+                          tl.transpose(self._W_output))
+
+    def objective(self, X: Any) -> float:
+        """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves; spec 7 #17).
+        Not counted in ``history_``'s passes or seconds."""
+        self._check_fitted()
+        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
+        with using(self.backend_):
+            return objective(self.formulation_, self._W_output, data, self.chunk_size,
+                             tol=self.eval_tol, max_iter=self.eval_max_iter)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """``-f(W)`` (higher is better)."""
+        return -self.objective(X)
+
+    def _check_fitted(self) -> None:
+        if "loadings_" not in self.__dict__:
+            raise AttributeError(f"this {type(self).__name__} is not fitted; call fit first")
+
+    # -- checkpoints (used by tensorstream.io) ----------------------------------------------------
+
+    def _checkpoint_contents(self) -> tuple[dict, dict]:
+        """JSON metadata and arrays that :meth:`_from_checkpoint` restores exactly."""
+        self._check_fitted()
+        state = self._fit_state
+        params, arrays = {}, {}
+        for name, value in self.get_params().items():
+            if name == "callback":
+                continue
+            if name in _ARRAY_PARAMS and value is not None and not isinstance(value, str):
+                arrays[f"param_{name}"] = np.asarray(to_numpy(value), dtype=float)
+                params[name] = {"__array__": name}
+            elif name == "random_state" and isinstance(value, np.random.Generator):
+                params[name] = None  # the generator's state is saved below
+            elif name == "groups" and value is not None:
+                params[name] = json.loads(json.dumps(value, default=_json_list))
+            else:
+                params[name] = value
+        for key in ("W", "W_out", "A", "B"):
+            if state[key] is not None:
+                arrays[_ARRAY_NAMES.get(key, f"state_{key}")] = to_numpy(state[key])
+        form = state["form"]
+        if getattr(form, "Q", None) is not None:
+            arrays["state_Q"] = np.asarray(form.Q)
+        meta = {"params": params, "rng": state["rng"].bit_generator.state,
+                "backend": state["backend"], "dtype": str(state["context"]["dtype"]),
+                "device": str(state["context"].get("device", "cpu")),
+                "state": {k: state[k] for k in ("out_count", "epochs", "steps", "passes",
+                                                "solves", "seconds", "b", "m", "n", "d")},
+                "history": state["history"], "n_steps": state["steps"], "n_loadings": 1,
+                "n_samples_seen": int(round(state["passes"] * state["n"]))}
+        return meta, arrays
+
+    @classmethod
+    def _from_checkpoint(cls, meta: dict, arrays: dict, context: dict,
+                         overrides: dict) -> VarianceReducedMF:
+        params = {k: (arrays[f"param_{k}"] if isinstance(v, dict) and "__array__" in v else v)
+                  for k, v in meta["params"].items()}
+        learner = cls(**{**params, **overrides})
+        backend = meta["backend"]
+        state = dict(meta["state"])
+        form = learner._make_formulation(state["d"])
+        if "state_Q" in arrays:
+            form = dataclasses.replace(form, Q=arrays["state_Q"])
+        rng = np.random.default_rng()
+        rng.bit_generator.state = meta["rng"]
+        with using(backend):
+            for key in ("W", "W_out", "A", "B"):
+                value = arrays.get(_ARRAY_NAMES.get(key, f"state_{key}"))
+                state[key] = None if value is None else as_tensor(value, backend, **context)
+        state.update(form=form, rng=rng, backend=backend, context=context,
+                     history=list(meta["history"]))
+        learner._commit(state)
+        return learner
+
+
+def _json_list(value: Any) -> Any:
+    if isinstance(value, (tuple, np.ndarray)):
+        return list(value)
+    raise TypeError(f"cannot checkpoint {value!r}")
+
+
+def _check_positive(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _concatenate(parts: list[Codes]) -> Codes:
+    return Codes(tl.concatenate([c.H for c in parts], axis=0),
+                 tl.concatenate([c.R for c in parts], axis=0),
+                 np.concatenate([c.n_iter for c in parts]),
+                 tl.concatenate([c.residual for c in parts], axis=0))
+
+
+def _take(codes: Codes, rows: np.ndarray) -> Codes:
+    """The stored snapshot codes of ``rows`` (no solver iterations spent)."""
+    index = rows
+    if backend_of(codes.H) == "pytorch":
+        import torch
+
+        index = torch.as_tensor(rows, device=codes.H.device)
+    return Codes(codes.H[index], codes.R[index], np.zeros(len(rows), dtype=np.int64),
+                 codes.residual[index])
+
+
+__all__ = ["VarianceReducedMF"]

@@ -1,0 +1,267 @@
+"""Functional core of variance-reduced stochastic matrix factorization (spec 003, Algorithm 1).
+
+Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formulation
+(:mod:`tensorstream.formulations`) and data with samples on the first axis:
+
+* :func:`batch_gradient` -- the mean of Danskin's gradients ``(W h + r - x) h^T`` over a batch,
+  ``(W H^T H + (R - X)^T H) / b`` (eq. 7, vectorised);
+* :func:`chunk_sums` / :func:`reduce_sums` / :func:`full_gradient` -- the full gradient ``G_s``
+  at the snapshot as a map (per-chunk partial sums ``H^T H``, ``(R - X)^T H``, losses) and a
+  reduce (their sum), read chunk by chunk, so it runs on data that do not fit in memory (dask)
+  and can later run on Dask workers unchanged (``G = (W S1 + S2) / n``);
+* :func:`vr_direction` -- the SVRG estimator ``V`` (line 10), :func:`prox_step` (line 11);
+* :func:`sgd_step_size` -- ``beta / (b t + beta')`` of the proximal SGD baseline;
+* :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 2.7);
+* :func:`objective` -- ``f(W)`` by a full pass with accurate solves;
+* :func:`inexact_tolerance` -- Theorem 2's schedule, shifted by one (spec 7 #8).
+
+Mean scaling throughout (spec 7 #4): ``G_s`` is a mean over ``n``, mini-batch terms means over
+``b``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from ._backend import backend_of
+from ._validation import check_batch, densify
+from .formulations import Codes, Formulation, sample_losses, solve_codes
+
+Tensor = Any
+
+__all__ = [
+    "FiniteData", "GradientSums", "batch_gradient", "chunk_sums", "full_gradient",
+    "gradient_mapping", "inexact_tolerance", "objective", "prox_step", "reduce_sums",
+    "sgd_step_size", "vr_direction",
+]
+
+
+# -- finite data, read chunk by chunk -------------------------------------------------------------
+
+
+class FiniteData:
+    """A finite data set ``(n, d)`` read in chunks or by rows, each piece validated and converted
+    to the backend when it is read (a dask array is never loaded whole).
+
+    Parameters
+    ----------
+    X : array of shape (n_samples, n_features)
+        numpy, torch, dask, xarray (samples on the first dim) or a
+        :class:`tensorstream.streams.Epochs` stream (its data are used).
+    backend : str
+    context : dict
+        dtype/device of the learner's state.
+    nonnegative : bool
+        Refuse negative entries.
+    """
+
+    def __init__(self, X: Any, backend: str, context: dict, nonnegative: bool = False):
+        self.X = X
+        self.backend = backend
+        self.context = context
+        self.nonnegative = nonnegative
+        self.n, self.d = int(X.shape[0]), int(X.shape[1])
+
+    def _convert(self, piece: Any) -> Tensor:
+        return check_batch(densify(piece), backend=self.backend, context=self.context,
+                           sample_shape=(self.d,), nonnegative=self.nonnegative)
+
+    def rows(self, index: np.ndarray) -> Tensor:
+        """Samples at the (sorted) positions ``index``."""
+        index = np.sort(np.asarray(index, dtype=np.intp))
+        if backend_of(self.X) == "pytorch":
+            import torch
+
+            return self._convert(self.X[torch.as_tensor(index, device=self.X.device)])
+        return self._convert(self.X[index])
+
+    def chunks(self, chunk_size: int) -> Iterable[tuple[int, Tensor]]:
+        """``(start, chunk)`` pairs covering the samples in order."""
+        for start in range(0, self.n, chunk_size):
+            yield start, self._convert(self.X[start:start + chunk_size])
+
+
+# -- gradients ------------------------------------------------------------------------------------
+
+
+def batch_gradient(W: Tensor, X: Tensor, codes: Codes) -> Tensor:
+    """Mean gradient ``(1/b) sum_j (W h_j + r_j - x_j) h_j^T = (W H^T H + (R - X)^T H) / b``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tensorstream.formulations import Codes
+    >>> W, X = np.eye(2), np.array([[1.0, 2.0]])
+    >>> codes = Codes(np.array([[1.0, 1.0]]), np.zeros((1, 2)), np.ones(1), np.zeros(1))
+    >>> batch_gradient(W, X, codes)
+    array([[ 0.,  0.],
+           [-1., -1.]])
+    """
+    H = codes.H
+    b = tl.shape(X)[0]
+    return (tl.dot(W, tl.dot(tl.transpose(H), H)) + tl.dot(tl.transpose(codes.R - X), H)) / b
+
+
+@dataclass(frozen=True)
+class GradientSums:
+    """Additive statistics of a set of samples at one dictionary (the map's output)."""
+
+    HtH: Tensor  #: (k, k) sum of h h^T
+    RXtH: Tensor  #: (d, k) sum of (r - x) h^T
+    loss: float  #: sum of the per-sample objectives at these codes
+    count: int  #: samples
+    iterations: int  #: code-solver iterations, summed over samples
+    max_iter: int  #: largest per-sample iteration count
+
+    def __add__(self, other: GradientSums) -> GradientSums:
+        return GradientSums(self.HtH + other.HtH, self.RXtH + other.RXtH,
+                            self.loss + other.loss, self.count + other.count,
+                            self.iterations + other.iterations,
+                            max(self.max_iter, other.max_iter))
+
+    def gradient(self, W: Tensor) -> Tensor:
+        """``G = (W sum h h^T + sum (r - x) h^T) / count``."""
+        return (tl.dot(W, self.HtH) + self.RXtH) / self.count
+
+
+def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: Codes) -> GradientSums:
+    """The map: partial sums of one chunk coded at ``W``."""
+    H = codes.H
+    losses = sample_losses(form, X, W, codes)
+    return GradientSums(tl.dot(tl.transpose(H), H), tl.dot(tl.transpose(codes.R - X), H),
+                        float(tl.sum(losses)), int(tl.shape(X)[0]), int(codes.n_iter.sum()),
+                        int(codes.n_iter.max(initial=0)))
+
+
+def reduce_sums(parts: Iterable[GradientSums]) -> GradientSums:
+    """The reduce: the sum of partial sums (order-independent up to rounding)."""
+    total = None
+    for part in parts:
+        total = part if total is None else total + part
+    if total is None:
+        raise ValueError("no data: the full-gradient pass needs at least one chunk")
+    return total
+
+
+def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int, *,
+                  solver: str = "fista", tol: float = 1e-6, max_iter: int = 100,
+                  keep_codes: bool = False) -> tuple[Tensor, GradientSums, list | None]:
+    """``G = grad g(W)`` over the whole data set, chunk by chunk (line 5; Remark 2).
+
+    Memory is ``O(dk + (d + k) chunk_size)`` unless ``keep_codes`` (then the codes of every
+    chunk are returned too, for ``store_snapshot_codes``).
+
+    Returns
+    -------
+    G : tensor (d, k)
+    sums : GradientSums
+    codes : list of Codes (chunk order) or None
+    """
+    kept = [] if keep_codes else None
+
+    def mapped():
+        for _, chunk in data.chunks(chunk_size):
+            codes = solve_codes(form, chunk, W, solver=solver, tol=tol, max_iter=max_iter)
+            if kept is not None:
+                kept.append(codes)
+            yield chunk_sums(form, W, chunk, codes)
+
+    sums = reduce_sums(mapped())
+    return sums.gradient(W), sums, kept
+
+
+def vr_direction(W: Tensor, W0: Tensor, X: Tensor, codes: Codes, codes0: Codes,
+                 G: Tensor) -> Tensor:
+    """SVRG estimator (line 10): ``V = grad_B(W) - grad_B(W0) + G`` (means over the batch)."""
+    return batch_gradient(W, X, codes) - batch_gradient(W0, X, codes0) + G
+
+
+def prox_step(form: Formulation, W: Tensor, direction: Tensor, eta: float, n: int) -> Tensor:
+    """``P_W(W - eta V; eta)`` (line 11; the prox uses the step, spec 7 #5)."""
+    return form.prox_w(W - eta * direction, eta, n)
+
+
+def sgd_step_size(beta: float, beta_prime: float, batch_size: int, t: int) -> float:
+    """``gamma_t = beta / (b t + beta')`` (Algorithm S-3; ``b t`` samples seen before step t).
+
+    Examples
+    --------
+    >>> sgd_step_size(300.0, 100.0, 10, 0), sgd_step_size(300.0, 100.0, 10, 10)
+    (3.0, 1.5)
+    """
+    return beta / (batch_size * t + beta_prime)
+
+
+def gradient_mapping(form: Formulation, W: Tensor, G: Tensor, eta: float, n: int) -> Tensor:
+    """``Gamma_eta(W) = (W - P_W(W - eta G; eta)) / eta`` with ``G = grad g(W)`` (section 2.7);
+    ``||Gamma||^2 <= eps`` means ``W`` is eps-stationary."""
+    return (W - prox_step(form, W, G, eta, n)) / eta
+
+
+def inexact_tolerance(c_tol: float, tau: float, m: int, s: int, t: int) -> float:
+    """Theorem 2's error schedule ``c (m s + t + 1)^-(1/2 + tau)`` (shifted by one so that it is
+    defined at ``s = t = 0``, spec 7 #8).
+
+    Examples
+    --------
+    >>> inexact_tolerance(1.0, 0.5, 5, 0, 0), inexact_tolerance(1.0, 0.5, 5, 1, 4)
+    (1.0, 0.1)
+    """
+    return c_tol * (m * s + t + 1) ** -(0.5 + tau)
+
+
+def objective(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int = 1024, *,
+              solver: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
+    """``f(W) = (1/n) sum_i l(x_i, W) + psi(W)`` by a full pass with accurate solves (spec 7 #17).
+    """
+    total = 0.0
+    for _, chunk in data.chunks(chunk_size):
+        codes = solve_codes(form, chunk, W, solver=solver, tol=tol, max_iter=max_iter)
+        total += float(tl.sum(sample_losses(form, chunk, W, codes)))
+    return total / data.n + form.psi(W, data.n)
+
+
+def scatter(data: FiniteData, chunk_size: int) -> Tensor:
+    """``X^T X`` (``(d, d)``) by one chunked pass (for P7's ``psi``)."""
+    total = None
+    for _, chunk in data.chunks(chunk_size):
+        part = tl.dot(tl.transpose(chunk), chunk)
+        total = part if total is None else total + part
+    return total
+
+
+def timed(function: Callable, clock: list) -> Any:
+    """Run ``function()`` adding its wall time to ``clock[0]`` (algorithm time only)."""
+    import time
+
+    start = time.perf_counter()
+    try:
+        return function()
+    finally:
+        clock[0] += time.perf_counter() - start
+
+
+def default_sizes(n: int, inner_batch: int | None, epoch_length: int | None
+                  ) -> tuple[int, int]:
+    """The paper's ``b = 0.2 n^(2/3)`` and ``m = 0.5 n^(1/3)``, rounded, at least 1 (spec 7 #9;
+    ``b`` at most ``n``).
+
+    Examples
+    --------
+    >>> default_sizes(1797, None, None), default_sizes(5000, None, None)
+    ((30, 6), (58, 9))
+    """
+    b = max(1, round(0.2 * n ** (2 / 3))) if inner_batch is None else inner_batch
+    m = max(1, round(0.5 * n ** (1 / 3))) if epoch_length is None else epoch_length
+    return min(b, n), m
+
+
+def alpha(n: int, b: int) -> float:
+    """``alpha(n, b) = (n - b) / (b (n - 1))``, the without-replacement variance factor
+    (Lemma 2)."""
+    return (n - b) / (b * (n - 1)) if n > 1 else 0.0

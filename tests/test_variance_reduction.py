@@ -1,0 +1,401 @@
+"""Correctness of variance-reduced SMF (spec 003, section 6.2 #4-#11), backends, checkpoints and
+bad input of :class:`tensorstream.VarianceReducedMF`."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+import tensorly as tl
+
+from tensorstream import VarianceReducedMF, load
+from tensorstream.formulations import NMF, RobustNMF, RobustPCA, SparseDL, solve_codes
+from tensorstream.streams import Epochs, IIDSlices
+from tensorstream.variance_reduction import (
+    FiniteData,
+    alpha,
+    batch_gradient,
+    full_gradient,
+    gradient_mapping,
+    inexact_tolerance,
+    objective,
+    prox_step,
+    vr_direction,
+)
+
+CTX = {"dtype": np.float64}
+
+
+def _data(n=60, d=8, seed=0, nonnegative=True):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3)) @ rng.random((3, d)) + 0.1 * rng.random((n, d))
+    return X if nonnegative else X - 0.5
+
+
+def _finite(X):
+    return FiniteData(X, "numpy", CTX)
+
+
+_ODL = SparseDL()
+
+
+def _W(d=8, k=4, seed=1, form=_ODL):
+    return form.prox_w(np.abs(np.random.default_rng(seed).standard_normal((d, k))), 0.0, 1)
+
+
+FIXED = dict(tol=0.0, max_iter=40)  # fixed iteration counts: rounding-level reproducibility
+
+
+# -- 6.2 #4 and #5
+
+
+@pytest.mark.parametrize("form", [SparseDL(lam=0.1), RobustPCA(lam1=0.1, lam2=0.2)],
+                         ids=["odl", "orpca"])
+def test_first_inner_step_is_the_full_gradient(form):
+    X, W = _data(), _W(form=form)
+    G, _, _ = full_gradient(form, W, _finite(X), 7, tol=1e-8, max_iter=500)
+    rows = np.sort(np.random.default_rng(2).choice(60, 9, replace=False))
+    codes0 = solve_codes(form, X[rows], W, tol=1e-8, max_iter=500)
+    codes = solve_codes(form, X[rows], W, tol=1e-8, max_iter=500)
+    V = vr_direction(W, W, X[rows], codes, codes0, G)
+    assert np.max(np.abs(V - G)) <= 1e-12
+
+
+@pytest.mark.parametrize("form", [SparseDL(lam=0.1), RobustPCA(lam1=0.1, lam2=0.2)],
+                         ids=["odl", "orpca"])
+def test_chunked_full_gradient_does_not_depend_on_chunks(form):
+    X, W = _data(), _W(form=form)
+    grads = [full_gradient(form, W, _finite(X), c, **FIXED)[0] for c in (1, 7, 60)]
+    for G in grads[1:]:
+        assert np.max(np.abs(G - grads[0])) <= 1e-12
+    codes = solve_codes(form, X, W, **FIXED)
+    assert np.allclose(grads[0], batch_gradient(W, X, codes), atol=1e-12)
+
+
+def test_full_gradient_memory_is_flat_in_n():
+    form, W = SparseDL(lam=0.1), _W()
+
+    def peak(n):
+        data = _finite(_data(n=n))
+        tracemalloc.start()
+        full_gradient(form, W, data, 50, **FIXED)
+        used = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return used
+
+    small, large = peak(200), peak(4000)
+    assert large < 1.5 * small + 20_000
+
+
+def test_full_gradient_reads_dask_chunk_by_chunk():
+    da = pytest.importorskip("dask.array")
+    X, W, form = _data(n=90), _W(), RobustPCA(lam1=0.1, lam2=0.2)
+    lazy = da.from_array(X, chunks=(20, 8))
+    G_numpy = full_gradient(form, W, _finite(X), 30, **FIXED)[0]
+    G_dask = full_gradient(form, W, FiniteData(lazy, "numpy", CTX), 30, **FIXED)[0]
+    assert np.max(np.abs(G_numpy - G_dask)) <= 1e-12
+
+
+# -- 6.2 #6: unbiasedness and the variance bound of Lemma 2
+
+
+def test_vr_estimator_is_unbiased_with_the_lemma_2_variance():
+    n, d, k, b = 50, 10, 4, 5
+    form = RobustPCA(lam1=0.2, lam2=0.3)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((n, d))
+    W0 = rng.standard_normal((d, k))
+    W = W0 + 0.3 * rng.standard_normal((d, k))
+    codes_now = solve_codes(form, X, W, tol=1e-10, max_iter=5000)
+    codes_snap = solve_codes(form, X, W0, tol=1e-10, max_iter=5000)
+    G0 = full_gradient(form, W0, _finite(X), 16, tol=1e-10, max_iter=5000)[0]
+    grad = batch_gradient(W, X, codes_now)  # exact grad g(W)
+
+    def per_sample(W, codes):
+        H, R = np.asarray(codes.H), np.asarray(codes.R)
+        return np.einsum("nd,nk->ndk", H @ W.T + R - X, H)
+
+    z = per_sample(W, codes_now) - per_sample(W0, codes_snap)  # (n, d, k)
+    # the estimator of the library equals mean_B z + G on a few batches
+    for _ in range(3):
+        rows = np.sort(rng.choice(n, b, replace=False))
+        V = vr_direction(W, W0, X[rows], solve_codes(form, X[rows], W, tol=1e-10,
+                                                     max_iter=5000),
+                         solve_codes(form, X[rows], W0, tol=1e-10, max_iter=5000), G0)
+        assert np.allclose(V, z[rows].mean(0) + G0, atol=1e-8)
+    trials = 20000
+    batches = np.argsort(rng.random((trials, n)), axis=1)[:, :b]  # uniform, no replacement
+    V = z[batches].mean(axis=1) + G0
+    mean_error = V.mean(0) - grad
+    standard_error = V.std(0) / np.sqrt(trials)
+    assert np.all(np.abs(mean_error) <= 5 * standard_error + 1e-12)
+    variance = np.mean(np.sum((V - grad) ** 2, axis=(1, 2)))
+    a = alpha(n, b)
+    assert variance <= 1.1 * a * np.mean(np.sum(z ** 2, axis=(1, 2)))
+    exact = a * np.mean(np.sum((z - z.mean(0)) ** 2, axis=(1, 2)))
+    assert abs(variance - exact) <= 0.05 * exact
+
+
+# -- 6.2 #7: b = n is batch proximal gradient
+
+
+def test_full_batch_vr_is_proximal_gradient_descent():
+    X = _data(n=40)
+    form, eta = SparseDL(lam=0.1), 0.5
+    model = VarianceReducedMF(4, formulation="odl", lam=0.1, inner_batch=40, epoch_length=3,
+                              n_epochs=2, step_size=eta, code_tol=0.0, code_max_iter=60,
+                              chunk_size=16, random_state=0)
+    start = VarianceReducedMF(4, formulation="odl", lam=0.1, random_state=0)
+    W = start._initial_dictionary(form, _finite(X), np.random.default_rng(0))
+    model.fit(X)
+    values = [objective(form, W, _finite(X), tol=1e-10)]
+    for _ in range(6):
+        G = full_gradient(form, W, _finite(X), 40, tol=0.0, max_iter=60)[0]
+        W = prox_step(form, W, G, eta, 40)
+        values.append(objective(form, W, _finite(X), tol=1e-10))
+    assert np.max(np.abs(model.loadings_[0] - W)) <= 1e-10
+    assert np.all(np.diff(values) <= 1e-12)
+
+
+# -- 6.2 #8: feasibility
+
+
+@pytest.mark.parametrize("name", ["odl", "onmf", "ornmf"])
+def test_every_iterate_is_feasible(name):
+    X = _data(n=50)
+    seen = []
+    model = VarianceReducedMF(5, formulation=name, epoch_length=1, n_epochs=12, step_size=2.0,
+                              random_state=0,
+                              callback=lambda m, info: seen.append(np.array(m.loadings_[0])))
+    model.fit(X)
+    form = model.formulation_
+    assert len(seen) == 12
+    for W in seen:
+        assert form.in_constraint_set(W, atol=1e-12)
+
+
+# -- 6.2 #9: the symmetry trap of the all-ones start
+
+
+def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
+    X = _data(n=80, d=10)
+    common = dict(formulation="odl", lam=0.05, n_epochs=3, step_size=1.0, code_solver="bsum",
+                  random_state=0)
+    trapped = VarianceReducedMF(4, init=np.ones((4, 10)), **common).fit(X)
+    W = np.asarray(trapped.loadings_[0])
+    assert np.max(np.abs(W - W[:, :1])) <= 1e-14  # all columns identical: rank one forever
+    default = VarianceReducedMF(4, **common).fit(X)
+    assert np.linalg.matrix_rank(np.asarray(default.components_)) == 4
+    with pytest.warns(UserWarning, match="rank one"):
+        ones = VarianceReducedMF(4, init="ones", **common).fit(X)
+    assert np.linalg.matrix_rank(np.asarray(ones.components_)) == 4
+
+
+# -- 6.2 #10: determinism and resumability
+
+
+@pytest.mark.parametrize("method", ["vr", "sgd", "smm"])
+def test_same_seed_same_result_and_exact_resume(tmp_path, method):
+    X = _data(n=70)
+    params = dict(formulation="ornmf", lam=0.1, method=method, n_epochs=4, step_size=0.5,
+                  output="random" if method == "vr" else "last", random_state=5)
+    a = VarianceReducedMF(3, **params).fit(X)
+    b = VarianceReducedMF(3, **params).fit(X)
+    assert np.array_equal(a.components_, b.components_)
+    half = VarianceReducedMF(3, **{**params, "n_epochs": 2}).fit(X)
+    path = half.save(tmp_path / "run.npz")
+    resumed = load(path)
+    resumed.partial_fit(X).partial_fit(X)
+    assert np.array_equal(resumed.components_, a.components_)
+    assert np.array_equal(resumed.loadings_[0], a.loadings_[0])
+    assert [h["passes_read"] for h in resumed.history_] == [h["passes_read"] for h in a.history_]
+    assert resumed.n_epochs_ == 4
+
+
+def test_checkpoint_keeps_array_parameters(tmp_path):
+    X = _data(n=40)
+    lap = np.eye(8) * 2 - np.eye(8, k=1) - np.eye(8, k=-1)
+    model = VarianceReducedMF(3, formulation="ssodl", laplacian=lap, n_epochs=1,
+                              random_state=0).fit(X)
+    again = load(model.save(tmp_path / "s.npz"))
+    assert np.array_equal(again.laplacian, lap)
+    lrr = VarianceReducedMF(3, formulation="olrr", n_epochs=1, random_state=0).fit(X)
+    again = load(lrr.save(tmp_path / "l.npz"))
+    assert np.array_equal(again.formulation_.Q, lrr.formulation_.Q)
+    assert np.array_equal(again.partial_fit(X).loadings_[0], lrr.partial_fit(X).loadings_[0])
+
+
+# -- 6.2 #11: the free stationarity measure
+
+
+def test_grad_map_from_the_snapshot_matches_a_fresh_computation():
+    X = _data(n=60)
+    snapshots = []
+    model = VarianceReducedMF(4, formulation="orpca", lam1=0.1, lam2=0.1, n_epochs=3,
+                              step_size=2.0, code_tol=1e-11, code_max_iter=20000,
+                              random_state=0,
+                              callback=lambda m, info: snapshots.append(np.array(m.loadings_[0])))
+    model.fit(X)
+    form = model.formulation_
+    for s in (1, 2):
+        W = snapshots[s - 1]  # W^{s,0}
+        G = full_gradient(form, W, _finite(X), 60, tol=1e-13, max_iter=100000)[0]
+        gamma = gradient_mapping(form, W, G, 2.0, 60)
+        assert abs(model.history_[s]["grad_map_sq"] - float(np.sum(gamma ** 2))) <= 1e-8
+
+
+# -- schedule, accounting, data containers
+
+
+def test_inexact_schedule_and_pass_accounting():
+    assert inexact_tolerance(2.0, 1e-3, 6, 0, 0) == 2.0
+    tols = [inexact_tolerance(1.0, 1e-3, 6, s, t) for s in range(3) for t in range(6)]
+    assert np.all(np.diff(tols) < 0)
+    X = _data(n=100)
+    model = VarianceReducedMF(3, inner_batch=10, epoch_length=2, n_epochs=2, inexact=True,
+                              random_state=0).fit(X)
+    first = model.history_[0]
+    assert first["passes_read"] == pytest.approx(1.2)
+    assert first["solves"] == pytest.approx(1.4)
+    assert model.history_[1]["code_tol"] < first["code_tol"]
+    stored = VarianceReducedMF(3, inner_batch=10, epoch_length=2, n_epochs=1,
+                               store_snapshot_codes=True, random_state=0).fit(X)
+    assert stored.history_[0]["solves"] == pytest.approx(1.2)
+
+
+def test_stored_snapshot_codes_give_the_same_iterates():
+    X = _data(n=50)
+    params = dict(formulation="orpca", n_epochs=2, code_tol=0.0, code_max_iter=50,
+                  chunk_size=13, random_state=0)
+    a = VarianceReducedMF(3, **params).fit(X)
+    b = VarianceReducedMF(3, store_snapshot_codes=True, **params).fit(X)
+    assert np.allclose(a.loadings_[0], b.loadings_[0], atol=1e-12)
+
+
+def test_accepts_epochs_stream_dask_and_dataarray():
+    da = pytest.importorskip("dask.array")
+    xr = pytest.importorskip("xarray")
+    X = _data(n=50)
+    params = dict(n_epochs=2, random_state=0)
+    ref = VarianceReducedMF(3, **params).fit(X).loadings_[0]
+    for data in (Epochs(X, batch_size=5), da.from_array(X, chunks=(7, 8)),
+                 xr.DataArray(X, dims=("sample", "feature"))):
+        got = VarianceReducedMF(3, **params).fit(data).loadings_[0]
+        assert np.allclose(got, ref, atol=1e-12)
+
+
+def test_transform_outliers_objective():
+    X = _data(n=40)
+    model = VarianceReducedMF(3, formulation="orpca", n_epochs=2, random_state=0).fit(X)
+    H, R = model.transform(X), model.outliers(X)
+    assert H.shape == (40, 3) and R.shape == (40, 8)
+    f = model.objective(X)
+    losses = 0.5 * np.sum((X - model.inverse_transform(H) - R) ** 2, axis=1)
+    form = model.formulation_
+    direct = np.mean(losses + form.phi(H) + form.varphi(R)) + form.psi(model.loadings_[0], 40)
+    assert f == pytest.approx(direct, rel=1e-10)
+    assert model.score(X) == -f
+
+
+# -- backends
+
+
+@pytest.mark.parametrize("method", ["vr", "sgd", "smm"])
+@pytest.mark.parametrize("name", ["odl", "onmf", "orpca", "ornmf", "omrmd", "ossl"])
+def test_numpy_and_pytorch_agree(name, method):
+    torch = pytest.importorskip("torch")
+    X = _data(n=50)
+    params = dict(formulation=name, method=method, n_epochs=2, step_size=0.5, random_state=0)
+    a = VarianceReducedMF(3, **params).fit(X)
+    b = VarianceReducedMF(3, **params).fit(torch.tensor(X))
+    assert isinstance(b.components_, torch.Tensor)
+    assert np.allclose(a.components_, b.components_.numpy(), atol=1e-8)
+    assert a.history_[-1]["grad_map_sq"] == pytest.approx(b.history_[-1]["grad_map_sq"],
+                                                          rel=1e-6, abs=1e-12) \
+        if method == "vr" else True
+    with tl.backend_context("pytorch"):
+        form = b.formulation_
+        assert form.in_constraint_set(b.loadings_[0], atol=1e-10)
+
+
+# -- bad input
+
+
+def _fitted():
+    return VarianceReducedMF(3, formulation="onmf", n_epochs=1, random_state=0).fit(_data(n=40))
+
+
+def _snapshot(model):
+    return (np.array(model.loadings_[0]), len(model.history_), model.n_epochs_,
+            model._fit_state["rng"].bit_generator.state)
+
+
+def _same(model, before):
+    after = _snapshot(model)
+    return np.array_equal(after[0], before[0]) and after[1:] == before[1:]
+
+
+@pytest.mark.parametrize("X, error, match", [
+    (IIDSlices(np.ones((10, 8)), 2), TypeError, "finite data set"),
+    ((np.ones((2, 8)) for _ in range(3)), TypeError, "finite data set"),
+    (np.ones(8), ValueError, "matrix"),
+    (np.ones((4, 2, 4)), ValueError, "matrix"),
+    (np.ones((40, 5)), ValueError, "shape"),
+    (np.where(np.eye(40, 8) > 0, np.nan, 1.0), ValueError, "NaN"),
+    (np.where(np.eye(40, 8) > 0, np.inf, 1.0), ValueError, "NaN or infinite"),
+    (-np.ones((40, 8)), ValueError, "negative"),
+])
+def test_bad_data_is_refused_and_state_is_kept(X, error, match):
+    model = _fitted()
+    before = _snapshot(model)
+    with pytest.raises(error, match=match):
+        model.partial_fit(X)
+    assert _same(model, before)
+    if match == "shape":  # fit starts afresh: another data set is fine there
+        return
+    with pytest.raises(error, match=match):
+        model.fit(X)
+    assert _same(model, before)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"epoch_length": 0}, "epoch_length must be an integer >= 1"),
+    ({"inner_batch": 0}, "inner_batch"),
+    ({"step_size": 0.0}, "step_size must be a finite number > 0"),
+    ({"step_size": -1.0}, "step_size"),
+    ({"step_offset": -5.0}, "step_offset"),
+    ({"formulation": "pca"}, "'odl', 'ossl', 'onmf', 'ssodl', 'orpca', 'omrmd', 'olrr'"),
+    ({"method": "adam"}, "'vr', 'sgd', 'smm'"),
+    ({"output": "mean"}, "output"),
+    ({"init": "zeros"}, "init"),
+    ({"init": np.ones((2, 2))}, r"shape \(3, 8\)"),
+    ({"lam": -1.0}, "lam must be > 0"),
+])
+def test_bad_parameters_are_refused_and_state_is_kept(params, match):
+    model = _fitted()
+    before = _snapshot(model)
+    model.set_params(**params)
+    with pytest.raises((ValueError, TypeError), match=match):
+        model.fit(_data(n=40))
+    assert _same(model, before)
+
+
+def test_nonnegative_formulation_accepts_negative_data_on_request():
+    X = _data(n=40, nonnegative=False)
+    with pytest.raises(ValueError, match="negative"):
+        VarianceReducedMF(3, formulation="ornmf", n_epochs=1).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        VarianceReducedMF(3, formulation="ornmf", n_epochs=1, allow_negative=True).fit(X)
+
+
+def test_unfitted_use_is_a_clear_error():
+    with pytest.raises(AttributeError, match="not fitted"):
+        VarianceReducedMF(2).transform(np.ones((3, 4)))
+
+
+def test_nmf_formulation_object_is_shared():
+    assert isinstance(VarianceReducedMF(2, formulation="onmf").fit(_data(n=20)).formulation_,
+                      NMF)
+    assert isinstance(VarianceReducedMF(2, formulation="ornmf").fit(_data(n=20)).formulation_,
+                      RobustNMF)
