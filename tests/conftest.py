@@ -20,3 +20,17 @@ def backend(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread: tiny batched ops on a loaded 2-core box cost ~100x with two threads."""
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(n)
+    else:
+        yield

@@ -28,18 +28,7 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # `backend` only sets a context: reusable
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny batched ops: two intra-op threads on a loaded 2-core box cost ~100x (DESIGN §6)."""
-    if not HAS_TORCH:
-        yield
-        return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def T(x):

@@ -1,6 +1,5 @@
 """OnlineDivergenceNMF: feasibility, learning, recovery, backends, bad input, checkpoints."""
 
-import importlib.util
 
 import numpy as np
 import pytest
@@ -17,17 +16,7 @@ LOSSES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    if importlib.util.find_spec("torch"):
-        import torch
-
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(n)
-    else:
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def planted(n, F=20, K=3, scale=10.0, seed=0, sample_shape=None):

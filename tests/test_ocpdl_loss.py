@@ -1,6 +1,5 @@
 """OnlineCPDL(loss=...): online nonnegative CP under KL/beta through the OL algorithm."""
 
-import importlib.util
 
 import numpy as np
 import pytest
@@ -13,18 +12,7 @@ import tensorstream
 from tensorstream import OnlineCPDL, OnlineNMF
 from tensorstream.learners.divergence_nmf import OLAlgorithm, OnlineDivergenceNMF
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    if importlib.util.find_spec("torch"):
-        import torch
-
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(n)
-    else:
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def planted_counts(n, shape=(12, 10), K=3, scale=20.0, seed=0):
