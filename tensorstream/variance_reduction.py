@@ -30,14 +30,15 @@ import tensorly as tl
 
 from ._backend import backend_of
 from ._validation import check_batch, densify
+from .cp_dictionary import spectral_norm_psd
 from .formulations import Codes, Formulation, sample_losses, solve_codes
 
 Tensor = Any
 
 __all__ = [
-    "FiniteData", "GradientSums", "batch_gradient", "chunk_sums", "full_gradient",
-    "gradient_mapping", "inexact_tolerance", "objective", "prox_step", "reduce_sums",
-    "sgd_step_size", "vr_direction",
+    "FiniteData", "GradientSums", "batch_gradient", "chunk_sums", "estimate_lipschitz",
+    "full_gradient", "gradient_mapping", "inexact_tolerance", "objective", "prox_step",
+    "reduce_sums", "sgd_step_size", "vr_direction",
 ]
 
 
@@ -224,6 +225,51 @@ def objective(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int = 
         codes = solve_codes(form, chunk, W, solver=solver, tol=tol, max_iter=max_iter)
         total += float(tl.sum(sample_losses(form, chunk, W, codes)))
     return total / data.n + form.psi(W, data.n)
+
+
+def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *,
+                       chunk_size: int = 1024, solver: str = "fista", tol: float = 1e-6,
+                       max_iter: int = 1000, max_trials: int = 40) -> tuple[float, int]:
+    """A local Lipschitz constant ``L`` of ``grad g`` at ``W`` by backtracking (spec 7 #13 (b)).
+
+    The smallest ``L`` (up to a factor 2) such that the prox step ``W+ = P_W(W - G/L; 1/L)``
+    satisfies the descent lemma ``g(W+) <= g(W) + <G, W+ - W> + L/2 ||W+ - W||^2`` on ``data``
+    (a subsample will do: ``g`` and ``G`` are sample means). The search starts at the curvature
+    with the codes frozen, ``lambda_max(H^T H / n)``, and doubles or halves from there. ``n``
+    is the size of the whole data set (it scales ``psi`` in the prox).
+
+    Returns
+    -------
+    L : float
+    passes : int
+        Full passes over ``data`` spent (for the pass counters).
+    """
+    G, sums, _ = full_gradient(form, W, data, chunk_size, solver=solver, tol=tol,
+                               max_iter=max_iter)
+    g0 = sums.loss / sums.count
+    passes = [1]
+
+    def descends(L: float) -> bool:
+        passes[0] += 1
+        Wp = prox_step(form, W, G, 1.0 / L, n)
+        D = Wp - W
+        gp = objective(form, Wp, data, chunk_size, solver=solver, tol=tol,
+                       max_iter=max_iter) - form.psi(Wp, n)
+        bound = g0 + float(tl.sum(G * D)) + 0.5 * L * float(tl.sum(D * D))
+        return gp <= bound + 1e-12 * max(1.0, abs(g0))
+
+    L = max(spectral_norm_psd(sums.HtH / sums.count), 1e-12)
+    if descends(L):  # halve while the smaller constant still majorises
+        for _ in range(max_trials):
+            if not descends(L / 2):
+                break
+            L /= 2
+        return L, passes[0]
+    for _ in range(max_trials):  # double until it majorises
+        L *= 2
+        if descends(L):
+            return L, passes[0]
+    raise RuntimeError(f"no step descended after {max_trials} doublings; give step_size")
 
 
 def scatter(data: FiniteData, chunk_size: int) -> Tensor:

@@ -44,6 +44,7 @@ from ..variance_reduction import (
     FiniteData,
     batch_gradient,
     default_sizes,
+    estimate_lipschitz,
     full_gradient,
     gradient_mapping,
     inexact_tolerance,
@@ -56,6 +57,7 @@ from ..variance_reduction import (
 from ._base import OnlineEstimator, _progress_bar
 
 METHODS = ("vr", "sgd", "smm")
+AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (spec 2.2)
 _ARRAY_PARAMS = ("laplacian", "lrr_A", "lrr_B", "init")
 _ARRAY_NAMES = {"W": "loading_0"}  # the name `tensorstream info` shows as the loading
 
@@ -76,9 +78,16 @@ class VarianceReducedMF(OnlineEstimator):
         Algorithm 1, proximal SGD, or stochastic MM.
     n_epochs : int, default 10
         Outer iterations run by ``fit``.
-    step_size : float > 0, default 1.0
+    step_size : float > 0 or "auto", default 1.0
         ``vr``: the constant step ``eta``. ``sgd``: the first step ``gamma_0 = beta / beta'``
-        (so ``beta = step_size * step_offset``). Unused by ``smm``.
+        (so ``beta = step_size * step_offset``). Unused by ``smm``. ``"auto"`` (an extension,
+        spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local Lipschitz constant of the gradient
+        at the initial dictionary, found by backtracking on the descent lemma over a random
+        subsample of ``auto_samples`` samples (:func:`~tensorstream.variance_reduction.
+        estimate_lipschitz`); the step is then kept constant (``step_size_``), and the passes
+        and seconds it costs are counted in ``history_``.
+    auto_samples : int, default 1000
+        Subsample size of ``step_size="auto"``.
     step_offset : float > 0 or None, default None
         ``beta'`` of proximal SGD; None is ``100 b``.
     inner_batch : int or None
@@ -135,6 +144,8 @@ class VarianceReducedMF(OnlineEstimator):
         from ``G_s``, free; ``vr`` only), ``snapshot_loss`` (``f(W^{s,0})`` at training
         accuracy, free; ``vr`` only), ``code_iterations`` (solver iterations, summed over
         samples), ``max_code_iter``, ``code_tol`` (the snapshot tolerance).
+    step_size_ : float or None
+        The step used (``step_size``, or the estimate of ``"auto"``; None for ``smm``).
     n_epochs_ : int
     n_steps_ : int
         Inner steps so far.
@@ -154,7 +165,8 @@ class VarianceReducedMF(OnlineEstimator):
     """
 
     def __init__(self, n_components: int, *, formulation: str = "odl", method: str = "vr",
-                 n_epochs: int = 10, step_size: float = 1.0, step_offset: float | None = None,
+                 n_epochs: int = 10, step_size: float | str = 1.0,
+                 step_offset: float | None = None, auto_samples: int = 1000,
                  inner_batch: int | None = None, epoch_length: int | None = None,
                  inexact: bool = False, tau: float = 1e-3, c_tol: float = 1.0,
                  lam: float | None = None, lam1: float | None = None,
@@ -172,6 +184,7 @@ class VarianceReducedMF(OnlineEstimator):
         self.n_epochs = n_epochs
         self.step_size = step_size
         self.step_offset = step_offset
+        self.auto_samples = auto_samples
         self.inner_batch = inner_batch
         self.epoch_length = epoch_length
         self.inexact = inexact
@@ -214,7 +227,13 @@ class VarianceReducedMF(OnlineEstimator):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {list(METHODS)}, got {self.method!r}")
         check_positive_int(self.n_epochs, "n_epochs")
-        _check_positive(self.step_size, "step_size")
+        if isinstance(self.step_size, str):
+            if self.step_size != "auto":
+                raise ValueError(f"step_size must be a number > 0 or 'auto', got "
+                                 f"{self.step_size!r}")
+        else:
+            _check_positive(self.step_size, "step_size")
+        check_positive_int(self.auto_samples, "auto_samples")
         if self.step_offset is not None:
             _check_positive(self.step_offset, "step_offset")
         for name in ("inner_batch", "epoch_length"):
@@ -331,10 +350,31 @@ class VarianceReducedMF(OnlineEstimator):
             if form.needs_scatter:
                 form = form.prepare(scatter(data, self.chunk_size), n)
             W = self._initial_dictionary(form, data, rng)
-        return {"W": W, "W_out": W, "out_count": 0, "A": None, "B": None, "epochs": 0,
-                "steps": 0, "passes": 0.0, "solves": 0.0, "seconds": 0.0, "history": [],
-                "rng": rng, "form": form, "b": b, "m": m, "n": n, "d": d,
-                "backend": data.backend, "context": data.context}
+        state = {"W": W, "W_out": W, "out_count": 0, "A": None, "B": None, "epochs": 0,
+                 "steps": 0, "passes": 0.0, "solves": 0.0, "seconds": 0.0, "history": [],
+                 "rng": rng, "form": form, "b": b, "m": m, "n": n, "d": d, "eta": None,
+                 "backend": data.backend, "context": data.context}
+        if self.method != "smm":
+            state["eta"] = self._step_size(state, data)
+        return state
+
+    def _step_size(self, state: dict, data: FiniteData) -> float:
+        """``step_size``, or with ``"auto"`` ``1 / (2.3 L)`` from a backtracking estimate of
+        ``L`` at the initial dictionary on a subsample (counted as algorithm work)."""
+        if not isinstance(self.step_size, str):
+            return float(self.step_size)
+        n = state["n"]
+        rows = np.sort(state["rng"].choice(n, min(n, self.auto_samples), replace=False))
+        subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative)
+        start = time.perf_counter()
+        with using(data.backend):
+            L, passes = estimate_lipschitz(state["form"], state["W"], subsample, n,
+                                           chunk_size=self.chunk_size, solver=self.code_solver,
+                                           tol=self.code_tol, max_iter=self.code_max_iter)
+        state["seconds"] += time.perf_counter() - start
+        state["passes"] += passes * len(rows) / n
+        state["solves"] += passes * len(rows) / n
+        return 1.0 / (AUTO_THETA * L)
 
     def _initial_dictionary(self, form, data: FiniteData, rng: np.random.Generator) -> Any:
         n, d, k = data.n, data.d, self.n_components
@@ -367,6 +407,7 @@ class VarianceReducedMF(OnlineEstimator):
             _fit_state=state, loadings_=[state["W"]], history_=list(state["history"]),
             n_epochs_=state["epochs"], n_steps_=state["steps"], inner_batch_=state["b"],
             epoch_length_=state["m"], formulation_=state["form"], backend_=state["backend"],
+            step_size_=state.get("eta"),
             _context=state["context"], _W_output=W_out, n_features_in_=state["d"],
             n_samples_=state["n"])
 
@@ -398,7 +439,7 @@ class VarianceReducedMF(OnlineEstimator):
 
     def _vr_epoch(self, state: dict, data: FiniteData) -> dict:
         form, n, b, m, rng = state["form"], state["n"], state["b"], state["m"], state["rng"]
-        eta = float(self.step_size)
+        eta = state["eta"]
         W0 = W = state["W"]
         tol0 = self._tolerance(state, 0)
         G, sums, kept = full_gradient(form, W0, data, self.chunk_size, keep_codes=bool(
@@ -431,7 +472,7 @@ class VarianceReducedMF(OnlineEstimator):
     def _sgd_epoch(self, state: dict, data: FiniteData) -> dict:
         form, n, b, rng = state["form"], state["n"], state["b"], state["rng"]
         offset = 100.0 * b if self.step_offset is None else float(self.step_offset)
-        beta = float(self.step_size) * offset
+        beta = state["eta"] * offset
         W, iterations = state["W"], 0
         for _ in range(state["m"]):
             Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
@@ -560,7 +601,8 @@ class VarianceReducedMF(OnlineEstimator):
                 "backend": state["backend"], "dtype": str(state["context"]["dtype"]),
                 "device": str(state["context"].get("device", "cpu")),
                 "state": {k: state[k] for k in ("out_count", "epochs", "steps", "passes",
-                                                "solves", "seconds", "b", "m", "n", "d")},
+                                                "solves", "seconds", "b", "m", "n", "d",
+                                                "eta")},
                 "history": state["history"], "n_steps": state["steps"], "n_loadings": 1,
                 "n_samples_seen": int(round(state["passes"] * state["n"]))}
         return meta, arrays
@@ -573,6 +615,8 @@ class VarianceReducedMF(OnlineEstimator):
         learner = cls(**{**params, **overrides})
         backend = meta["backend"]
         state = dict(meta["state"])
+        if "eta" not in state:  # checkpoints written before step_size="auto"
+            state["eta"] = None if learner.method == "smm" else float(learner.step_size)
         form = learner._make_formulation(state["d"])
         if "state_Q" in arrays:
             form = dataclasses.replace(form, Q=arrays["state_Q"])
