@@ -101,3 +101,18 @@ def test_bad_step_size_is_refused_and_state_kept(bad, message):
 def test_bad_auto_samples_is_refused():
     with pytest.raises(ValueError, match="auto_samples"):
         VarianceReducedMF(3, step_size="auto", auto_samples=0).fit(_data())
+
+
+def test_zero_epochs_initialise_and_the_gradient_mapping_matches_history():
+    X = _data(n=90)
+    start = VarianceReducedMF(3, formulation="odl", lam=0.05, n_epochs=0, step_size=0.5,
+                              code_tol=1e-10, code_max_iter=5000, eval_tol=1e-10,
+                              random_state=0).fit(X)
+    assert start.n_epochs_ == 0 and start.history_ == []
+    f0 = start.objective(X)
+    model = VarianceReducedMF(**{**start.get_params(), "n_epochs": 1}).fit(X)
+    assert np.allclose(model.history_[0]["snapshot_loss"], f0, rtol=1e-8)
+    # the epoch-0 grad_map_sq is computed at W^{0,0} from G_0: same as the public method
+    assert np.isclose(start.gradient_mapping(X), model.history_[0]["grad_map_sq"], rtol=1e-6)
+    with pytest.raises(ValueError, match="n_epochs must be an integer >= 0"):
+        VarianceReducedMF(3, n_epochs=-1).fit(X)

@@ -77,7 +77,8 @@ class VarianceReducedMF(OnlineEstimator):
     method : {"vr", "sgd", "smm"}, default "vr"
         Algorithm 1, proximal SGD, or stochastic MM.
     n_epochs : int, default 10
-        Outer iterations run by ``fit``.
+        Outer iterations run by ``fit``; 0 only initialises (``W^{0,0}``, and the ``"auto"``
+        step), e.g. to evaluate ``objective`` at the start.
     step_size : float > 0 or "auto", default 1.0
         ``vr``: the constant step ``eta``. ``sgd``: the first step ``gamma_0 = beta / beta'``
         (so ``beta = step_size * step_offset``). Unused by ``smm``. ``"auto"`` (an extension,
@@ -226,7 +227,9 @@ class VarianceReducedMF(OnlineEstimator):
                              f"{self.formulation!r}")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {list(METHODS)}, got {self.method!r}")
-        check_positive_int(self.n_epochs, "n_epochs")
+        if isinstance(self.n_epochs, bool) or not isinstance(self.n_epochs, numbers.Integral) \
+                or self.n_epochs < 0:
+            raise ValueError(f"n_epochs must be an integer >= 0, got {self.n_epochs!r}")
         if isinstance(self.step_size, str):
             if self.step_size != "auto":
                 raise ValueError(f"step_size must be a number > 0 or 'auto', got "
@@ -307,6 +310,9 @@ class VarianceReducedMF(OnlineEstimator):
         """
         self._check_params()
         state = self._initial_state(X)
+        if self.n_epochs == 0:
+            self._commit(state)
+            return self
         progress = _progress_bar(self.n_epochs) if self.verbose else None
         try:
             for _ in range(self.n_epochs):
@@ -563,6 +569,24 @@ class VarianceReducedMF(OnlineEstimator):
         with using(self.backend_):
             return objective(self.formulation_, self._W_output, data, self.chunk_size,
                              tol=self.eval_tol, max_iter=self.eval_max_iter)
+
+    def gradient_mapping(self, X: Any, step: float | None = None) -> float:
+        """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 2.7): a full pass
+        with accurate solves, for any ``method`` (``history_`` has it for free for ``vr`` only).
+
+        ``step`` is the ``eta`` of the gradient mapping; None uses the learner's step (1.0 for
+        ``smm``).
+        """
+        self._check_fitted()
+        eta = step if step is not None else (self.step_size_ or 1.0)
+        eta = _check_positive(eta, "step")
+        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
+        with using(self.backend_):
+            G, _, _ = full_gradient(self.formulation_, self._W_output, data, self.chunk_size,
+                                    solver="fista", tol=self.eval_tol,
+                                    max_iter=self.eval_max_iter)
+            gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
+            return float(tl.sum(gamma * gamma))
 
     def score(self, X: Any, y: Any = None) -> float:
         """``-f(W)`` (higher is better)."""
