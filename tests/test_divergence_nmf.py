@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import tensorly as tl
 from scipy.optimize import linear_sum_assignment
 
@@ -213,3 +214,59 @@ def test_checkpoint_with_loss_params(tmp_path):
     assert model.loss_params == {"threshold": 0.5}
     assert restored.loss_ == model.loss_
     np.testing.assert_allclose(restored.transform(X[:3]), model.transform(X[:3]))
+
+
+# -- dict_step="mu": the multiplicative-update-preconditioned dictionary step (our extension)
+
+
+def test_mu_step_at_unit_step_is_one_kl_multiplicative_update():
+    rng = np.random.default_rng(0)
+    X = rng.poisson(3.0, (20, 8)).astype(float) + 0.5
+    model = OnlineDivergenceNMF(3, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
+                                step_tau=0.0, dict_upper=1e9, random_state=0)
+    model.partial_fit(X[:10])
+    U = np.array(model.loadings_[0])
+    H = np.asarray(model._encode(X[10:], model.loadings_).codes)
+    model.partial_fit(X[10:])
+    mu = U * ((X[10:] / (H @ U.T)).T @ H) / H.sum(axis=0)
+    assert np.allclose(model.loadings_[0], mu, rtol=1e-12, atol=1e-14)
+
+
+def test_mu_step_on_tensors_is_the_cp_multiplicative_update():
+    rng = np.random.default_rng(1)
+    X = rng.poisson(2.0, (12, 5, 4)).astype(float) + 0.5
+    model = OnlineDivergenceNMF(2, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
+                                step_tau=0.0, dict_upper=1e9, random_state=0)
+    model.partial_fit(X[:6])
+    A, B = (np.array(U) for U in model.loadings_)
+    H = np.asarray(model._encode(X[6:], model.loadings_).codes)
+    model.partial_fit(X[6:])
+    Y = np.einsum("jr,ir,kr->jik", H, A, B)
+    ratio = X[6:] / Y
+    A_mu = A * np.einsum("jik,jr,kr->ir", ratio, H, B) / (H.sum(0) * B.sum(0))
+    B_mu = B * np.einsum("jik,jr,ir->kr", ratio, H, A) / (H.sum(0) * A.sum(0))
+    assert np.allclose(model.loadings_[0], A_mu, rtol=1e-12)
+    assert np.allclose(model.loadings_[1], B_mu, rtol=1e-12)
+
+
+def test_mu_step_stays_feasible_and_recovers_sparse_topics():
+    rng = np.random.default_rng(2)
+    n_words, topics = 60, 3
+    beta = np.full((topics, n_words), 1e-3)
+    for k in range(topics):
+        beta[k, 20 * k:20 * (k + 1)] = rng.dirichlet(np.ones(20))
+    theta = rng.dirichlet(np.full(topics, 0.1), size=600)
+    X = sp.csr_matrix(rng.poisson(40 * theta @ beta).astype(float))
+    model = OnlineDivergenceNMF(topics, dict_step="mu", batch_size=10, max_iter=3,
+                                random_state=0)
+    model.fit(X)
+    W = np.asarray(model.loadings_[0])
+    assert W.min() >= 0 and W.max() <= model.dict_upper + 1e-12
+    top = np.argsort(-np.asarray(model.components_), axis=1)[:, :10] // 20
+    purity = sorted(np.bincount(row, minlength=topics).max() / 10 for row in top)
+    assert purity[0] >= 0.9, purity  # every learned topic's top words in one planted topic
+
+
+def test_bad_dict_step_is_refused():
+    with pytest.raises(ValueError, match="dict_step must be 'sgd' or 'mu'"):
+        OnlineDivergenceNMF(2, dict_step="newton").fit(np.ones((4, 3)))

@@ -70,7 +70,7 @@ SQUARED_ONLY = {"alpha": 0.0, "weights": "balanced", "search_radius": None,
 DIVERGENCE_ONLY = {"loss_params": None, "step_a": 2e4, "step_b": 2e4, "step_tau": None,
                    "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
                    "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True}
+                   "normalize": True, "dict_step": "sgd"}
 """Parameters of the divergence (OL) algorithm, with their defaults."""
 
 
@@ -177,7 +177,7 @@ class OnlineCPDL(OnlineEstimator):
     code_tol : float, default 1e-5
         Relative tolerance of the coding step.
     step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
-dict_row_min, normalize
+dict_row_min, normalize, dict_step
         Divergence losses only: see
         :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
     random_state : int, Generator or None
@@ -227,8 +227,8 @@ dict_row_min, normalize
                  grad_reduction: str = "mean", code_step: Any = "auto",
                  code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
-                 random_state=None, backend: str | None = None, verbose: bool = False,
-                 callback=None):
+                 dict_step: str = "sgd", random_state=None, backend: str | None = None,
+                 verbose: bool = False, callback=None):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
@@ -250,6 +250,7 @@ dict_row_min, normalize
         self.step_b = step_b
         self.step_tau = step_tau
         self.grad_reduction = grad_reduction
+        self.dict_step = dict_step
         self.code_step = code_step
         self.code_lower = code_lower
         self.code_upper = code_upper
