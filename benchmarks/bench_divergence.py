@@ -1,0 +1,313 @@
+"""OnlineDivergenceNMF(KL) vs scikit-learn's MiniBatchNMF(KL) and NMF(mu, KL).
+
+Two data sets, each split into training and held-out documents (10%, at most 2000):
+
+(a) ``sparse``: a planted-topic count corpus (``examples/topic_learning_kl.py``'s generator),
+    ``--n-docs`` x ``--n-words`` (default 50,000 x 5,000) at about ``--density`` nonzeros
+    (default 0.5%), ``--rank`` planted topics, as scipy.sparse CSR;
+(b) ``dense``: the spec's synthetic KL data (section 4.1, scaled): ``W``, ``H`` shifted
+    half-normal, counts ``Poisson(W H)`` (``--dense-docs`` x ``--dense-features``).
+
+All methods learn ``--rank`` components. ``OnlineDivergenceNMF`` streams CSR (or dense)
+mini-batches through ``partial_fit`` for up to ``--epochs`` passes; ``MiniBatchNMF.fit`` and
+``NMF(solver="mu").fit`` are stopped after 1, 2, 4, ... passes / iterations, each run timed
+from the same start (its users' time to an objective), until the next run would exceed
+``--budget`` seconds; the online run stops at the budget.
+
+Evaluator (the same for every method, outside the timed region): the held-out objective is the
+mean per-document KL ``d(x || h W)`` with the codes ``h`` refitted at the method's fixed
+dictionary by KL multiplicative updates from a flat start, until the objective changes by less
+than 1e-7 relative (at most 2000 iterations); MU on the codes is invariant to the scale of the
+dictionary, so the learners' different normalisations do not matter. Target rule: the *worst*
+of the methods' best held-out objectives (so that every method reaches it); printed: each
+method's time to reach the target, its best objective, training samples per second (samples
+processed / training seconds), peak traced memory (``tracemalloc`` in a separate short run: 5
+mini-batches, or one pass / iteration; what the method allocates, not the training matrix
+allocated before), and the ratio
+peer time / OnlineDivergenceNMF time (> 1: ours is faster).
+
+BLAS threads are limited to ``--threads`` (default 1) for every method alike.
+
+Usage::
+
+    python benchmarks/bench_divergence.py --quick          # small sizes, < 1 min
+    python benchmarks/bench_divergence.py                  # 50,000 x 5,000 sparse + dense
+    python benchmarks/bench_divergence.py --n-docs 10000 --n-words 2000 --budget 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import math
+import pathlib
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.decomposition import NMF, MiniBatchNMF
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
+
+
+def _example(name: str):
+    """Import a sibling example script (the corpus generator lives with its example)."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- data -----------------------------------------------------------------------------------------
+
+
+def sparse_corpus(n_docs: int, n_words: int, density: float, rank: int, seed: int):
+    """Planted topics, ``rank`` of them, 5% of the vocabulary each (at least 10 words)."""
+    generate = _example("topic_learning_kl").planted_topic_corpus
+    per_topic = max(10, min(n_words // 20, n_words // rank))
+    # distinct words per document ~ doc_length (few repeats at these densities)
+    return generate(n_docs, n_words, rank, per_topic, doc_length=density * n_words * 1.1,
+                    random_state=seed).X
+
+
+def dense_kl_data(n_docs: int, n_features: int, rank: int, seed: int) -> np.ndarray:
+    """Spec 4.1 for KL, scaled: shifted half-normal factors (kappa 1, sigma 5), Poisson counts
+    normalised to a mean of about 10 per entry."""
+    rng = np.random.default_rng(seed)
+    W = 1 + np.abs(rng.normal(0, 5, (rank, n_features)))
+    H = 1 + np.abs(rng.normal(0, 5, (n_docs, rank)))
+    mean = H @ W
+    return rng.poisson(10 * mean / mean.mean()).astype(float)
+
+
+# -- evaluator ------------------------------------------------------------------------------------
+
+
+def _model_on_support(X, H, W):
+    """``(H W)`` at the nonzeros of ``X`` (sparse) or everywhere (dense)."""
+    if sp.issparse(X):
+        rows, cols = X.nonzero()
+        return np.einsum("ik,ik->i", H[rows], W.T[cols]), X.data
+    return H @ W, X
+
+
+def kl_objective(X, H, W) -> float:
+    """Mean per-document ``sum x log(x / y) - x + y`` with ``y = H W`` (zeros of ``x`` exact)."""
+    model, data = _model_on_support(X, H, W)
+    model = np.maximum(model, 1e-300)
+    positive = data > 0
+    log_term = np.zeros_like(model)
+    log_term[positive] = data[positive] * np.log(data[positive] / model[positive])
+    total = log_term.sum() - data.sum() + float(H.sum(axis=0) @ W.sum(axis=1))
+    return total / X.shape[0]
+
+
+def refit_kl(components: np.ndarray, X, tol: float = 1e-7, max_iter: int = 2000) -> float:
+    """Held-out KL with codes refitted by KL multiplicative updates at fixed ``components``."""
+    W = np.maximum(np.asarray(components, dtype=float), 0)
+    totals = W.sum(axis=1)
+    W = W[totals > 0] / totals[totals > 0, None]  # MU is scale-invariant; drop empty atoms
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    H = np.tile(lengths[:, None] / W.shape[0], (1, W.shape[0])) + 1e-12
+    previous = math.inf
+    for iteration in range(max_iter):
+        model, data = _model_on_support(X, H, W)
+        ratio = data / np.maximum(model, 1e-300)
+        if sp.issparse(X):
+            ratio = sp.csr_matrix((ratio, X.indices, X.indptr), shape=X.shape)
+        H *= np.asarray(ratio @ W.T) / W.sum(axis=1)  # rows of W sum to 1
+        if iteration % 10 == 9:
+            value = kl_objective(X, H, W)
+            if abs(previous - value) <= tol * abs(value):
+                break
+            previous = value
+    return kl_objective(X, H, W)
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+def run_online(train, test, args, components0):
+    """Stream ``train``; trace of (training seconds, held-out KL) and samples/s."""
+    model = make_online(args, components0)
+    n, bs = train.shape[0], args.batch_size
+    steps = -(-n // bs) * args.epochs
+    checkpoints = set(np.unique(np.geomspace(1, steps, args.n_evals).astype(int)).tolist())
+    rng = np.random.default_rng(args.seed)
+    trace, seconds, seen, step = [], 0.0, 0, 0
+    for _ in range(args.epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, bs):
+            batch = train[order[start:start + bs]]
+            begin = time.perf_counter()
+            model.partial_fit(batch)
+            seconds += time.perf_counter() - begin
+            seen, step = seen + batch.shape[0], step + 1
+            if step in checkpoints or seconds > args.budget:
+                trace.append((seconds, refit_kl(model.components_, test)))
+            if seconds > args.budget:
+                return trace, seen / seconds
+    return trace, seen / seconds
+
+
+def make_online(args, components0):
+    return OnlineDivergenceNMF(components0.shape[0], loss="kl", batch_size=args.batch_size,
+                               step_a=args.step_a, dict_step=args.dict_step,
+                               init=[components0.T / components0.max()],
+                               random_state=args.seed)
+
+
+def run_restarted(make, train, test, args, schedule):
+    """``make(n).fit`` for ``n`` in ``schedule`` until the budget; trace and samples/s."""
+    trace, processed = [], 0
+    for n_iter in schedule:
+        begin = time.perf_counter()
+        model = make(n_iter).fit(train)
+        seconds = time.perf_counter() - begin
+        trace.append((seconds, refit_kl(model.components_, test)))
+        processed = train.shape[0] * n_iter
+        if 2 * seconds > args.budget:  # the next run (twice as long) would overrun
+            break
+    return trace, processed / trace[-1][0]
+
+
+def peak_memory(run) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _online_peak(train, args, components0):
+    model = make_online(args, components0)
+    for start in range(0, min(5 * args.batch_size, train.shape[0]), args.batch_size):
+        model.partial_fit(train[start:start + args.batch_size])
+
+
+def time_to(trace, target):
+    return next((seconds for seconds, value in trace if value <= target), math.nan)
+
+
+def compare(name: str, X, args) -> dict:
+    rng = np.random.default_rng(args.seed)
+    order = rng.permutation(X.shape[0])
+    n_test = min(max(X.shape[0] // 10, 50), 2000)
+    test, train = X[order[:n_test]], X[order[n_test:]]
+    K = args.rank
+    scale = float(train.sum()) / (train.shape[0] * train.shape[1])
+    components0 = rng.random((K, X.shape[1])) * scale  # one start for everyone
+    codes0 = np.full((train.shape[0], K), 1.0 / K)
+    schedule = [2 ** k for k in range(12)]
+
+    def make_minibatch(n):
+        model = MiniBatchNMF(K, beta_loss="kullback-leibler", init="custom",
+                             batch_size=args.sk_batch_size, max_iter=n, tol=0,
+                             max_no_improvement=None, random_state=args.seed)
+        return _Custom(model, codes0, components0)
+
+    def make_mu(n):
+        model = NMF(K, solver="mu", beta_loss="kullback-leibler", init="custom", max_iter=n,
+                    tol=0, random_state=args.seed)
+        return _Custom(model, codes0, components0)
+
+    results = {"OnlineDivergenceNMF": run_online(train, test, args, components0)}
+    peaks = {"OnlineDivergenceNMF": peak_memory(lambda: _online_peak(train, args, components0))}
+    for label, make in (("MiniBatchNMF", make_minibatch), ("NMF(mu)", make_mu)):
+        results[label] = run_restarted(make, train, test, args, schedule)
+        peaks[label] = peak_memory(lambda make=make: make(1).fit(train))
+    best = {label: min(v for _, v in trace) for label, (trace, _) in results.items()}
+    target = max(best.values())
+    density = (X.nnz if sp.issparse(X) else np.count_nonzero(X)) / np.prod(X.shape)
+    print(f"\n### {name}: {train.shape[0]} training / {n_test} held-out documents x "
+          f"{X.shape[1]} words, density {density:.4f}, rank {K}\n")
+    print(f"target held-out KL per document = worst of the best = {target:.4f}\n")
+    print("| method | time to target (s) | best held-out KL | training s | samples/s | "
+          "peak MiB | peer time / ours |")
+    print("|---|---|---|---|---|---|---|")
+    ours = time_to(results["OnlineDivergenceNMF"][0], target)
+    rows = {}
+    for label, (trace, speed) in results.items():
+        reach = time_to(trace, target)
+        ratio = "-" if label == "OnlineDivergenceNMF" else f"{reach / ours:.2f}"
+        rows[label] = {"time_to_target": reach, "best": best[label], "samples_per_s": speed,
+                       "peak": peaks[label]}
+        print(f"| {label} | {reach:.2f} | {best[label]:.4f} | {trace[-1][0]:.2f} | "
+              f"{speed:.0f} | {peaks[label] / 2**20:.1f} | {ratio} |")
+    return {"target": target, "rows": rows}
+
+
+class _Custom:
+    """``fit(X)`` with scikit-learn's custom init from the shared start."""
+
+    def __init__(self, model, codes0, components0):
+        self.model, self.codes0, self.components0 = model, codes0, components0
+
+    def fit(self, X):
+        self.model.fit(X, W=self.codes0.copy(), H=self.components0.copy())
+        self.components_ = self.model.components_
+        return self
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark; returns the table rows per data set."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (< 1 min)")
+    parser.add_argument("--datasets", nargs="+", default=["sparse", "dense"],
+                        choices=["sparse", "dense"])
+    parser.add_argument("--n-docs", type=int, default=50000)
+    parser.add_argument("--n-words", type=int, default=5000)
+    parser.add_argument("--density", type=float, default=0.005)
+    parser.add_argument("--dense-docs", type=int, default=20000)
+    parser.add_argument("--dense-features", type=int, default=200)
+    parser.add_argument("--rank", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=10, help="OnlineDivergenceNMF")
+    parser.add_argument("--sk-batch-size", type=int, default=1024, help="MiniBatchNMF")
+    parser.add_argument("--step-a-sparse", type=float, default=2e4,
+                        help="OnlineDivergenceNMF's a on the sparse corpus (with --dict-step "
+                             "sgd the canonical 2e4 overwrites the dictionary at every batch: "
+                             "use ~20 there, see examples/topic_learning_kl.py)")
+    parser.add_argument("--dict-step", choices=["mu", "sgd"], default="mu",
+                        help="OnlineDivergenceNMF's dictionary step")
+    parser.add_argument("--step-a-dense", type=float, default=2e4,
+                        help="OnlineDivergenceNMF's a on the dense data (canonical)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=120.0,
+                        help="training seconds per method and data set")
+    parser.add_argument("--n-evals", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_docs, args.n_words, args.density = 3000, 500, 0.02
+        args.dense_docs, args.dense_features, args.rank = 2000, 50, 5
+        args.budget, args.n_evals, args.epochs = min(args.budget, 3.0), 6, 2
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    print(f"BLAS threads {args.threads}; OnlineDivergenceNMF(dict_step={args.dict_step!r}) "
+          f"batches of {args.batch_size}, "
+          f"a = {args.step_a_sparse:g} (sparse) / {args.step_a_dense:g} (dense), up to "
+          f"{args.epochs} passes; MiniBatchNMF batches of {args.sk_batch_size}; budget "
+          f"{args.budget:g} s per method")
+    out = {}
+    with threadpool_limits(args.threads):
+        if "sparse" in args.datasets:
+            X = sparse_corpus(args.n_docs, args.n_words, args.density, args.rank, args.seed)
+            out["sparse"] = compare("sparse counts (planted topics)", X,
+                                    argparse.Namespace(**vars(args), step_a=args.step_a_sparse))
+        if "dense" in args.datasets:
+            X = dense_kl_data(args.dense_docs, args.dense_features, args.rank, args.seed)
+            out["dense"] = compare("dense Poisson (spec 4.1)", X,
+                                   argparse.Namespace(**vars(args), step_a=args.step_a_dense))
+    return out
+
+
+if __name__ == "__main__":
+    main()
