@@ -235,6 +235,15 @@ def check_nonnegative_number(value: Any, name: str) -> float:
     return float(value)
 
 
+def check_positive_number(value: Any, name: str) -> float:
+    """A finite real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise TypeError(f"{name} must be a finite real number, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return float(value)
+
+
 def check_positive_int(value: Any, name: str) -> int:
     """An integer >= 1."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ._validation import check_nonnegative_number, check_positive_number
 from .constraints import (
     project_columns,
     project_simplex_columns,
@@ -110,11 +111,8 @@ class Formulation:
 
 
 def _check_lam(value: Any, name: str, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"{name} must be a finite real number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
-    return float(value)
+    return check_positive_number(value, name) if positive else \
+        check_nonnegative_number(value, name)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def test_sgd_auto_step_and_smm_has_none():
 
 
 @pytest.mark.parametrize("bad, message", [("fast", "step_size must be a number > 0 or 'auto'"),
-                                          (0.0, "step_size must be a finite number > 0")])
+                                          (0.0, "step_size must be > 0")])
 def test_bad_step_size_is_refused_and_state_kept(bad, message):
     X = _data(n=60)
     model = VarianceReducedMF(3, formulation="odl", n_epochs=1, random_state=0).fit(X)

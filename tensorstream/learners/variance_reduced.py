@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import math
 import numbers
 import time
 import warnings
@@ -30,7 +29,7 @@ import numpy as np
 import tensorly as tl
 
 from .._backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
-from .._validation import check_n_components, check_positive_int
+from .._validation import check_n_components, check_positive_int, check_positive_number
 from ..cp_dictionary import spectral_norm_psd
 from ..formulations import (
     FORMULATIONS,
@@ -235,15 +234,15 @@ class VarianceReducedMF(OnlineEstimator):
                 raise ValueError(f"step_size must be a number > 0 or 'auto', got "
                                  f"{self.step_size!r}")
         else:
-            _check_positive(self.step_size, "step_size")
+            check_positive_number(self.step_size, "step_size")
         check_positive_int(self.auto_samples, "auto_samples")
         if self.step_offset is not None:
-            _check_positive(self.step_offset, "step_offset")
+            check_positive_number(self.step_offset, "step_offset")
         for name in ("inner_batch", "epoch_length"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name)
         for name in ("tau", "c_tol"):
-            _check_positive(getattr(self, name), name)
+            check_positive_number(getattr(self, name), name)
         for name in ("code_tol", "eval_tol"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
@@ -579,7 +578,7 @@ class VarianceReducedMF(OnlineEstimator):
         """
         self._check_fitted()
         eta = step if step is not None else (self.step_size_ or 1.0)
-        eta = _check_positive(eta, "step")
+        eta = check_positive_number(eta, "step")
         data = self._finite_data(X, self._context, self.backend_, self.formulation_)
         with using(self.backend_):
             G, _, _ = full_gradient(self.formulation_, self._W_output, data, self.chunk_size,
@@ -660,13 +659,6 @@ def _json_list(value: Any) -> Any:
     if isinstance(value, (tuple, np.ndarray)):
         return list(value)
     raise TypeError(f"cannot checkpoint {value!r}")
-
-
-def _check_positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
-            not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _concatenate(parts: list[Codes]) -> Codes:
