@@ -1,5 +1,6 @@
 """Synthetic data sets of the papers (exact recipes, so the tests' thresholds mean something)."""
 
+from .divergences import DivergenceData, divergence_synthetic
 from .maxnorm import CorruptedLowRank, corrupted_low_rank
 from .ncpd import low_rank_tensor, nonnegative_tensor_stream, synthetic_ncpd_tensor
 from .outliers import (
@@ -17,4 +18,4 @@ __all__ = [
     "moving_patch_video", "nonnegative_tensor_stream", "normalize_unit_max", "replicate",
     "synthetic_ncpd_tensor", "synthetic_outlier_data",
 ]
-__all__ += ["SVRMFSynth", "svrmf_synthetic"]
+__all__ += ["DivergenceData", "SVRMFSynth", "divergence_synthetic", "svrmf_synthetic"]
