@@ -17,7 +17,6 @@ LOSSES = [
 ]
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def planted(n, F=20, K=3, scale=10.0, seed=0, sample_shape=None):
@@ -56,16 +55,53 @@ def test_feasible_after_every_step(loss, params):
     assert model.n_steps_ == 4 and model.n_samples_seen_ == 40
 
 
-@pytest.mark.parametrize("loss", ["kl", "is"])
-def test_heldout_refit_objective_drops(loss):
+def test_heldout_refit_objective_drops_kl():
+    """Spec 5.2 #2 for KL on Poisson counts, with the paper's canonical step a = b = 2e4."""
     X, _ = planted(1100, F=20, K=3)
     held, train = X[:100], X[100:]
-    model = OnlineDivergenceNMF(3, loss=loss, random_state=0, code_max_iter=50)
+    model = OnlineDivergenceNMF(3, loss="kl", random_state=0, code_max_iter=50)
     model.partial_fit(train[:10])
     first = -model.score(held)
     for start in range(10, len(train), 10):
         model.partial_fit(train[start:start + 10])
-    assert -model.score(held) <= 0.85 * first
+    assert -model.score(held) <= 0.85 * first  # measured 0.83, the same on every BLAS kernel
+
+
+def test_heldout_refit_objective_drops_is():
+    """Spec 5.2 #2 for Itakura-Saito, on IS data and with a step that decays within the pass.
+
+    Two reasons why this is not the KL test with ``loss="is"``, found when that version failed
+    on some machines only:
+
+    * Poisson counts are not IS data: their exact zeros (0.4% of the entries) are clamped to
+      1e-8, where ``x/y - log(x/y) - 1`` is ``log(y) + 17``; as the model fits the rest, that part
+      rose from 0.40 to 0.55 while the part on the nonzeros fell from 1.87 to 1.30. The paper's
+      IS recipe is multiplicative Gamma noise (strictly positive data).
+    * With the canonical ``a = b = 2e4`` the step ``a / (tau t + b)`` stays near 1 for the
+      ``b / tau = 2000`` first batches: over this pass it is a constant-step SGD, whose endpoint
+      is set by the gradient noise. IS gradients ``(y - x) / y^2`` are heavy-tailed, and the
+      trajectory is chaotic: rounding differences between OpenBLAS kernels (OPENBLAS_CORETYPE
+      Haswell, Prescott, Sandybridge: 1.85, 1.70, 2.03 against the bound 1.93) decided the test.
+      With ``a = b = 200`` the step decays like ``20 / t`` (the stochastic-approximation regime
+      of the paper's theory): the objective falls at every checkpoint, identically on every
+      kernel.
+    """
+    from tensorstream.datasets.divergences import divergence_synthetic
+
+    X = divergence_synthetic(20, 1100, 3, noise="is", random_state=0).X
+    held, train = X[:100], X[100:]
+    model = OnlineDivergenceNMF(3, loss="is", step_a=200.0, step_b=200.0, random_state=0,
+                                code_max_iter=50)
+    model.partial_fit(train[:10])
+    checkpoints = [-model.score(held)]
+    for start in range(10, len(train), 10):
+        model.partial_fit(train[start:start + 10])
+        if start % 200 == 0:
+            checkpoints.append(-model.score(held))
+    checkpoints.append(-model.score(held))
+    # measured 1.0, 0.21, 0.15, 0.09, 0.07, 0.06, 0.05 of the first (seeds 0-3 end at 0.02-0.09)
+    assert np.all(np.diff(checkpoints) <= 0)
+    assert checkpoints[-1] <= 0.15 * checkpoints[0]
 
 
 def test_planted_recovery_kl():
