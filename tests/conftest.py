@@ -1,13 +1,42 @@
-"""Shared fixtures: every backend-parametrised test runs on numpy and (if installed) pytorch."""
+"""Shared fixtures: every backend-parametrised test runs on numpy and (if installed) pytorch.
+
+The suite is deterministic whatever the machine's load, its core count and ``-n``:
+
+* one BLAS/OpenMP thread and one torch thread per test process. Results then do not depend
+  on how a GEMM is split between threads, and two xdist workers on a 2-core machine do not
+  oversubscribe it (the learners' small products ran up to 100x slower with two threads each).
+  Tests of thread handling set their own limits inside the test.
+* hypothesis draws the same examples on every run (``derandomize``, no example database), so
+  a red run is reproducible by rerunning it; ``--hypothesis-profile=explore`` draws new ones.
+"""
 
 import importlib.util
+import os
 
-import numpy as np
-import pytest
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"  # libraries loaded from now on start with one thread
 
-from tensorstream._backend import using
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from tensorstream._backend import using  # noqa: E402
 
 BACKENDS = ["numpy"] + (["pytorch"] if importlib.util.find_spec("torch") else [])
+
+settings.register_profile("deterministic", derandomize=True, database=None, deadline=None,
+                          print_blob=True)
+settings.register_profile("explore", deadline=None)
+settings.load_profile("deterministic")
+
+
+def pytest_configure(config):
+    threadpool_limits(1)  # the libraries already loaded (numpy's OpenBLAS)
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -21,16 +50,3 @@ def backend(request):
 def rng():
     return np.random.default_rng(0)
 
-
-@pytest.fixture
-def one_torch_thread():
-    """One torch thread: tiny batched ops on a loaded 2-core box cost ~100x with two threads."""
-    if importlib.util.find_spec("torch"):
-        import torch
-
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(n)
-    else:
-        yield

@@ -28,7 +28,6 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # `backend` only sets a context: reusable
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def T(x):

@@ -21,14 +21,6 @@ def _load(relative: str):
     return module
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
-
-
 def test_planted_corpus_is_sparse_and_topics_are_disjoint():
     topics = _load("examples/topic_learning_kl.py")
     corpus = topics.planted_topic_corpus(n_docs=200, n_words=300, n_topics=3,

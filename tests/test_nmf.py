@@ -10,18 +10,11 @@ import tensorly as tl
 from tensorstream import OnlineCPDL, load
 from tensorstream._backend import using
 from tensorstream.coding import sparse_code
-from tensorstream.learners.nmf import Discounted, OnlineNMF, blas_threads, nndsvda
+from tensorstream.learners.nmf import Discounted, OnlineNMF, nndsvda
 from tensorstream.updates import surrogate_value
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.decomposition import NMF, MiniBatchNMF  # noqa: E402
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_blas_thread():
-    """Spec 000, section 6.20: small products run ~80x slower with 2 BLAS threads under load."""
-    with blas_threads(1):
-        yield
 
 
 def _data(n=120, F=15, K=3, seed=0):

@@ -12,8 +12,6 @@ import tensorstream
 from tensorstream import OnlineCPDL, OnlineNMF
 from tensorstream.learners.divergence_nmf import OLAlgorithm, OnlineDivergenceNMF
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def planted_counts(n, shape=(12, 10), K=3, scale=20.0, seed=0):
     """Poisson counts of a CP model whose atoms each load on their own block of every mode."""

@@ -18,7 +18,6 @@ from tensorstream.constraints import (
     project_simplex_columns,
     prox_l1_box,
 )
-from tensorstream.learners.nmf import blas_threads
 from tensorstream.robust_coding import (
     RobustPenalties,
     code_penalty,
@@ -39,11 +38,6 @@ from tensorstream.updates import (
 F, K = 60, 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_blas_thread():
-    """Spec 000, section 6.20: small products run ~80x slower with 2 BLAS threads under load."""
-    with blas_threads(1):
-        yield
 
 # -- the spec's reference implementation (Appendix A), columns are samples --------------------
 

@@ -14,7 +14,6 @@ from test_robust_nmf import CONSTRAINTS, _feasible
 from tensorstream import load
 from tensorstream._backend import using
 from tensorstream.datasets.outliers import psnr, support_scores, synthetic_outlier_data
-from tensorstream.learners.nmf import blas_threads
 from tensorstream.learners.robust_nmf import RobustOnlineNMF
 from tensorstream.robust_coding import (
     RobustPenalties,
@@ -32,11 +31,6 @@ from tensorstream.updates import (
 
 SOLVERS = ["pgd", "admm"]
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_blas_thread():
-    with blas_threads(1):
-        yield
 
 
 def _masked_stream(seed=0, n_batches=10, b=5, F=20, K=3, keep=0.6):
