@@ -337,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-perf", action="store_true", help="skip the per-sample check")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="skip the peak-memory column (it reruns one epoch per method)")
     parser.add_argument("--out", default="bench_svrmf.csv", help="CSV of all curves")
     return parser
 
@@ -359,7 +361,7 @@ def main(argv: list[str] | None = None) -> list[SetupResult]:
             result = run_setup(setup, method_grid(setup, args.quick), passes, args.seed,
                                long_factor, args.delta, tuple(args.targets))
             results.append(result)
-            table += table_rows(result, tuple(args.targets), args.seed)
+            table += table_rows(result, tuple(args.targets), args.seed, not args.no_memory)
             notes.append(f"{name}: f_ref = {result.f_ref:.6f} (long run f = "
                          f"{result.f_long:.6f} after {result.long_passes:.1f} passes)")
             if not args.no_perf:

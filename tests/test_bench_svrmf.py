@@ -29,7 +29,8 @@ def _load(relative: str, name: str):
 def test_benchmark_quick_run_writes_sane_curves(tmp_path, capsys):
     bench = _load("benchmarks/bench_svrmf.py", "bench_svrmf")
     out = tmp_path / "curves.csv"
-    results = bench.main(["--quick", "--n-samples", "200", "--passes", "1", "--out", str(out)])
+    results = bench.main(["--quick", "--n-samples", "200", "--passes", "1", "--no-memory",
+                          "--out", str(out)])
     printed = capsys.readouterr().out
     assert "| odl-digits | VR (paper) |" in printed and "µs / sample" in printed
     assert [r.setup.name for r in results] == ["odl-digits", "orpca-synth", "onmf-digits"]

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorly as tl
 from scipy.optimize import brentq, minimize
-from threadpoolctl import threadpool_limits
 
 from tensorstream import load
 from tensorstream.constraints import max_row_norm_subgradient, prox_max_row_norm, soft_threshold
@@ -36,14 +35,6 @@ from tensorstream.updates import (
     max_norm_surrogate,
     penalized_column_bcd,
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_blas_thread():
-    """Per-sample products are tiny: a second BLAS thread only burns the shared CPU."""
-    with threadpool_limits(1):
-        yield
-
 
 # -- the oracle: spec Algorithms 1-4 as loops, sum-form statistics --------------------------------
 
@@ -852,19 +843,42 @@ def _final(method, p, d, n, rho, seeds, params=()):
     return np.mean([_ev_run(method, p, d, n, rho, s, params)[n] for s in seeds])
 
 
+# S1-S4 run one seed at a reduced size by default; the spec's seeds and sizes are ``slow``. The
+# runs are cached per process: the tests that share them share one xdist worker.
+SMALL_GROUP = pytest.mark.xdist_group("maxnorm-small")
+
+
+@SMALL_GROUP
 def test_s1_low_corruption():
     """Spec values: OMRMD 0.970, OR-PCA 0.998 (mean of seeds 0-2)."""
+    assert _final("omrmd", 100, 10, 1000, 0.1, (0,)) >= 0.95
+    assert _final("orpca", 100, 10, 1000, 0.1, (0,)) >= 0.99
+
+
+@SMALL_GROUP
+@pytest.mark.slow
+def test_s1_low_corruption_three_seeds():
     assert _final("omrmd", 100, 10, 1000, 0.1, (0, 1, 2)) >= 0.95
     assert _final("orpca", 100, 10, 1000, 0.1, (0, 1, 2)) >= 0.99
 
 
+@SMALL_GROUP
 def test_s2_high_corruption():
     """Spec values: OMRMD 0.942, OR-PCA 0.974."""
+    assert _final("omrmd", 100, 10, 1000, 0.3, (0,)) >= 0.92
+    assert _final("orpca", 100, 10, 1000, 0.3, (0,)) >= 0.95
+
+
+@SMALL_GROUP
+@pytest.mark.slow
+def test_s2_high_corruption_three_seeds():
     assert _final("omrmd", 100, 10, 1000, 0.3, (0, 1, 2)) >= 0.92
     assert _final("orpca", 100, 10, 1000, 0.3, (0, 1, 2)) >= 0.95
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow),
+                                  pytest.param(2, marks=pytest.mark.slow)])
+@SMALL_GROUP
 def test_s3_trajectory(seed):
     evs = _ev_run("omrmd", 100, 10, 1000, 0.1, seed)
     assert evs[1000] >= evs[100] + 0.03
@@ -873,6 +887,15 @@ def test_s3_trajectory(seed):
 
 
 def test_s4_middle_rank():
+    """The spec's setting scaled by 0.4 (p = 80, d = 24, n = 800: rank p/3.3, n = 10 p as in the
+    spec's p = 200, d = 60, n = 2000). Measured over seeds 0-2: OMRMD 0.809 / 0.842 / 0.840,
+    OR-PCA 0.742 / 0.765 / 0.760."""
+    omrmd = _final("omrmd", 80, 24, 800, 0.3, (0,))
+    assert omrmd >= 0.78 and omrmd - _final("orpca", 80, 24, 800, 0.3, (0,)) >= 0.05
+
+
+@pytest.mark.slow
+def test_s4_middle_rank_spec_size():
     """Spec values (seed 0): OMRMD 0.798, OR-PCA 0.702."""
     omrmd = _final("omrmd", 200, 60, 2000, 0.3, (0,))
     assert omrmd >= 0.76 and omrmd - _final("orpca", 200, 60, 2000, 0.3, (0,)) >= 0.05
@@ -885,10 +908,13 @@ def test_s11_plain_pca_collapses():
     assert expressed_variance(data.U, basis) <= 0.3
 
 
+@SMALL_GROUP
 def test_s12_the_column_projection_is_load_bearing():
-    """Spec values: authors' mode 0.945 vs paper-exact 0.632 (p=100, d=10, rho=0.3, seed 0)."""
-    authors = _ev_run("omrmd", 100, 10, 1000, 0.3, 0)[1000]
-    paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("mode", "paper"),))[1000]
+    """Spec values at t = 1000: authors' mode 0.945 vs paper-exact 0.632 (p=100, d=10, rho=0.3,
+    seed 0). The gap is there from the start: measured 0.907 vs 0.601 at t = 300, 0.954 vs 0.712
+    at t = 1000."""
+    authors = _ev_run("omrmd", 100, 10, 1000, 0.3, 0)[300]  # S2's run
+    paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("mode", "paper"),), length=300)[300]
     assert authors >= paper + 0.1
     # several sweeps per sample ("until convergence"): the unsafeguarded step reaches 1e8 after
     # one sample; the early samples are where it blows up
@@ -900,21 +926,26 @@ def test_s12_the_column_projection_is_load_bearing():
 # -- slow: the Figure-4 and Figure-5b settings (S5-S9; S10 is in test_robust_pca.py) --------------
 
 FIGURE4 = (400, 80, 5000)
+# the Figure-4 runs are cached per process: one xdist worker runs every test that uses them
+FIGURE4_GROUP = pytest.mark.xdist_group("figure4")
 
 
 @pytest.mark.slow
+@FIGURE4_GROUP
 def test_s5_figure_4c():
     omrmd = _final("omrmd", *FIGURE4, 0.3, (0,))
     assert omrmd >= 0.83 and omrmd - _final("orpca", *FIGURE4, 0.3, (0,)) >= 0.10
 
 
 @pytest.mark.slow
+@FIGURE4_GROUP
 def test_s6_figure_4d():
     omrmd = _final("omrmd", *FIGURE4, 0.5, (0,))
     assert omrmd >= 0.60 and omrmd - _final("orpca", *FIGURE4, 0.5, (0,)) >= 0.10
 
 
 @pytest.mark.slow
+@FIGURE4_GROUP
 @pytest.mark.parametrize("rho", [0.01, 0.1])
 def test_s7_figure_4ab(rho):
     omrmd = _final("omrmd", *FIGURE4, rho, (0,))
@@ -922,6 +953,7 @@ def test_s7_figure_4ab(rho):
 
 
 @pytest.mark.slow
+@FIGURE4_GROUP
 def test_s8_figure_4_decreasing_in_rho():
     finals = [_final("omrmd", *FIGURE4, rho, (0,)) for rho in (0.01, 0.1, 0.3, 0.5)]
     assert np.all(np.diff(finals) < 0)

@@ -6,19 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorly as tl
-from test_maxnorm import FIGURE4, _final, oracle_run, small_problem, stream
-from threadpoolctl import threadpool_limits
+from test_maxnorm import FIGURE4, FIGURE4_GROUP, _final, oracle_run, small_problem, stream
 
 from tensorstream.datasets.maxnorm import corrupted_low_rank
 from tensorstream.learners.robust_pca import OnlineRobustPCA, RobustPCA
 from tensorstream.metrics import expressed_variance
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_blas_thread():
-    with threadpool_limits(1):
-        yield
-
 
 # -- OR-PCA ---------------------------------------------------------------------------------------
 
@@ -127,6 +119,7 @@ def test_pcp_bad_input(X, params, error, message):
 # -- S10 (slow): PCP on the Figure-4 setting -------------------------------------------------------
 
 @pytest.mark.slow
+@FIGURE4_GROUP
 @pytest.mark.parametrize("rho, threshold", [(0.01, 0.999), (0.1, 0.999), (0.3, 0.97),
                                             (0.5, 0.88)])
 def test_s10_pcp_figure_4(rho, threshold):

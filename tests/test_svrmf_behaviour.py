@@ -7,9 +7,10 @@ values in brackets):
   f(S=10) = 0.8863 / 0.8895 / 0.8915 [0.8894]; f(S=40) = 0.8720 / 0.8726 / 0.8757 [0.8731];
   SMM at 44 passes 0.8886 / 0.8847 / 0.8926 [0.8860]; ||Gamma||^2 ratio S=40 vs 0: < 0.001.
 * Synth-small-ORPCA (d = 100, n = 5000, k' = 5, k = 10, lam1 = lam2 = 0.1, b = 58, m = 9,
-  eta = 10, FISTA tol 1e-6, 100 iterations): VR EV 0.99956 / 0.99947 / 0.99947 [0.9995], f
-  499.80 / 500.73 / 500.85; SMM (Feng) EV 0.593 / 0.718 / 0.645 [0.64], f 505.67 / 504.83 /
-  506.18; ||Gamma(W^{10,0})||^2 / ||Gamma(W^{0,0})||^2 = 0.206 / 0.069 / 0.176.
+  eta = 10, FISTA tol 1e-6, 100 iterations; ``slow``, the default suite runs n = 1000): VR EV
+  0.99956 / 0.99947 / 0.99947 [0.9995], f 499.80 / 500.73 / 500.85; SMM (Feng) EV 0.593 /
+  0.718 / 0.645 [0.64], f 505.67 / 504.83 / 506.18; ||Gamma(W^{10,0})||^2 /
+  ||Gamma(W^{0,0})||^2 = 0.206 / 0.069 / 0.176.
 * T7 (ODL, FISTA, c_tol = 0.1, tau = 1e-3, S = 10): f_inexact - f_exact = +0.0012 / -0.0015 /
   -0.0005; per-epoch solver iterations grow every epoch.
 
@@ -26,6 +27,7 @@ from tensorstream.datasets.svrmf import svrmf_synthetic
 from tensorstream.metrics import expressed_variance
 
 SEED = 0
+pytestmark = pytest.mark.xdist_group("svrmf-behaviour")  # one worker computes the shared runs
 
 
 @pytest.fixture(scope="module")
@@ -54,25 +56,45 @@ def odl_runs(digits):
             "smm": smm.objective(digits), "smm_passes": smm.history_[-1]["passes_read"]}
 
 
-@pytest.fixture(scope="module")
-def orpca_runs():
-    data = svrmf_synthetic(100, 5000, 5, random_state=SEED)
+def _orpca_runs(n_samples):
+    """VR and SMM at equal passes on Synth-small-ORPCA with ``n_samples`` samples."""
+    data = svrmf_synthetic(100, n_samples, 5, random_state=SEED)
     common = dict(formulation="orpca", lam1=0.1, lam2=0.1, init="gaussian", code_tol=1e-6,
                   code_max_iter=100, random_state=SEED + 1, eval_tol=1e-6)
     vr = VarianceReducedMF(10, n_epochs=10, step_size=10.0, **common).fit(data.X)
-    assert vr.inner_batch_ == 58 and vr.epoch_length_ == 9
     out = {"ev": expressed_variance(data.W_true, vr.loadings_[0]), "f": vr.objective(data.X),
-           "passes": vr.history_[-1]["passes_read"]}
+           "passes": vr.history_[-1]["passes_read"], "b": vr.inner_batch_,
+           "m": vr.epoch_length_}
     vr.partial_fit(data.X)
     out["grad_maps"] = [h["grad_map_sq"] for h in vr.history_]
-    smm = VarianceReducedMF(10, method="smm", n_epochs=11, inner_batch=58, **common).fit(data.X)
+    smm = VarianceReducedMF(10, method="smm", n_epochs=11, inner_batch=vr.inner_batch_,
+                            **common).fit(data.X)
     out.update(smm_ev=expressed_variance(data.W_true, smm.loadings_[0]),
                smm_f=smm.objective(data.X), smm_passes=smm.history_[-1]["passes_read"])
     return out
 
 
+@pytest.fixture(scope="module")
+def orpca_runs():
+    """n = 1000 instead of the spec's 5000 (b = 20, m = 5). Measured over seeds 0, 1, 2: VR EV
+    0.9965 / 0.9974 / 0.9977, SMM EV 0.677 / 0.768 / 0.671, f 492.8 / 503.8 / 498.8 vs SMM
+    497.8 / 507.5 / 503.5, ||Gamma||^2 ratio 0.372 / 0.354 / 0.686."""
+    runs = _orpca_runs(1000)
+    assert (runs["b"], runs["m"]) == (20, 5)
+    return runs
+
+
+@pytest.mark.slow
+def test_t1_t2_t6_at_the_spec_size():
+    runs = _orpca_runs(5000)
+    assert (runs["b"], runs["m"]) == (58, 9) and runs["passes"] == pytest.approx(11.044)
+    assert runs["ev"] >= 0.98 and runs["ev"] - runs["smm_ev"] >= 0.2
+    assert runs["f"] < runs["smm_f"]
+    assert runs["grad_maps"][10] <= 0.5 * runs["grad_maps"][0]
+
+
 def test_t1_orpca_vr_recovers_the_subspace(orpca_runs):
-    assert orpca_runs["passes"] == pytest.approx(11.044)
+    assert orpca_runs["passes"] == pytest.approx(11.0)
     assert orpca_runs["ev"] >= 0.98
 
 
