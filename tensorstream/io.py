@@ -30,9 +30,12 @@ import numpy as np
 
 from . import schedules
 from ._backend import as_tensor, to_numpy
+from .engine import OnlineState
 
 FORMAT = "tensorstream-checkpoint"
-VERSION = 2  # 2: optional mode layout of labelled fits; version-1 files still load
+# 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no
+# statistics for algorithms that keep none. Older files still load.
+VERSION = 3
 _SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
                                              schedules.PowerLog, schedules.Forgetting,
                                              schedules.ProportionalRadius,
@@ -61,6 +64,8 @@ def _encode_param(name: str, value: Any) -> Any:
         return {"__schedule__": type(value).__name__, **fields}
     if isinstance(value, (list, tuple)) and name == "init":
         return "random"  # the initial loadings are superseded by the saved ones
+    if isinstance(value, dict) and name == "loss_params":
+        return json.dumps(value)  # the learners accept the JSON string in its place
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers, strings and "
@@ -86,20 +91,21 @@ def save_checkpoint(learner: Any, path: str | os.PathLike) -> Path:
         meta = {"format": FORMAT, "version": VERSION, "class": type(learner).__name__,
                 **own_meta}
         return _write_npz(path, meta, arrays)
-    if "loadings_" not in learner.__dict__:
+    if "state_" not in learner.__dict__:
         raise ValueError("only a fitted learner can be checkpointed; call partial_fit first")
     params = {k: _encode_param(k, v) for k, v in learner.get_params().items()
               if k != "callback"}
-    stats = learner.statistics_
+    state = learner.state_
     meta = {"format": FORMAT, "version": VERSION, "class": type(learner).__name__,
-            "params": params, "n_steps": learner.n_steps_,
-            "n_samples_seen": learner.n_samples_seen_, "c": stats["c"],
-            "backend": learner.backend_, "dtype": str(learner._context["dtype"]),
+            "params": params, "n_steps": state.n_steps, "n_samples_seen": state.n_samples_seen,
+            "scale": state.scale, "backend": learner.backend_,
+            "dtype": str(learner._context["dtype"]),
             "device": str(learner._context.get("device", "cpu")),
-            "rng": learner._rng.bit_generator.state,
-            "n_loadings": len(learner.loadings_)}
-    arrays = {f"loading_{k}": to_numpy(U) for k, U in enumerate(learner.loadings_)}
-    arrays.update(A=to_numpy(stats["A"]), B=to_numpy(stats["B"]))
+            "rng": learner._rng.bit_generator.state, "n_loadings": len(state.loadings)}
+    arrays = {f"loading_{k}": to_numpy(U) for k, U in enumerate(state.loadings)}
+    if state.statistics is not None:
+        meta["c"] = state.statistics["c"]
+        arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
     layout = learner.__dict__.get("layout_")
     if layout is not None:
         meta["layout"], layout_arrays = _encode_layout(layout)
@@ -193,27 +199,42 @@ def _restore(meta: dict, arrays: dict, path: Path, overrides: dict) -> Any:
         context = _context(backend, meta["dtype"], meta["device"])
         loadings = [as_tensor(arrays[f"loading_{k}"], backend, **context)
                     for k in range(meta["n_loadings"])]
+        keeps_statistics = learner._algorithm().keeps_statistics
         statistics = {"A": as_tensor(arrays["A"], backend, **context),
-                      "B": as_tensor(arrays["B"], backend, **context), "c": float(meta["c"])}
+                      "B": as_tensor(arrays["B"], backend, **context),
+                      "c": float(meta["c"])} if keeps_statistics else None
+        # before version 3 the data scale of the divergence algorithm was stored as c
+        scale = float(meta["scale"] if "scale" in meta else
+                      (1.0 if keeps_statistics else meta["c"]))
         rng = np.random.default_rng()
         rng.bit_generator.state = meta["rng"]
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                          f"contents ({error!r})") from None
-    R = statistics["A"].shape[-1]  # A is (R, R), or (I_1..I_n, R, R) after missing data
     sample_shape = tuple(U.shape[0] for U in loadings)
-    if tuple(statistics["B"].shape) != (*sample_shape, R) or any(
-            U.shape[1] != R for U in loadings) or tuple(statistics["A"].shape) not in (
-            (R, R), (*sample_shape, R, R)):
-        raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
+    _check_shapes(loadings, statistics, sample_shape, path)
     layout = _restore_layout(meta, arrays, path, sample_shape)
     learner.__dict__.update(
-        loadings_=loadings, statistics_=statistics, n_steps_=int(meta["n_steps"]),
-        n_samples_seen_=int(meta["n_samples_seen"]), backend_=backend,
-        sample_shape_=sample_shape, _context=context, _rng=rng)
+        state_=OnlineState(loadings=loadings, statistics=statistics, scale=scale,
+                           n_steps=int(meta["n_steps"]),
+                           n_samples_seen=int(meta["n_samples_seen"])),
+        backend_=backend, sample_shape_=sample_shape, _context=context, _rng=rng)
     if layout is not None:
         learner.layout_ = layout
     return learner
+
+
+def _check_shapes(loadings: list, statistics: dict | None, sample_shape: tuple,
+                  path: Path) -> None:
+    R = loadings[0].shape[1] if loadings else 0
+    if not loadings or any(U.shape[1] != R for U in loadings):
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
+    if statistics is None:
+        return
+    # A is (R, R), or (I_1..I_n, R, R) after missing data
+    if tuple(statistics["B"].shape) != (*sample_shape, R) or tuple(
+            statistics["A"].shape) not in ((R, R), (*sample_shape, R, R)):
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
 
 
 def _restore_layout(meta: dict, arrays: dict, path: Path, sample_shape: tuple) -> Any:

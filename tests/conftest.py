@@ -50,3 +50,18 @@ def backend(request):
 def rng():
     return np.random.default_rng(0)
 
+
+
+def assert_same_state(before, after):
+    """Two :class:`tensorstream.engine.OnlineState` hold the same values (bit for bit)."""
+    assert (before.scale, before.n_steps, before.n_samples_seen) == (
+        after.scale, after.n_steps, after.n_samples_seen)
+    assert len(before.loadings) == len(after.loadings)
+    for U, V in zip(before.loadings, after.loadings):
+        np.testing.assert_array_equal(np.asarray(U), np.asarray(V))
+    assert (before.statistics is None) == (after.statistics is None)
+    if before.statistics is not None:
+        for name in ("A", "B"):
+            np.testing.assert_array_equal(np.asarray(before.statistics[name]),
+                                          np.asarray(after.statistics[name]))
+        assert before.statistics["c"] == after.statistics["c"]

@@ -262,7 +262,7 @@ def test_mu_step_at_unit_step_is_one_kl_multiplicative_update():
                                 step_tau=0.0, dict_upper=1e9, random_state=0)
     model.partial_fit(X[:10])
     U = np.array(model.loadings_[0])
-    H = np.asarray(model._encode(X[10:], model.loadings_).codes)
+    H = np.asarray(model._coded(X[10:], None).codes)
     model.partial_fit(X[10:])
     mu = U * ((X[10:] / (H @ U.T)).T @ H) / H.sum(axis=0)
     assert np.allclose(model.loadings_[0], mu, rtol=1e-12, atol=1e-14)
@@ -275,7 +275,7 @@ def test_mu_step_on_tensors_is_the_cp_multiplicative_update():
                                 step_tau=0.0, dict_upper=1e9, random_state=0)
     model.partial_fit(X[:6])
     A, B = (np.array(U) for U in model.loadings_)
-    H = np.asarray(model._encode(X[6:], model.loadings_).codes)
+    H = np.asarray(model._coded(X[6:], None).codes)
     model.partial_fit(X[6:])
     Y = np.einsum("jr,ir,kr->jik", H, A, B)
     ratio = X[6:] / Y

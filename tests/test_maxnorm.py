@@ -16,6 +16,7 @@ import pickle
 import numpy as np
 import pytest
 import tensorly as tl
+from conftest import assert_same_state
 from scipy.optimize import brentq, minimize
 
 from tensorstream import load
@@ -657,8 +658,8 @@ def test_paper_mode_divergence_is_a_clear_error_and_keeps_state():
             before = copy.deepcopy(model.__dict__)
             model.partial_fit(data.Z[t:t + 1])
     assert raised.value is not None
-    np.testing.assert_array_equal(model.loadings_[0], before["loadings_"][0])
-    assert model.n_steps_ == before["n_steps_"]
+    np.testing.assert_array_equal(model.loadings_[0], before["state_"].loadings[0])
+    assert model.n_steps_ == before["state_"].n_steps
 
 
 def test_large_t_steps_shrink_like_one_over_t():
@@ -678,14 +679,13 @@ def test_large_t_steps_shrink_like_one_over_t():
 def test_default_lambdas_and_inits():
     data = corrupted_low_rank(64, 4, 5, 0.1, random_state=0)
     model = OnlineMaxNormMD(4, random_state=0).partial_fit(data.Z)
-    assert model._lambdas(64) == (0.125, 0.125)
-    orth = OnlineMaxNormMD(4, random_state=0, init="orth_randn", max_inner_iter=1)
-    orth._init_random_state()
-    L0 = orth._initial_loadings((64,), 4, "numpy", {"dtype": np.float64})[0]
+    assert model._algorithm().lambdas(64) == (0.125, 0.125)
+    rng = np.random.default_rng(0)
+    orth = OnlineMaxNormMD(4, init="orth_randn", max_inner_iter=1)._algorithm()
+    L0 = orth.initial_loadings(data.Z, {"dtype": np.float64}, rng)[0]
     np.testing.assert_allclose(L0.T @ L0, np.eye(4), atol=1e-12)
-    rand = OnlineMaxNormMD(4, random_state=0)
-    rand._init_random_state()
-    L0 = rand._initial_loadings((64,), 4, "numpy", {"dtype": np.float64})[0]
+    rand = OnlineMaxNormMD(4)._algorithm()
+    L0 = rand.initial_loadings(data.Z, {"dtype": np.float64}, rng)[0]
     assert L0.min() >= 0 and L0.max() < 1
 
 
@@ -753,11 +753,8 @@ def _snapshot(model):
 def _assert_same(before, after):
     assert before.keys() == after.keys()
     for key in before:
-        if key == "loadings_":
-            np.testing.assert_array_equal(before[key][0], after[key][0])
-        elif key == "statistics_":
-            for name in ("A", "B"):
-                np.testing.assert_array_equal(before[key][name], after[key][name])
+        if key == "state_":
+            assert_same_state(before[key], after[key])
         else:
             assert before[key] == after[key]
 

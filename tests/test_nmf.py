@@ -129,7 +129,7 @@ def test_components_penalty_in_the_dictionary_step_is_exact():
         assert np.asarray(model.components_).min() >= 0
     stats = model.statistics_
     converged = OnlineNMF(3, alpha_H=0.05, l1_ratio=0.5, dict_passes=3000, column_bound=None,
-                          random_state=0)._update_dictionary(model.loadings_, stats, None)
+                          random_state=0)._algorithm().update(X, None, stats, model.loadings_, 1)
     W = converged[0]
     gradient = W @ stats["A"] - stats["B"] + l1 + l2 * W  # of the 1/2-scale surrogate
     assert np.abs(gradient[W > 1e-9]).max() < 1e-7
@@ -240,13 +240,13 @@ def test_random_and_array_initialisations():
     X = _data()
     model = OnlineNMF(3, random_state=0)
     state = model._initial_state(X[:10])
-    W = state["loadings_"][0]
+    W = state["state_"].loadings[0]
     assert W.shape == (15, 3) and W.min() >= 0
     np.testing.assert_allclose(np.median(W), np.sqrt(X[:10].mean() / 3) * 0.674, rtol=0.5)
     components = np.random.default_rng(2).random((3, 15))
     model = OnlineNMF(3, init=components, column_bound=None)
-    np.testing.assert_array_equal(model._initial_state(X)["loadings_"][0], components.T)
-    bounded = OnlineNMF(3, init=components)._initial_state(X)["loadings_"][0]  # projected
+    np.testing.assert_array_equal(model._initial_state(X)["state_"].loadings[0], components.T)
+    bounded = OnlineNMF(3, init=components)._initial_state(X)["state_"].loadings[0]  # projected
     np.testing.assert_allclose(bounded, components.T / np.linalg.norm(components, axis=1))
     with pytest.raises(ValueError, match=r"init must have shape \(n_components, n_features\)"):
         OnlineNMF(3, init=np.ones((2, 15))).partial_fit(X)

@@ -72,7 +72,7 @@ def test_radius_binds_with_small_constant():
     batches = nonnegative_tensor_stream(5, 5)
     free = OnlineCPDL(4, random_state=0).partial_fit(batches[0])
     held = OnlineCPDL(4, random_state=0, search_radius=0.1).partial_fit(batches[0])
-    before = OnlineCPDL(4, random_state=0)._initial_state(batches[0])["loadings_"]
+    before = OnlineCPDL(4, random_state=0)._initial_state(batches[0])["state_"].loadings
     moved = [np.linalg.norm(a - b) for a, b in zip(free.loadings_, before)]
     assert max(moved) > 0.1
     assert max(np.linalg.norm(a - b) for a, b in zip(held.loadings_, before)) <= 0.1 + 1e-12
@@ -166,7 +166,7 @@ def test_c1_one_mode_is_online_nmf():
     for t, X in enumerate(batches, 1):
         model.partial_fit(X)
         if W is None:
-            W = OnlineCPDL(3, random_state=0)._initial_state(X)["loadings_"][0]
+            W = OnlineCPDL(3, random_state=0)._initial_state(X)["state_"].loadings[0]
         H, _ = sparse_code(W.T @ W, X @ W, max_iter=300, tol=1e-5)
         A = (1 - 1 / t) * A + H.T @ H / (t * len(X))
         B = (1 - 1 / t) * B + X.T @ H / (t * len(X))

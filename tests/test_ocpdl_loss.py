@@ -10,7 +10,8 @@ from sklearn.base import clone
 
 import tensorstream
 from tensorstream import OnlineCPDL, OnlineNMF
-from tensorstream.learners.divergence_nmf import OLAlgorithm, OnlineDivergenceNMF
+from tensorstream.learners.divergence_nmf import DivergenceCP, OnlineDivergenceNMF
+from tensorstream.learners.ocpdl import SurrogateCP
 
 
 def planted_counts(n, shape=(12, 10), K=3, scale=20.0, seed=0):
@@ -58,7 +59,7 @@ def test_equals_divergence_nmf_exactly():
         np.testing.assert_array_equal(U, V)
     np.testing.assert_array_equal(cp.transform(X[:5]), nmf.transform(X[:5]))
     assert cp.score(X[:5]) == nmf.score(X[:5])
-    assert cp.statistics_["c"] == nmf.scale_
+    assert cp.scale_ == nmf.scale_ and cp.statistics_ is None
     assert cp.n_steps_ == nmf.n_steps_ == 12
 
 
@@ -95,14 +96,15 @@ def test_clone_params_and_switching():
     twin = clone(model)
     assert twin.get_params() == model.get_params() and twin.loss == "kl"
     assert "loss='kl'" in repr(model) and "step_a=100.0" in repr(model)
-    assert isinstance(model._ol(), OLAlgorithm)
+    assert isinstance(model._algorithm(), DivergenceCP)
     squared = OnlineCPDL(2)
-    assert squared._ol() is None and repr(squared) == "OnlineCPDL(n_components=2)"
+    assert isinstance(squared._algorithm(), SurrogateCP)
+    assert repr(squared) == "OnlineCPDL(n_components=2)"
     for spelling in ("squared", "l2", "frobenius", 2.0):
-        assert OnlineCPDL(2, loss=spelling)._ol() is None
+        assert isinstance(OnlineCPDL(2, loss=spelling)._algorithm(), SurrogateCP)
     squared.set_params(loss="kl")
-    assert isinstance(squared._ol(), OLAlgorithm)
-    assert OnlineNMF(2)._ol() is None  # subclasses without the parameter keep their engine
+    assert isinstance(squared._algorithm(), DivergenceCP)
+    assert not isinstance(OnlineNMF(2)._algorithm(), DivergenceCP)
 
 
 def test_squared_loss_is_the_surrogate_engine():

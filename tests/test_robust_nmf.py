@@ -198,9 +198,9 @@ def test_measures_and_data_helpers():
 def test_initial_dictionary_is_in_C():
     for constraint in ("l2ball", "simplex"):
         W = RobustOnlineNMF(5, constraint=constraint, random_state=0)._initial_state(
-            np.ones((2, 30)))["loadings_"][0]
+            np.ones((2, 30)))["state_"].loadings[0]
         assert _feasible(W, {"constraint": constraint})
-    W = RobustOnlineNMF(5, random_state=0)._initial_state(np.ones((2, 30)))["loadings_"][0]
+    W = RobustOnlineNMF(5, random_state=0)._initial_state(np.ones((2, 30)))["state_"].loadings[0]
     rng = np.random.default_rng(0)
     np.testing.assert_allclose(W, proj_C(rng.random((30, 5))))  # P_C(U[0, 1)), spec 6.5
 
@@ -260,7 +260,7 @@ def test_u4_statistics_reproduce_the_past_losses(tau):
     stats = model.statistics_
     np.testing.assert_allclose(stats["A"], H.T @ H / 63, rtol=1e-10)
     np.testing.assert_allclose(stats["B"], (data.X - R).T @ H / 63, rtol=1e-10)
-    penalties = model._penalties(30)
+    penalties = model._algorithm().penalties(30)
     rng = np.random.default_rng(1)
     for _ in range(3):
         W = proj_C(rng.random((30, 4)))
@@ -487,7 +487,7 @@ def test_batch_estimator_api_and_shared_initialisation():
     data = synthetic_outlier_data(n_features=30, n_components=4, n_samples=80, random_state=15)
     online = RobustOnlineNMF(4, random_state=3)
     online.partial_fit(data.X[:5])
-    W0 = RobustOnlineNMF(4, random_state=3)._initial_state(data.X[:5])["loadings_"][0]
+    W0 = RobustOnlineNMF(4, random_state=3)._initial_state(data.X[:5])["state_"].loadings[0]
     batch = RobustNMF(4, init=[W0], max_iter=3, random_state=3)
     codes = batch.fit_transform(data.X)
     assert codes.shape == (80, 4) and batch.n_iter_ == 3

@@ -28,7 +28,7 @@ def test_orpca_reproduces_the_reference_loop():
 def test_orpca_coding_has_no_iteration_cap():
     data = corrupted_low_rank(50, 5, 30, 0.5, random_state=0)
     model = stream(OnlineRobustPCA(5, random_state=0), data.Z)
-    out = model._robust_codes(tl.tensor(data.Z), model.loadings_[0])
+    out = model._algorithm().robust_codes(tl.tensor(data.Z), model.loadings_[0])
     assert out.n_iter.max() > 100
 
 

@@ -1,9 +1,14 @@
-"""What every online learner shares: the scikit-learn parameter contract and the fit loop.
+"""What every learner shares: the scikit-learn parameter contract, ``fit`` over arrays and
+streams, and (:class:`OnlineLearner`) the estimator shell around the online engine.
 
-Subclasses keep hyper-parameters in ``__init__`` (stored unchanged, so ``get_params``,
-``set_params`` and ``sklearn.base.clone`` work), learned state in trailing-underscore attributes,
-and implement ``_reset()`` and ``partial_fit(X)``; ``partial_fit`` stores a dict describing the
-step in ``self._last_info`` for progress bars and callbacks.
+Learners keep hyper-parameters in ``__init__`` (stored unchanged, so ``get_params``,
+``set_params`` and ``sklearn.base.clone`` work) and learned state in trailing-underscore
+attributes. An online learner is a configuration: it builds an :class:`~..engine.Algorithm`
+from its parameters (``_algorithm``) and :class:`OnlineLearner` does the rest: validation at
+the boundary, the step through :func:`~..engine.online_step` computed on the side and committed
+at the end (a failure leaves the learner as it was), and the methods that use the dictionary.
+``partial_fit`` stores a dict describing the step in ``self._last_info`` for progress bars and
+callbacks.
 """
 
 from __future__ import annotations
@@ -13,10 +18,22 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 import xarray as xr
 
-from .._validation import check_positive_int
-from ..labels import ModeLayout, to_samples
+from .._backend import backend_of, float_dtype_of, using
+from .._validation import (
+    check_batch,
+    check_masked_batch,
+    check_n_components,
+    check_positive_int,
+    check_sample_weight,
+    check_sparse_batch,
+    is_sparse,
+)
+from ..cp_dictionary import reconstruct, to_cp_tensor
+from ..engine import Algorithm, Codes, OnlineState, online_step
+from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
 
 def is_array_like(X: Any) -> bool:
@@ -191,6 +208,283 @@ class OnlineEstimator:
     def _init_random_state(self) -> None:
         if getattr(self, "_rng", None) is None:
             self._rng = np.random.default_rng(self.random_state)
+
+
+class NotFittedError(ValueError, AttributeError):
+    """A learner was used before ``fit`` or ``partial_fit`` (``hasattr`` then returns False)."""
+
+
+class OnlineLearner(OnlineEstimator):
+    """An estimator holding the engine's :class:`~..engine.OnlineState`.
+
+    Subclasses say which algorithm they run and what data they accept:
+
+    - ``_algorithm()``: the :class:`~..engine.Algorithm` configured by the parameters;
+    - ``_check_params()``: raise ``ValueError``/``TypeError`` for invalid parameters;
+    - ``_nonnegative_data()``, ``_keeps_sparse(X, backend)``, ``_check_samples(X, name)``:
+      what a batch must be (defaults: nonnegative when the model is; dense; any shape).
+
+    Learned state: ``state_`` (loadings, statistics, data scale, step and sample counts),
+    ``backend_``, ``sample_shape_``, ``layout_`` (labelled fits) and the random generator.
+    """
+
+    missing = None  # learners that accept missing entries make it a parameter
+
+    # -- what a subclass configures ------------------------------------------------------------
+
+    def _algorithm(self) -> Algorithm:
+        raise NotImplementedError
+
+    def _check_params(self) -> None:
+        raise NotImplementedError
+
+    def _nonnegative_data(self) -> bool:
+        return bool(getattr(self, "nonnegative", False))
+
+    def _keeps_sparse(self, X: Any, backend: str) -> bool:
+        """True when the sparse batch ``X`` stays sparse (the algorithm codes it on its support);
+        otherwise it is densified."""
+        return False
+
+    def _check_samples(self, X: Any, name: str) -> None:
+        """Raise ``ValueError`` for samples this learner cannot model (e.g. not vectors)."""
+
+    # -- the learned state ---------------------------------------------------------------------
+
+    @property
+    def _fitted(self) -> bool:
+        return "state_" in self.__dict__
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit or "
+                                 f"partial_fit first")
+
+    def _fitted_state(self) -> OnlineState:
+        self._check_fitted()
+        return self.state_
+
+    @property
+    def loadings_(self) -> list:
+        """The dictionary: one tensor of shape ``(I_k, n_components)`` per data mode."""
+        return self._fitted_state().loadings
+
+    @property
+    def statistics_(self) -> dict | None:
+        """The surrogate's statistics ``A``, ``B``, ``c`` (None for gradient algorithms)."""
+        return self._fitted_state().statistics
+
+    @property
+    def n_steps_(self) -> int:
+        """Mini-batches learned from."""
+        return self._fitted_state().n_steps
+
+    @property
+    def n_samples_seen_(self) -> int:
+        """Samples learned from."""
+        return self._fitted_state().n_samples_seen
+
+    @property
+    def n_components_(self) -> int:
+        """Number of atoms of the learned dictionary."""
+        return int(tl.shape(self.loadings_[0])[1])
+
+    def _reset(self) -> None:
+        for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
+                     "_last_info", "_last_codes"):
+            self.__dict__.pop(name, None)
+
+    # -- validation at the boundary ------------------------------------------------------------
+
+    def _backend_for(self, X: Any) -> str:
+        return self.backend_ if self._fitted else (self.backend or backend_of(X))
+
+    def _checked_against_fit(self) -> dict:
+        return {"context": self.__dict__.get("_context"),
+                "sample_shape": self.__dict__.get("sample_shape_")}
+
+    def _validate(self, X: Any, name: str = "X") -> Any:
+        """``X`` as a tensor of the learner's backend, checked against the fitted state (a
+        sparse batch stays sparse where the algorithm codes it so)."""
+        backend = self._backend_for(X)
+        check = check_sparse_batch if is_sparse(X) and self._keeps_sparse(X, backend) \
+            else check_batch
+        X = check(X, backend=backend, nonnegative=self._nonnegative_data(), name=name,
+                  **self._checked_against_fit())
+        self._check_samples(X, name)
+        return X
+
+    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
+        """``(X, mask)`` as tensors; ``mask`` is None unless entries are missing."""
+        if mask is None and self.missing is None:
+            return self._validate(X, name), None
+        X, mask = check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
+                                     nonnegative=self._nonnegative_data(), name=name,
+                                     **self._checked_against_fit())
+        self._check_samples(X, name)
+        return X, mask
+
+    def _unlabel_mask(self, mask: Any, layout: Any) -> Any:
+        """A labelled mask laid out like its labelled data."""
+        if mask is not None and is_labelled(mask):
+            if layout is None:
+                raise TypeError("a labelled mask needs labelled data")
+            return to_samples(mask, layout)
+        return mask
+
+    def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:
+        """``(X, mask, layout)`` of data given to a fitted learner's methods."""
+        data, layout = self._unlabel(X, None, None)
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        return X, mask, layout
+
+    # -- learning ------------------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any = None, **fit_params: Any) -> OnlineLearner:
+        """Learn from scratch (see :meth:`OnlineEstimator.fit`). Sparse matrices
+        (scipy.sparse, 2-D ``sparse.COO``) are streamed as CSR row batches."""
+        if is_sparse(X) and len(X.shape) == 2:
+            X = X.tocsr()
+        return super().fit(X, y, **fit_params)
+
+    def partial_fit(self, X: Any, y: Any = None, *, mask: Any = None,
+                    sample_dim: str | None = None, modes: Any = None) -> OnlineLearner:
+        """Learn from one mini-batch.
+
+        Parameters
+        ----------
+        X : array of shape (b, I_1, ..., I_n) or xarray.DataArray
+            The batch; a DataArray is laid out by ``sample_dim`` and ``modes`` (see ``fit``),
+            given with the first batch and kept for the next ones.
+        y : ignored
+        mask : boolean array of X's shape, optional
+            True where an entry is observed; missing entries never influence the result.
+        sample_dim, modes : optional
+            Labelled input only (see :meth:`fit`).
+
+        Returns
+        -------
+        self
+
+        Invalid input raises before anything changes: the learner's state (its random
+        generator included) is left as it was.
+        """
+        self._check_params()
+        algorithm = self._algorithm()
+        data, layout = self._unlabel(X, sample_dim, modes)
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        self._init_random_state()
+        # the generator is shared with fit's shuffling, so it is restored rather than copied
+        saved = self._rng.bit_generator.state
+        try:
+            fresh = {} if self._fitted else self._initial_state(X, algorithm)
+            backend = fresh.get("backend_", self.__dict__.get("backend_"))
+            state = fresh.get("state_", self.__dict__.get("state_"))
+            with using(backend):
+                new, coded, info = online_step(algorithm, X, state, mask)
+        except BaseException:
+            self._rng.bit_generator.state = saved
+            raise
+        self.__dict__.update(fresh)
+        self.state_ = new
+        self._last_info = info
+        self._last_codes = coded.codes, coded.outliers
+        if layout is not None:
+            self.layout_ = layout
+        return self
+
+    def _initial_state(self, X: Any, algorithm: Algorithm | None = None) -> dict:
+        """The state before the first step, for samples shaped like the validated batch ``X``
+        (draws from the learner's random generator)."""
+        algorithm = algorithm or self._algorithm()
+        self._init_random_state()
+        R = check_n_components(self.n_components)
+        backend = backend_of(X)
+        with using(backend):
+            context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
+            sample_shape = tuple(X.shape[1:])
+            loadings = algorithm.initial_loadings(X, context, self._rng)
+            statistics = algorithm.initial_statistics(sample_shape, R, context)
+        return {"state_": OnlineState(loadings=loadings, statistics=statistics),
+                "backend_": backend, "sample_shape_": sample_shape, "_context": context}
+
+    # -- using the dictionary ------------------------------------------------------------------
+
+    def _coded(self, X: Any, mask: Any) -> Codes:
+        """The coding step at the learned dictionary and scale."""
+        state = self.state_
+        return self._algorithm().encode(X, state.loadings, state.scale, mask)
+
+    def transform(self, X: Any, mask: Any = None) -> Any:
+        """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``.
+
+        Labelled input gives a DataArray over ``(sample_dim, "component")`` with the sample
+        coords. ``mask`` (or ``missing="nan"``) marks missing entries, which are ignored.
+        """
+        self._check_fitted()
+        X_checked, mask, layout = self._checked_input(X, mask)
+        with using(self.backend_):
+            codes = self._coded(X_checked, mask).codes
+        return codes if layout is None else codes_to_dataarray(codes, layout.with_samples(X))
+
+    def inverse_transform(self, codes: Any) -> Any:
+        """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)``.
+
+        Codes given as a DataArray (from ``transform`` of labelled data) give the samples back
+        as a DataArray with the original dims and coords.
+        """
+        self._check_fitted()
+        layout = None
+        if is_labelled(codes):
+            layout = self.__dict__.get("layout_")
+            if layout is None:
+                raise TypeError("labelled codes need a learner fitted on labelled data")
+            layout = layout.with_samples(codes)
+            codes = codes.transpose(layout.sample_dim, ...).data
+        codes = check_batch(codes, backend=self.backend_, context=self._context,
+                            sample_shape=(self.n_components_,), name="codes")
+        with using(self.backend_):
+            samples = reconstruct(self.loadings_, codes)
+        return samples if layout is None else from_samples(samples, layout)
+
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
+        """Minus the (weighted) mean over samples of the coding objective at the learned
+        dictionary (for the squared loss ``min_h ||x - W h||^2 + penalties``).
+
+        With missing entries (``mask`` or ``missing="nan"``) only observed entries count.
+        """
+        self._check_fitted()
+        X, mask, _ = self._checked_input(X, mask)
+        weights = check_sample_weight(sample_weight, X.shape[0])
+        with using(self.backend_):
+            losses = tl.to_numpy(self._coded(X, mask).losses)
+        return -float(np.average(losses, weights=weights))
+
+    @property
+    def factors_(self):
+        """The learned loadings as an ``xarray.Dataset``: one variable per mode.
+
+        For labelled input each variable keeps the original dims and coords (stacked modes
+        unstacked again) plus a ``component`` dim; for plain arrays the dims are ``mode_0``,
+        ``mode_1``, ...
+        """
+        self._check_fitted()
+        layout = self.__dict__.get("layout_")
+        if layout is None:
+            dims = ("sample", *(f"mode_{k}" for k in range(len(self.sample_shape_))))
+            template = xr.DataArray(np.broadcast_to(0.0, (1, *self.sample_shape_)), dims=dims)
+            layout = ModeLayout.from_dataarray(template, "sample", None)
+        return factors_to_dataset(self.loadings_, layout)
+
+    def to_cp_tensor(self, X: Any):
+        """The batch ``X`` as a TensorLy ``CPTensor``: its codes are the sample-mode factor."""
+        codes = self.transform(X)
+        with using(self.backend_):
+            return to_cp_tensor(self.loadings_, codes)
+
+    def reconstruct(self, X: Any) -> Any:
+        """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
+        return self.inverse_transform(self.transform(X))
 
 
 def _progress_bar(total: int | None):

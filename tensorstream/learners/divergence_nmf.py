@@ -15,10 +15,9 @@ The paper's OL algorithm (spec ``001_onmf_divergences.md``, Algorithm 1) on the 
 
 No statistics are kept: only the loadings and the data scale.
 
-:class:`OLAlgorithm` holds these steps, once, for every learner that runs them:
-``OnlineCPDL(loss=...)`` with a loss other than the squared one, and
-:class:`OnlineDivergenceNMF` (a thin subclass of OnlineCPDL that always runs them, with the
-paper's defaults).
+:class:`DivergenceCP` is this algorithm as a configuration of the engine, once, for every
+learner that runs it: ``OnlineCPDL(loss=...)`` with a loss other than the squared one, and
+:class:`OnlineDivergenceNMF` (which always runs it, with the paper's defaults).
 
 Deviation for tensors: the step of loading ``k`` is divided by the number of entries one of its
 rows touches, ``prod_{l != k} I_l`` (1 for a matrix, so the matrix case is the paper's step);
@@ -39,6 +38,8 @@ nonzeros. Every other loss, and tensor samples, densify each batch (one batch at
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -62,10 +63,11 @@ from ..divergence_coding import (
     code_divergence,
     code_divergence_sparse,
 )
-from ..losses import Divergence
-from .ocpdl import SQUARED_ONLY, Encoding, OnlineCPDL, check_at_defaults
+from ..engine import Algorithm, Codes, OnlineState
+from ..losses import Divergence, get_loss
+from ._base import OnlineLearner
 
-__all__ = ["OLAlgorithm", "OnlineDivergenceNMF", "project_rows_box_sum"]
+__all__ = ["DivergenceCP", "OnlineDivergenceNMF", "project_rows_box_sum"]
 
 
 def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> Any:
@@ -111,101 +113,113 @@ def _scaled(X: Any, scale: float) -> Any:
     return X / scale
 
 
-class OLAlgorithm:
-    """The OL steps with a learner's parameters (pure functions of their arguments).
+def check_divergence_params(learner: Any, loss: Divergence) -> None:
+    """Validate a learner's parameters of the OL algorithm (``ValueError``/``TypeError``)."""
+    check_n_components(learner.n_components)
+    for name in ("step_a", "step_b"):
+        if check_nonnegative_number(getattr(learner, name), name) == 0 and name == "step_a":
+            raise ValueError("step_a must be > 0")
+    if learner.step_tau is not None:
+        check_nonnegative_number(learner.step_tau, "step_tau")
+    check_positive_int(learner.batch_size, "batch_size")
+    if not DivergenceCP(learner, loss).step_size(1) < float("inf"):
+        raise ValueError("step_tau + step_b must be > 0")
+    if learner.grad_reduction not in ("mean", "sum"):
+        raise ValueError(f"grad_reduction must be 'mean' or 'sum', "
+                         f"got {learner.grad_reduction!r}")
+    if learner.dict_step not in ("sgd", "mu"):
+        raise ValueError(f"dict_step must be 'sgd' or 'mu', got {learner.dict_step!r}")
+    if check_nonnegative_number(learner.dict_upper, "dict_upper") == 0:
+        raise ValueError("dict_upper must be > 0")
+    if check_nonnegative_number(learner.dict_row_min, "dict_row_min") > learner.dict_upper:
+        raise ValueError("dict_row_min must be <= dict_upper")
+    check_nonnegative_number(learner.ridge, "ridge")
+    check_positive_int(learner.code_max_iter, "code_max_iter")
+    check_nonnegative_number(learner.code_tol, "code_tol")
+    if learner.backend not in (None, "numpy", "pytorch"):
+        raise ValueError(f"backend must be 'numpy', 'pytorch' or None, "
+                         f"got {learner.backend!r}")
 
-    The learner (``OnlineCPDL`` with a divergence loss, or ``OnlineDivergenceNMF``) delegates
-    its hooks here; its ``_rng`` draws the initial loadings.
+
+class DivergenceCP(Algorithm):
+    """The OL algorithm as a configuration of the engine (module docstring).
+
+    Keeps no statistics: the state is the loadings and the data scale.
 
     Parameters
     ----------
-    learner : OnlineCPDL
-        Supplies the parameters (``loss``, ``loss_params``, ``step_a``, ...).
+    params : namespace
+        The learner's parameters (``n_components``, ``step_a``, ``step_b``, ``step_tau``,
+        ``batch_size``, ``grad_reduction``, ``dict_step``, ``code_step``, ``code_lower``,
+        ``code_upper``, ``dict_upper``, ``dict_row_min``, ``ridge``, ``normalize``, ``init``,
+        ``code_max_iter``, ``code_tol``).
+    loss : Divergence
 
     Examples
     --------
-    >>> from tensorstream import OnlineCPDL
-    >>> OLAlgorithm(OnlineCPDL(2, loss="kl")).step_size(1)
+    >>> from types import SimpleNamespace
+    >>> from tensorstream.losses import get_loss
+    >>> params = SimpleNamespace(step_a=2e4, step_b=2e4, step_tau=None, batch_size=32)
+    >>> DivergenceCP(params, get_loss("kl")).step_size(1)
     0.9984025559105432
     """
 
-    def __init__(self, learner: Any):
-        self.learner = learner
-        self.loss = learner.loss_
+    keeps_statistics = False
 
-    # -- parameters ----------------------------------------------------------------------------
-
-    def check_params(self) -> None:
-        """Validate the learner's parameters for this algorithm (``ValueError``/``TypeError``)."""
-        learner = self.learner
-        check_n_components(learner.n_components)
-        check_at_defaults(learner, SQUARED_ONLY, "the squared loss")
-        for name in ("step_a", "step_b"):
-            if check_nonnegative_number(getattr(learner, name), name) == 0 and name == "step_a":
-                raise ValueError("step_a must be > 0")
-        if learner.step_tau is not None:
-            check_nonnegative_number(learner.step_tau, "step_tau")
-        check_positive_int(learner.batch_size, "batch_size")
-        if not self.step_size(1) < float("inf"):
-            raise ValueError("step_tau + step_b must be > 0")
-        if learner.grad_reduction not in ("mean", "sum"):
-            raise ValueError(f"grad_reduction must be 'mean' or 'sum', "
-                             f"got {learner.grad_reduction!r}")
-        if learner.dict_step not in ("sgd", "mu"):
-            raise ValueError(f"dict_step must be 'sgd' or 'mu', got {learner.dict_step!r}")
-        if check_nonnegative_number(learner.dict_upper, "dict_upper") == 0:
-            raise ValueError("dict_upper must be > 0")
-        if check_nonnegative_number(learner.dict_row_min, "dict_row_min") > learner.dict_upper:
-            raise ValueError("dict_row_min must be <= dict_upper")
-        check_nonnegative_number(learner.ridge, "ridge")
-        check_positive_int(learner.code_max_iter, "code_max_iter")
-        check_nonnegative_number(learner.code_tol, "code_tol")
-        if learner.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, "
-                             f"got {learner.backend!r}")
+    def __init__(self, params: Any, loss: Divergence):
+        self.params = params
+        self.loss = loss
 
     def step_size(self, t: int) -> float:
         """``eta_t = step_a / (step_tau t + step_b)`` (``step_tau`` defaults to the batch size)."""
-        learner = self.learner
-        tau = learner.batch_size if learner.step_tau is None else learner.step_tau
-        denominator = float(tau) * t + float(learner.step_b)
-        return float(learner.step_a) / denominator if denominator > 0 else float("inf")
+        p = self.params
+        tau = p.batch_size if p.step_tau is None else p.step_tau
+        denominator = float(tau) * t + float(p.step_b)
+        return float(p.step_a) / denominator if denominator > 0 else float("inf")
 
-    def keeps_sparse(self, X: Any) -> bool:
-        """True when the sparse batch ``X`` runs on the support-only path (KL, one data mode)."""
-        return len(X.shape) == 2 and self.loss.name in SPARSE_LOSSES
+    @staticmethod
+    def keeps_sparse(loss: Divergence, X: Any, backend: str) -> bool:
+        """True when a sparse batch stays sparse: the support-only path (KL, one data mode),
+        or a backend that refuses sparse input (with a clear error at validation)."""
+        return backend != "numpy" or (len(X.shape) == 2 and loss.name in SPARSE_LOSSES)
 
-    # -- state ---------------------------------------------------------------------------------
-
-    def project_loading(self, U: Any) -> Any:
+    def project(self, U: Any) -> Any:
         """The paper's C: entries in ``[0, dict_upper]``, row sums ``>= dict_row_min``."""
-        learner = self.learner
-        return project_rows_box_sum(U, float(learner.dict_upper), float(learner.dict_row_min))
+        return project_rows_box_sum(U, float(self.params.dict_upper),
+                                    float(self.params.dict_row_min))
 
-    def initial_loadings(self, sample_shape: tuple, R: int, backend: str, context: dict) -> list:
-        """i.i.d. U(0, 1) loadings (drawn in numpy with the learner's ``_rng``), or ``init``."""
-        learner = self.learner
-        if isinstance(learner.init, str):
-            if learner.init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, "
-                                 f"got {learner.init!r}")
-            arrays = [learner._rng.random((size, R)) for size in sample_shape]
+    # -- the engine's hooks --------------------------------------------------------------------
+
+    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+        """i.i.d. U(0, 1) loadings (drawn in numpy with ``rng``), or ``init``."""
+        init, R = self.params.init, self.params.n_components
+        sample_shape = tuple(X.shape[1:])
+        if isinstance(init, str):
+            if init != "random":
+                raise ValueError(f"init must be 'random' or a list of arrays, got {init!r}")
+            arrays = [rng.random((size, R)) for size in sample_shape]
         else:
-            arrays = list(learner.init)
+            arrays = list(init)
             if len(arrays) != len(sample_shape):
                 raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays "
                                  f"of shapes {[(s, R) for s in sample_shape]}")
         loadings = []
         for k, (U, size) in enumerate(zip(arrays, sample_shape)):
-            U = check_batch(U, backend=backend, name=f"init[{k}]")
+            U = check_batch(U, backend=tl.get_backend(), name=f"init[{k}]")
             if tuple(U.shape) != (size, R):
                 raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-            loadings.append(self.project_loading(tl.tensor(U, **context)))
+            loadings.append(self.project(tl.tensor(U, **context)))
         return loadings
 
-    def data_scale(self, X: Any) -> float:
-        """The mean absolute entry of ``X`` (1.0 when ``normalize=False`` or degenerate)."""
-        if not self.learner.normalize:
+    def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> None:
+        return None
+
+    def data_scale(self, X: Any, state: OnlineState) -> float:
+        """The first batch's mean absolute entry (1.0 when ``normalize=False`` or degenerate),
+        kept for every later step."""
+        if state.n_steps > 0:
+            return state.scale
+        if not self.params.normalize:
             return 1.0
         if is_sparse(X):
             scale = float(np.sum(np.abs(X.data))) / float(np.prod(X.shape))
@@ -213,35 +227,21 @@ class OLAlgorithm:
             scale = float(tl.mean(tl.abs(X)))
         return scale if scale > 0 and np.isfinite(scale) else 1.0
 
-    # -- one step ------------------------------------------------------------------------------
-
-    def step(self, X: Any, state: dict, mask: Any = None) -> dict:
-        """One step of the OL algorithm on the validated batch; returns the new state (pure)."""
-        learner = self.learner
-        if mask is not None:
-            raise ValueError(f"{type(learner).__name__} with the {self.loss.name} loss does not "
-                             f"support missing entries (mask)")
-        t = state["n_steps_"] + 1
-        stats = state["statistics_"]
-        scale = self.data_scale(X) if t == 1 else float(stats["c"])
-        statistics = {**stats, "c": scale}
-        loadings = state["loadings_"]
-        coded = self.encode(X, loadings, scale)
-        new_loadings = learner._dictionary_step(X, coded, statistics, loadings, t, None)
-        return learner._next_state(state, new_loadings, statistics, t, X.shape[0],
-                                   float(tl.mean(coded.losses)), {"step_size": self.step_size(t)})
-
-    def encode(self, X: Any, loadings: list, scale: float, init: Any = None) -> Encoding:
-        """Codes of a batch (raw scale) by projected gradient on ``d(v/scale || W h)`` (pure).
+    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None,
+               init: Any = None) -> Codes:
+        """Codes of a batch (raw scale) by projected gradient on ``d(v/scale || W h)``.
 
         ``init`` warm-starts the codes (raw scale). ``losses`` are the per-sample divergences
         at the raw scale.
         """
-        learner, loss = self.learner, self.loss
+        if mask is not None:
+            raise ValueError(f"the {self.loss.name} loss does not support missing entries "
+                             f"(mask)")
+        p, loss = self.params, self.loss
         options = {"init": None if init is None else init / scale, "gram": gram(loadings),
-                   "step": learner.code_step, "lower": learner.code_lower,
-                   "upper": learner.code_upper, "ridge": float(learner.ridge),
-                   "max_iter": int(learner.code_max_iter), "tol": float(learner.code_tol)}
+                   "step": p.code_step, "lower": p.code_lower, "upper": p.code_upper,
+                   "ridge": float(p.ridge), "max_iter": int(p.code_max_iter),
+                   "tol": float(p.code_tol)}
         Xn = _scaled(X, scale)
         if is_sparse(X):
             H, _ = code_divergence_sparse(Xn, loadings[0], loss, **options)
@@ -253,13 +253,15 @@ class OLAlgorithm:
                                    lambda G: project(G, loadings), loss, **options)
             codes = H * scale
             losses = loss.per_sample(X, reconstruct(loadings, codes))
-        return Encoding(codes=codes, explained=X, losses=losses,
-                        constant=float(tl.mean(losses)))
+        return Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)))
 
-    def dictionary_step(self, X: Any, coded: Encoding, scale: float, loadings: list,
-                        t: int) -> list:
-        """One projected stochastic-gradient step on every loading (pure; Jacobi, all modes
-        from the same point)."""
+    def accumulate(self, statistics: None, coded: Codes, mask: Any, w: None) -> None:
+        return None
+
+    def update(self, X: Any, coded: Codes, statistics: None, loadings: list, t: int,
+               scale: float) -> list:
+        """One projected stochastic-gradient step on every loading (Jacobi, all modes from
+        the same point), at the normalized scale."""
         Hn = coded.codes / scale
         Xn = _scaled(X, scale)
         if is_sparse(X):
@@ -270,14 +272,13 @@ class OLAlgorithm:
             G = self.loss.gradient(Xn, reconstruct(loadings, Hn), check=False)
             B = outer_statistic(G, Hn)  # sum_j G_j o h_j, shape (I_1..I_n, R)
         eta = self.step_size(t)
-        if self.learner.dict_step == "mu":
+        if self.params.dict_step == "mu":
             return self._preconditioned_step(B, Hn, loadings, eta)
-        if self.learner.grad_reduction == "mean":
+        if self.params.grad_reduction == "mean":
             B = B / X.shape[0]
         size = int(np.prod([tl.shape(U)[0] for U in loadings]))
         # mode k's step is divided by the fiber size prod_{l != k} I_l (1 for a matrix)
-        return [self.project_loading(
-                    U - (eta * tl.shape(U)[0] / size) * contract_except(B, loadings, k))
+        return [self.project(U - (eta * tl.shape(U)[0] / size) * contract_except(B, loadings, k))
                 for k, U in enumerate(loadings)]
 
     def _preconditioned_step(self, B: Any, Hn: Any, loadings: list, eta: float) -> list:
@@ -294,11 +295,13 @@ class OLAlgorithm:
                 if other != k:
                     D = D * column_sums
             D = tl.reshape(tl.clip(D, 1e-12, None), (1, -1))
-            new.append(self.project_loading(U - eta * (U / D) * contract_except(B, loadings, k)))
+            new.append(self.project(U - eta * (U / D) * contract_except(B, loadings, k)))
         return new
 
+    def info(self, t: int, w: None) -> dict:
+        return {"step_size": self.step_size(t)}
 
-class OnlineDivergenceNMF(OnlineCPDL):
+class OnlineDivergenceNMF(OnlineLearner):
     """Online NMF (and nonnegative CP) under a general divergence ``d(v || W h)``.
 
     With samples of shape ``(n_features,)`` this is the online NMF of Zhao, Tan & Xu with
@@ -306,7 +309,7 @@ class OnlineDivergenceNMF(OnlineCPDL):
     ``(I_1, ..., I_n)`` the dictionary is a CP dictionary, e.g. online KL (Poisson) CP of count
     tensors. Codes are solved per batch by projected gradient, the loadings take one projected
     stochastic-gradient step per batch (module docstring). The algorithm is the one
-    ``OnlineCPDL(loss=...)`` runs for a non-squared loss (:class:`OLAlgorithm`); this class
+    ``OnlineCPDL(loss=...)`` runs for a non-squared loss (:class:`DivergenceCP`); this class
     has the paper's defaults and runs it for every loss, the squared one included.
 
     Parameters
@@ -364,7 +367,7 @@ class OnlineDivergenceNMF(OnlineCPDL):
     components_ : tensor of shape (n_components, n_features)
         Matrix case only.
     scale_ : float
-        The data scale (1.0 when ``normalize=False``); stored as ``statistics_["c"]``.
+        The data scale (1.0 when ``normalize=False``).
     n_steps_, n_samples_seen_ : int
 
     Notes
@@ -391,10 +394,6 @@ class OnlineDivergenceNMF(OnlineCPDL):
     >>> bool((model.transform(X[:3]) > 0).all())
     True
     """
-
-    # the squared engine's parameters, fixed at their defaults (not parameters of this class)
-    alpha = 0.0
-    missing = None
 
     def __init__(self, n_components: int, *, loss: str | float | Divergence = "kl",
                  loss_params: dict | None = None, step_a: float = 2e4, step_b: float = 2e4,
@@ -430,18 +429,34 @@ class OnlineDivergenceNMF(OnlineCPDL):
         self.verbose = verbose
         self.callback = callback
 
-    def _ol(self) -> OLAlgorithm:
-        return OLAlgorithm(self)  # every loss, the squared one included
+    # -- configuration -------------------------------------------------------------------------
 
     @property
-    def nonnegative(self) -> bool:  # data check at the boundary, from the loss
+    def loss_(self) -> Divergence:
+        """The divergence object (from ``loss`` and ``loss_params``)."""
+        params = self.loss_params
+        if isinstance(params, str):  # as restored from a checkpoint
+            params = json.loads(params)
+        return get_loss(self.loss, **(params or {}))
+
+    def _algorithm(self) -> DivergenceCP:
+        return DivergenceCP(SimpleNamespace(**self.get_params()), self.loss_)
+
+    def _check_params(self) -> None:
+        check_divergence_params(self, self.loss_)
+
+    def _nonnegative_data(self) -> bool:
         return bool(self.loss_.needs_nonnegative_data)
+
+    def _keeps_sparse(self, X: Any, backend: str) -> bool:
+        return DivergenceCP.keeps_sparse(self.loss_, X, backend)
+
+    # -- results -------------------------------------------------------------------------------
 
     @property
     def scale_(self) -> float:
-        """The data scale of the normalization (``statistics_["c"]``)."""
-        self._check_fitted()
-        return float(self.statistics_["c"])
+        """The data scale of the normalization."""
+        return float(self._fitted_state().scale)
 
     def transform(self, X: Any, mask: Any = None, *, init: Any = None) -> Any:
         """Codes of ``X`` (raw scale), shape ``(n, R)``; ``init`` (raw-scale codes) warm-starts
@@ -457,12 +472,7 @@ class OnlineDivergenceNMF(OnlineCPDL):
         if init.shape[0] != X.shape[0]:
             raise ValueError(f"init must have {X.shape[0]} rows, got {init.shape[0]}")
         with using(self.backend_):
-            return self._ol().encode(X, self.loadings_, self.scale_, init=init).codes
-
-    @property
-    def n_components_(self) -> int:
-        self._check_fitted()
-        return int(tl.shape(self.loadings_[0])[1])
+            return self._algorithm().encode(X, self.loadings_, self.scale_, init=init).codes
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
         """Minus the (weighted) mean divergence ``d(x || W h)`` at refitted codes (raw scale)."""
@@ -475,4 +485,3 @@ class OnlineDivergenceNMF(OnlineCPDL):
         if len(self.loadings_) != 1:
             raise AttributeError("components_ exists only for matrix data; use loadings_")
         return tl.transpose(self.loadings_[0])
-

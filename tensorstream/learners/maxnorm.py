@@ -8,13 +8,14 @@ sparse corruption ``e``; the basis ``L`` (``p x d``) is learned online from the 
 
 which is MRMD with the max-norm ``||X||_max`` written as "unit-ball coefficients, penalized
 largest row norm of the basis" (Proposition 1). It is the two-mode case of the CP-dictionary
-engine (:class:`~tensorstream.learners.ocpdl.OnlineCPDL`): the basis is the single loading
-``loadings_[0]``, the coefficients are the codes, and only the two hooks differ:
+engine (the loop and statistics of :class:`~tensorstream.learners.ocpdl.OnlineCPDL`): the basis
+is the single loading ``loadings_[0]``, the coefficients are the codes, and only two parts of the
+configuration (:class:`RobustMatrixAlgorithm`) differ:
 
-* :meth:`_encode`: ``(r, e)`` per sample by block coordinate descent with the ball constraint
+* ``encode``: ``(r, e)`` per sample by block coordinate descent with the ball constraint
   (:func:`tensorstream.maxnorm_coding.robust_code`); the statistics see ``explained = z - e``, so
   the engine's ``A = mean r r^T``, ``B = mean (z - e) r^T`` are the paper's statistics;
-* :meth:`_dictionary_step`: Gauss-Seidel column sweeps with the max-norm subgradient
+* ``update``: Gauss-Seidel column sweeps with the max-norm subgradient
   (:func:`tensorstream.updates.penalized_column_bcd`) or proximal gradient steps.
 
 Sums vs means: the paper accumulates ``A_t = sum r r^T`` with the penalty ``lambda1``; the engine
@@ -26,6 +27,7 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -37,29 +39,30 @@ from .._validation import (
     check_nonnegative_number,
     check_positive_int,
 )
+from ..engine import Algorithm, Codes
 from ..maxnorm_coding import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
 from ..schedules import checked_weight, make_weights
-from ..updates import max_norm_prox_gradient, penalized_column_bcd
-from .ocpdl import Encoding, OnlineCPDL
+from ..updates import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
+from ._base import OnlineLearner
 
 MODES = ("authors", "paper")
 BASIS_SOLVERS = ("bcd_subgrad", "prox_grad")
 INITS = ("rand", "orth_randn")
 
 
-class RobustMatrixLearner(OnlineCPDL):
+class RobustMatrixLearner(OnlineLearner):
     """What OMRMD and OR-PCA share: matrix samples split into ``L r + e``, masks, inits.
 
-    Not used directly: subclasses say how ``r`` is constrained (:meth:`_coder_options`) and how
-    the basis moves (:meth:`_basis_step`).
+    Not used directly: subclasses name their algorithm (``_algorithm_class``, a
+    :class:`RobustMatrixAlgorithm`), which says how ``r`` is constrained and how the basis moves.
     """
 
-    # engine parameters these learners fix (not hyper-parameters: they never change)
-    nonnegative = False
-    search_radius = None
-    radius_mode = "frobenius"
+    _algorithm_class: type
 
     # -- parameters ----------------------------------------------------------------------------
+
+    def _algorithm(self) -> RobustMatrixAlgorithm:
+        return self._algorithm_class(SimpleNamespace(**self.get_params()))
 
     def _check_params(self) -> None:
         check_n_components(self.n_components)
@@ -70,7 +73,7 @@ class RobustMatrixLearner(OnlineCPDL):
         check_nonnegative_number(self.inner_tol, "inner_tol")
         if self.max_inner_iter is not None:
             check_positive_int(self.max_inner_iter, "max_inner_iter")
-        bound = self._column_bound()
+        bound = self._algorithm_class.column_bound_of(self)
         if bound is not None and check_nonnegative_number(bound, "column_norm_bound") == 0:
             raise ValueError("column_norm_bound must be > 0 or None")
         if self.missing not in (None, "nan"):
@@ -78,26 +81,13 @@ class RobustMatrixLearner(OnlineCPDL):
         if self.backend not in (None, "numpy", "pytorch"):
             raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
         if not (isinstance(self.init, str) and self.init in (*INITS, "random")):
-            self._init_matrix()  # raises for anything that is not a matrix
+            init_matrix(self.init)  # raises for anything that is not a matrix
         make_weights(self.weights)  # validates the schedule's type (values: at every step)
 
-    def _column_bound(self) -> float | None:
-        return self.column_norm_bound
+    def _nonnegative_data(self) -> bool:
+        return False
 
-    def _lambdas(self, n_features: int) -> tuple[float, float]:
-        """``(lambda1, lambda2)``, ``None`` resolved to ``1/sqrt(p)`` (the paper's choice)."""
-        default = 1.0 / math.sqrt(n_features)
-        return (default if self.lambda1 is None else float(self.lambda1),
-                default if self.lambda2 is None else float(self.lambda2))
-
-    # -- validation and initialisation -----------------------------------------------------------
-
-    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
-        X, mask = super()._validate_masked(X, mask, name)
-        self._check_matrix(X, name)
-        return X, mask
-
-    def _check_matrix(self, X: Any, name: str) -> None:
+    def _check_samples(self, X: Any, name: str) -> None:
         if len(X.shape) != 2:
             raise ValueError(f"{name} must be a matrix of shape (n_samples, n_features), got "
                              f"shape {tuple(X.shape)}")
@@ -105,74 +95,6 @@ class RobustMatrixLearner(OnlineCPDL):
             raise ValueError(f"n_components={self.n_components} exceeds the dimension of the "
                              f"samples (n_features={X.shape[1]}); use n_components <= "
                              f"{X.shape[1]}")
-
-    def _init_matrix(self) -> Any:
-        init = self.init
-        if isinstance(init, (list, tuple)) and len(init) == 1:
-            init = init[0]
-        if not (hasattr(init, "shape") and len(tuple(init.shape)) == 2):
-            raise ValueError(f"init must be one of {INITS}, a (n_features, n_components) array "
-                             f"or a list holding one, got {self.init!r}")
-        return init
-
-    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
-                          context: dict) -> list:
-        (p,) = sample_shape
-        if isinstance(self.init, str):
-            # drawn in numpy so that every backend starts from the same values
-            if self.init in ("rand", "random"):  # U[0, 1]: the authors' Figures 1-4
-                L = self._rng.random((p, R))
-            else:  # orth(randn): the authors' large-scale runs
-                L = np.linalg.svd(self._rng.standard_normal((p, R)), full_matrices=False)[0]
-            return [tl.tensor(L, **context)]
-        L = np.asarray(to_numpy(self._init_matrix()), dtype=float)
-        if L.shape != (p, R) or not np.all(np.isfinite(L)):
-            raise ValueError(f"init must be a finite array of shape {(p, R)}, got shape "
-                             f"{L.shape}")
-        return [tl.tensor(L, **context)]
-
-    # -- the hooks -----------------------------------------------------------------------------
-
-    def _coder_options(self, lambda1: float) -> dict:
-        """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""
-        raise NotImplementedError
-
-    def _robust_codes(self, X: Any, L: Any, mask: Any = None) -> RobustCodes:
-        """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``."""
-        lambda1, lambda2 = self._lambdas(X.shape[1])
-        return robust_code(X, L, lambda2, mask=mask, tol=self.inner_tol,
-                           max_iter=self.max_inner_iter, **self._coder_options(lambda1))
-
-    def _encode(self, X: Any, loadings: list, mask: Any = None) -> Encoding:
-        """Coding hook: ``explained = z - e`` (zero at missing entries) feeds the statistics."""
-        coded = self._robust_codes(X, loadings[0], mask)
-        explained = X - coded.outliers
-        if mask is not None:
-            explained = explained * mask
-        # constant of the engine's surrogate tr(A G) - 2 <B, W> + c = 2 * mean(loss)
-        constant = float(tl.mean(tl.sum(explained * explained, axis=1) + 2 * coded.penalties))
-        return Encoding(codes=coded.codes, explained=explained, losses=coded.losses,
-                        constant=constant)
-
-    def _dictionary_step(self, X: Any, coded: Encoding, statistics: dict, loadings: list,
-                         t: int, radius: float | None) -> list:
-        """Basis hook: the paper's sum-form step, penalties scaled by one sample's weight."""
-        kappa = checked_weight(make_weights(self.weights), t) / X.shape[0]
-        L = self._basis_step(loadings[0], statistics["A"], statistics["B"], kappa)
-        if not bool(tl.all(tl.abs(L) < float("inf"))):
-            raise FloatingPointError(
-                f"the basis step diverged at step {t}; the learner's state was left unchanged. "
-                f"The paper's Algorithm 4 without the column projection can blow up while the "
-                f"statistic A is rank-deficient (spec 002, section 6.9): use mode='authors' or "
-                f"basis_solver='prox_grad'")
-        return [L]
-
-    def _basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
-        raise NotImplementedError
-
-    def _penalty_value(self, L: Any) -> float:
-        """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``lambda1``)."""
-        raise NotImplementedError
 
     # -- using the basis -----------------------------------------------------------------------
 
@@ -202,7 +124,7 @@ class RobustMatrixLearner(OnlineCPDL):
         self._check_fitted()
         X, mask = self._validate_masked(X, mask)
         with using(self.backend_):
-            return X, self._robust_codes(X, self.loadings_[0], mask), mask
+            return X, self._algorithm().robust_codes(X, self.loadings_[0], mask), mask
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``g_t`` (eq. (3.1), per-sample mean) at the current basis.
@@ -210,13 +132,152 @@ class RobustMatrixLearner(OnlineCPDL):
         The penalty weight uses one sample's share ``w_t / b`` with ``b`` the mean batch size
         (exact for batches of equal sizes).
         """
-        self._check_fitted()
-        lambda1, _ = self._lambdas(self.loadings_[0].shape[0])
+        stats = self.statistics_
+        algorithm = self._algorithm()
+        lambda1, _ = algorithm.lambdas(self.loadings_[0].shape[0])
         t = self.n_steps_
-        kappa = checked_weight(make_weights(self.weights), t) * t / self.n_samples_seen_
+        kappa = checked_weight(algorithm.weights, t) * t / self.n_samples_seen_
         with using(self.backend_):
-            return 0.5 * super().surrogate_value() + kappa * lambda1 * self._penalty_value(
-                self.loadings_[0])
+            return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
+                kappa * lambda1 * algorithm.penalty_value(self.loadings_[0])
+
+
+def init_matrix(init: Any) -> Any:
+    """The basis given as ``init`` (an array, or a list holding one)."""
+    if isinstance(init, (list, tuple)) and len(init) == 1:
+        init = init[0]
+    if not (hasattr(init, "shape") and len(tuple(init.shape)) == 2):
+        raise ValueError(f"init must be one of {INITS}, a (n_features, n_components) array "
+                         f"or a list holding one, got {init!r}")
+    return init
+
+
+class RobustMatrixAlgorithm(Algorithm):
+    """Robust matrix decomposition as a configuration of the engine: ``(r, e)`` codes by
+    block coordinate descent, the statistics of ``z - e``, and a penalized basis step.
+
+    Subclasses say how ``r`` is regularized (:meth:`coder_options`) and how the basis moves
+    (:meth:`basis_step`, :meth:`penalty_value`).
+
+    Parameters
+    ----------
+    params : namespace
+        The learner's parameters.
+    """
+
+    def __init__(self, params: Any):
+        self.params = params
+        self.weights = make_weights(params.weights)
+
+    @classmethod
+    def column_bound_of(cls, params: Any) -> float | None:
+        """The bound on the basis' column norms (None: unbounded)."""
+        return params.column_norm_bound
+
+    def lambdas(self, n_features: int) -> tuple[float, float]:
+        """``(lambda1, lambda2)``, ``None`` resolved to ``1/sqrt(p)`` (the paper's choice)."""
+        default = 1.0 / math.sqrt(n_features)
+        p = self.params
+        return (default if p.lambda1 is None else float(p.lambda1),
+                default if p.lambda2 is None else float(p.lambda2))
+
+    def coder_options(self, lambda1: float) -> dict:
+        """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""
+        raise NotImplementedError
+
+    def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+        """The basis after one step on the statistics, penalty weighted by ``kappa``."""
+        raise NotImplementedError
+
+    def penalty_value(self, L: Any) -> float:
+        """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``lambda1``)."""
+        raise NotImplementedError
+
+    def robust_codes(self, X: Any, L: Any, mask: Any = None) -> RobustCodes:
+        """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``."""
+        lambda1, lambda2 = self.lambdas(X.shape[1])
+        return robust_code(X, L, lambda2, mask=mask, tol=self.params.inner_tol,
+                           max_iter=self.params.max_inner_iter, **self.coder_options(lambda1))
+
+    # -- the engine's hooks --------------------------------------------------------------------
+
+    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+        """U[0, 1] (the authors' Figures 1-4), orth(randn) (their large-scale runs), or the
+        given matrix; drawn in numpy so that every backend starts from the same values."""
+        p, R, init = X.shape[1], self.params.n_components, self.params.init
+        if isinstance(init, str):
+            if init in ("rand", "random"):
+                L = rng.random((p, R))
+            else:
+                L = np.linalg.svd(rng.standard_normal((p, R)), full_matrices=False)[0]
+            return [tl.tensor(L, **context)]
+        L = np.asarray(to_numpy(init_matrix(init)), dtype=float)
+        if L.shape != (p, R) or not np.all(np.isfinite(L)):
+            raise ValueError(f"init must be a finite array of shape {(p, R)}, got shape "
+                             f"{L.shape}")
+        return [tl.tensor(L, **context)]
+
+    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
+        """``explained = z - e`` (zero at missing entries) feeds the statistics."""
+        coded = self.robust_codes(X, loadings[0], mask)
+        explained = X - coded.outliers
+        if mask is not None:
+            explained = explained * mask
+        # constant of the engine's surrogate tr(A G) - 2 <B, W> + c = 2 * mean(loss)
+        constant = float(tl.mean(tl.sum(explained * explained, axis=1) + 2 * coded.penalties))
+        return Codes(codes=coded.codes, explained=explained, losses=coded.losses,
+                     constant=constant, outliers=coded.outliers)
+
+    def weight(self, t: int) -> float:
+        return checked_weight(self.weights, t)
+
+    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+               scale: float = 1.0) -> list:
+        """The paper's sum-form step, penalties scaled by one sample's weight."""
+        kappa = checked_weight(self.weights, t) / X.shape[0]
+        L = self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa)
+        if not bool(tl.all(tl.abs(L) < float("inf"))):
+            raise FloatingPointError(
+                f"the basis step diverged at step {t}; the learner's state was left unchanged. "
+                f"The paper's Algorithm 4 without the column projection can blow up while the "
+                f"statistic A is rank-deficient: use mode='authors' or basis_solver='prox_grad'")
+        return [L]
+
+    def info(self, t: int, w: float | None) -> dict:
+        return {"weight": w, "radius": None}
+
+
+class MaxNormAlgorithm(RobustMatrixAlgorithm):
+    """OMRMD: coefficients in the unit ball, the basis' largest row norm penalized."""
+
+    @classmethod
+    def column_bound_of(cls, params: Any) -> float | None:
+        if isinstance(params.column_norm_bound, str):
+            if params.column_norm_bound != "auto":
+                raise ValueError(f"column_norm_bound must be 'auto', a float > 0 or None, got "
+                                 f"{params.column_norm_bound!r}")
+            return 1.0 if params.mode == "authors" else None
+        return params.column_norm_bound
+
+    def coder_options(self, lambda1: float) -> dict:
+        p = self.params
+        return dict(noise=p.noise, ball=True, ridge=p.eps, ball_solver=p.ball_solver,
+                    ball_tol=p.ball_tol, max_ball_iter=p.max_ball_iter)
+
+    def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+        p = self.params
+        lambda1, _ = self.lambdas(L.shape[0])
+        bound = self.column_bound_of(p)
+        if p.basis_solver == "prox_grad":
+            return max_norm_prox_gradient(
+                L, A, B, max_norm=kappa * lambda1, jitter=kappa * p.basis_jitter,
+                column_bound=bound, n_iter=3 if p.basis_sweeps is None else p.basis_sweeps)
+        return penalized_column_bcd(
+            L, A, B, max_norm=kappa * lambda1, jitter=kappa * p.basis_jitter,
+            column_bound=bound, n_sweeps=1 if p.basis_sweeps is None else p.basis_sweeps)
+
+    def penalty_value(self, L: Any) -> float:
+        return 0.5 * float(tl.max(tl.sum(L * L, axis=1)))
 
 
 class OnlineMaxNormMD(RobustMatrixLearner):
@@ -347,6 +408,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         self.verbose = verbose
         self.callback = callback
 
+    _algorithm_class = MaxNormAlgorithm
+
     def _check_params(self) -> None:
         for name, value, allowed in (("mode", self.mode, MODES), ("noise", self.noise,
                                      NOISE_MODELS), ("basis_solver", self.basis_solver,
@@ -362,30 +425,3 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         if check_nonnegative_number(self.ball_tol, "ball_tol") == 0:
             raise ValueError("ball_tol must be > 0")
         check_positive_int(self.max_ball_iter, "max_ball_iter")
-
-    def _column_bound(self) -> float | None:
-        if isinstance(self.column_norm_bound, str):
-            if self.column_norm_bound != "auto":
-                raise ValueError(f"column_norm_bound must be 'auto', a float > 0 or None, got "
-                                 f"{self.column_norm_bound!r}")
-            return 1.0 if self.mode == "authors" else None
-        return self.column_norm_bound
-
-    def _coder_options(self, lambda1: float) -> dict:
-        return dict(noise=self.noise, ball=True, ridge=self.eps, ball_solver=self.ball_solver,
-                    ball_tol=self.ball_tol, max_ball_iter=self.max_ball_iter)
-
-    def _basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
-        lambda1, _ = self._lambdas(L.shape[0])
-        if self.basis_solver == "prox_grad":
-            return max_norm_prox_gradient(
-                L, A, B, max_norm=kappa * lambda1, jitter=kappa * self.basis_jitter,
-                column_bound=self._column_bound(),
-                n_iter=3 if self.basis_sweeps is None else self.basis_sweeps)
-        return penalized_column_bcd(
-            L, A, B, max_norm=kappa * lambda1, jitter=kappa * self.basis_jitter,
-            column_bound=self._column_bound(),
-            n_sweeps=1 if self.basis_sweeps is None else self.basis_sweeps)
-
-    def _penalty_value(self, L: Any) -> float:
-        return 0.5 * float(tl.max(tl.sum(L * L, axis=1)))

@@ -5,8 +5,8 @@ overlap: ``X`` is ``(n_samples, n_features)``, ``components_`` is ``(n_component
 the regularisers are ``alpha_W`` (codes), ``alpha_H`` (components) and ``l1_ratio``, and
 ``forget_factor`` discounts past batches. The learning itself is :class:`OnlineCPDL`'s loop
 (Mairal-style surrogate statistics ``A = mean h h^T``, ``B = mean x h^T``, exact column steps)
-with two hooks overridden: the coding step (scikit-learn's penalty scaling) and the dictionary
-step (the components' penalty).
+in another configuration (:class:`NMFAlgorithm`): the coding step with scikit-learn's penalty
+scaling, the dictionary step with the components' penalty, and the forget factor's weights.
 
 Penalty convention: the objective is scikit-learn's divided by the number of samples,
 
@@ -27,11 +27,13 @@ import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import tensorly as tl
 
+from .._backend import using
 from .._validation import (
     check_batch,
     check_n_components,
@@ -41,11 +43,12 @@ from .._validation import (
 from ..coding import sample_losses, sparse_code
 from ..constraints import project_columns
 from ..cp_dictionary import gram, masked_gram, project
+from ..engine import Codes
 from ..robust_coding import RobustPenalties, robust_code_admm
 from ..schedules import make_radius, make_weights
-from ..updates import penalty_value, surrogate_bcd_step
-from ._base import is_array_like, is_labelled
-from .ocpdl import Encoding, OnlineCPDL
+from ..updates import penalty_value, surrogate_bcd_step, surrogate_value
+from ._base import OnlineLearner, is_array_like, is_labelled
+from .ocpdl import SurrogateCP, checked_init
 
 __all__ = ["Discounted", "OnlineNMF", "blas_threads"]
 
@@ -144,7 +147,7 @@ class Discounted:
         return (1.0 - self.factor) / (1.0 - self.factor**t)
 
 
-class OnlineNMF(OnlineCPDL):
+class OnlineNMF(OnlineLearner):
     """Online nonnegative matrix factorization, scikit-learn ``MiniBatchNMF`` compatible.
 
     Factorizes ``X (n_samples, n_features) ~ W H`` with nonnegative codes ``W = transform(X)``
@@ -215,8 +218,6 @@ class OnlineNMF(OnlineCPDL):
     True
     """
 
-    nonnegative = True
-
     def __init__(self, n_components: int, *, init="random", batch_size: int = 1024,
                  max_iter: int = 10, alpha_W: float = 0.0, alpha_H="same", l1_ratio: float = 0.0,
                  forget_factor: float | None = None, weights="balanced", search_radius=None,
@@ -286,75 +287,151 @@ class OnlineNMF(OnlineCPDL):
                              f"(n_components, n_features) or a list [W], got {self.init!r}")
         make_radius(self.search_radius, make_weights(self.weights))
 
-    @property
-    def _alpha_H(self) -> float:
-        return self.alpha_W if isinstance(self.alpha_H, str) else self.alpha_H
+    def _algorithm(self) -> NMFAlgorithm:
+        return NMFAlgorithm(SimpleNamespace(**self.get_params()),
+                            epoch_samples=self.__dict__.get("_epoch_samples"))
 
-    def _code_penalties(self, n_features: int) -> tuple[float, float]:
-        """The engine's ``(alpha, ridge)`` (no 1/2 on the loss) for scikit-learn's ``alpha_W``."""
-        scale = self.alpha_W * n_features
-        return 2.0 * scale * self.l1_ratio, scale * (1.0 - self.l1_ratio)
+    def _nonnegative_data(self) -> bool:
+        return True
 
-    def _dictionary_penalties(self) -> tuple[float, float]:
-        """``(l1, l2)`` of the components on the 1/2 scale (as in ``updates.penalty_value``)."""
-        return self._alpha_H * self.l1_ratio, self._alpha_H * (1.0 - self.l1_ratio)
-
-    # -- data and initialisation ---------------------------------------------------------------
-
-    def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
-        X, mask = super()._validate_masked(X, mask, name)
+    def _check_samples(self, X: Any, name: str) -> None:
         if len(X.shape) != 2:
             raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
                              f"{tuple(X.shape)}; use OnlineCPDL for tensor samples")
-        return X, mask
 
-    def _initial_state(self, X: Any) -> dict:
-        self._first_batch = X  # the data-dependent inits need it; gone after the call
+    # -- learning ------------------------------------------------------------------------------
+
+    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
+        """Learn from one mini-batch ``X`` of shape ``(b, n_features)`` (see OnlineCPDL)."""
+        self._check_params()  # blas_threads among them, before it is used
+        with blas_threads(self.blas_threads):
+            return super().partial_fit(X, y, **kwargs)
+
+    def fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
+        """Learn from scratch from an array or a stream of batches (see OnlineCPDL.fit)."""
+        n = _n_samples(X, kwargs.get("sample_dim"))
+        self._epoch_samples = n  # scikit-learn's per-batch discount in fit depends on it
         try:
-            return super()._initial_state(X)
+            return super().fit(X, y, **kwargs)
         finally:
-            del self._first_batch
+            self.__dict__.pop("_epoch_samples", None)
 
-    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
-                          context: dict) -> list:
-        X = self._first_batch
-        given = loadings_from_init(self.init, sample_shape, R, backend, context)
+    # -- results -------------------------------------------------------------------------------
+
+    @property
+    def components_(self) -> Any:
+        """The components ``H``, shape ``(n_components, n_features)`` (scikit-learn's layout)."""
+        return self.loadings_[0].T
+
+    @property
+    def n_features_in_(self) -> int:
+        return int(self.loadings_[0].shape[0])
+
+    def transform(self, X: Any, mask: Any = None) -> Any:
+        """Codes ``W`` of ``X``, shape ``(n_samples, n_components)`` (see OnlineCPDL)."""
+        with blas_threads(self.blas_threads):
+            return super().transform(X, mask)
+
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
+        """Minus the mean over samples of ``min_w 1/2 ||x - w H||^2 + penalties(w)``."""
+        with blas_threads(self.blas_threads):
+            return super().score(X, y, sample_weight=sample_weight, mask=mask)
+
+    def surrogate_value(self) -> float:
+        """The surrogate of the objective (module docstring's scale) at the current components."""
+        stats = self.statistics_
+        algorithm = self._algorithm()
+        with blas_threads(self.blas_threads), using(self.backend_):
+            return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
+                algorithm.dictionary_penalty(self.loadings_)
+
+    def objective(self, X: Any) -> float:
+        """The objective of the module docstring on ``X``, codes from :meth:`transform`.
+
+        Scikit-learn's objective (``0.5 * ||X - W H||^2 + penalties``) divided by ``len(X)``.
+        """
+        return -self.score(X) + self._algorithm().dictionary_penalty(self.loadings_)
+
+
+class NMFAlgorithm(SurrogateCP):
+    """:class:`OnlineCPDL`'s surrogate algorithm with scikit-learn's NMF penalties: elastic-net
+    codes (ADMM or exact coordinate descent), the components' penalty in the column steps, and
+    the forget factor's discounted weights.
+
+    Parameters
+    ----------
+    params : namespace
+        The parameters of :class:`OnlineNMF`.
+    epoch_samples : int, optional
+        Samples per pass in ``fit``: scikit-learn's per-batch discount depends on it.
+    """
+
+    nonnegative = True
+
+    def __init__(self, params: Any, epoch_samples: int | None = None):
+        self.params = params
+        self.weights = make_weights(self._weights(params, epoch_samples))
+        self.radius = make_radius(params.search_radius, self.weights)
+        alpha_H = params.alpha_W if isinstance(params.alpha_H, str) else params.alpha_H
+        #: ``(l1, l2)`` of the components on the 1/2 scale (as in ``updates.penalty_value``)
+        self.dictionary_penalties = alpha_H * params.l1_ratio, alpha_H * (1.0 - params.l1_ratio)
+
+    @staticmethod
+    def _weights(params: Any, epoch_samples: int | None) -> Any:
+        """The forget factor's :class:`Discounted` schedule, or the ``weights`` given."""
+        if params.forget_factor is None:
+            return params.weights
+        factor = float(params.forget_factor)
+        if epoch_samples:
+            factor **= min(int(params.batch_size), epoch_samples) / epoch_samples
+        return Discounted(factor)
+
+    def project(self, U: Any) -> Any:
+        return project_columns(U, nonnegative=True, column_bound=self.params.column_bound)
+
+    def code_penalties(self, n_features: int) -> tuple[float, float]:
+        """The engine's ``(alpha, ridge)`` (no 1/2 on the loss) for scikit-learn's ``alpha_W``."""
+        scale = self.params.alpha_W * n_features
+        return 2.0 * scale * self.params.l1_ratio, scale * (1.0 - self.params.l1_ratio)
+
+    def dictionary_penalty(self, loadings: list) -> float:
+        """The components' penalty at ``loadings``."""
+        return penalty_value(loadings, *self.dictionary_penalties)
+
+    # -- the engine's hooks --------------------------------------------------------------------
+
+    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+        """From an init array or list, or from the first batch: scikit-learn's random scale
+        (drawn in numpy, so every backend starts the same) or NNDSVDa."""
+        p, R = self.params, self.params.n_components
+        sample_shape = tuple(X.shape[1:])
+        given = loadings_from_init(p.init, sample_shape, R, tl.get_backend(), context)
         if given is not None:
             loadings = given
-        elif isinstance(self.init, str):
+        elif isinstance(p.init, str):
             with_data = tl.tensor(X, **context)
-            W = self._random_init(with_data, R, context) if self.init == "random" else \
-                nndsvda(with_data, R)
-            loadings = [W]
+            loadings = [_random_init(with_data, R, context, rng) if p.init == "random"
+                        else nndsvda(with_data, R)]
         else:
-            return super()._initial_loadings(sample_shape, R, backend, context)
-        return [project_columns(U, nonnegative=True, column_bound=self.column_bound)
-                for U in loadings]
+            loadings = [self.project(U) for U in checked_init(p.init, sample_shape, R, context,
+                                                              True)]
+        return [self.project(U) for U in loadings]
 
-    def _random_init(self, X: Any, R: int, context: dict) -> Any:
-        """scikit-learn's random scale; drawn in numpy so every backend starts the same."""
-        scale = float(np.sqrt(max(float(tl.mean(X)), 0.0) / R))
-        draws = np.abs(self._rng.standard_normal((R, X.shape[1])))
-        return tl.tensor(scale * draws.T, **context)
-
-    # -- the two hooks -------------------------------------------------------------------------
-
-    def _encode(self, X: Any, loadings: list, mask: Any = None) -> Encoding:
-        """Nonnegative elastic-net codes with scikit-learn's ``alpha_W`` scaling (pure).
+    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
+        """Nonnegative elastic-net codes with scikit-learn's ``alpha_W`` scaling.
 
         The losses are on scikit-learn's 1/2 scale, the constant on the engine's (the
         statistics are shared with :class:`OnlineCPDL`).
         """
-        alpha, ridge = self._code_penalties(int(np.prod(X.shape[1:])))
-        with blas_threads(self.blas_threads):
-            if self.coder == "hals" or mask is not None:
-                H, losses = self._hals_codes(X, loadings, mask, alpha, ridge)
-            else:
-                H, losses = self._admm_codes(X, loadings, alpha, ridge)
-            sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
-            penalties = alpha * tl.abs(H) + ridge * H * H  # as the engine sums them
-            constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
-        return Encoding(codes=H, explained=X, losses=losses, constant=constant)
+        alpha, ridge = self.code_penalties(int(np.prod(X.shape[1:])))
+        if self.params.coder == "hals" or mask is not None:
+            H, losses = self._hals_codes(X, loadings, mask, alpha, ridge)
+        else:
+            H, losses = self._admm_codes(X, loadings, alpha, ridge)
+        sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
+        penalties = alpha * tl.abs(H) + ridge * H * H  # as the engine sums them
+        constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
+        return Codes(codes=H, explained=X, losses=losses, constant=constant)
 
     def _admm_codes(self, X: Any, loadings: list, alpha: float,
                     ridge: float) -> tuple[Any, Any]:
@@ -374,8 +451,9 @@ class OnlineNMF(OnlineCPDL):
         right = tl.transpose(project(X, loadings) - alpha / 2)
         start = tl.solve(G + (ridge + 1e-10 * top + 1e-300) * eye, right)
         coding = robust_code_admm(X, loadings, penalties, H0=tl.clip(tl.transpose(start), 0, None),
-                                  rho=rho, tol=self.code_tol, max_iter=self.code_max_iter,
-                                  residual_tol=math.sqrt(self.code_tol))
+                                  rho=rho, tol=self.params.code_tol,
+                                  max_iter=self.params.code_max_iter,
+                                  residual_tol=math.sqrt(self.params.code_tol))
         return coding.codes, coding.losses
 
     def _hals_codes(self, X: Any, loadings: list, mask: Any, alpha: float,
@@ -384,89 +462,25 @@ class OnlineNMF(OnlineCPDL):
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = project(X, loadings)
         H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=True,
-                           max_iter=self.code_max_iter, tol=self.code_tol)
+                           max_iter=self.params.code_max_iter, tol=self.params.code_tol)
         sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
         return H, 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
 
-    def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
-        """Exact column steps on the surrogate plus the components' penalty (pure)."""
-        l1, l2 = self._dictionary_penalties()
-        with blas_threads(self.blas_threads):
-            return surrogate_bcd_step(
-                loadings, statistics["A"], statistics["B"], nonnegative=True,
-                column_bound=self.column_bound, radius=radius, radius_mode=self.radius_mode,
-                n_passes=self.dict_passes, l1=l1, l2=l2)
+    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+               scale: float = 1.0) -> list:
+        """Exact column steps on the surrogate plus the components' penalty."""
+        l1, l2 = self.dictionary_penalties
+        return surrogate_bcd_step(
+            loadings, statistics["A"], statistics["B"], nonnegative=True,
+            column_bound=self.params.column_bound, radius=self.radius_at(t),
+            radius_mode=self.params.radius_mode, n_passes=self.params.dict_passes, l1=l1, l2=l2)
 
-    # -- learning: scikit-learn's forget factor on the engine's weights ------------------------
 
-    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
-        """Learn from one mini-batch ``X`` of shape ``(b, n_features)`` (see OnlineCPDL)."""
-        with self._discounting():
-            return super().partial_fit(X, y, **kwargs)
-
-    def fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
-        """Learn from scratch from an array or a stream of batches (see OnlineCPDL.fit)."""
-        n = _n_samples(X, kwargs.get("sample_dim"))
-        self._epoch_samples = n  # scikit-learn's per-batch discount in fit depends on it
-        try:
-            return super().fit(X, y, **kwargs)
-        finally:
-            self.__dict__.pop("_epoch_samples", None)
-
-    @contextlib.contextmanager
-    def _discounting(self) -> Iterator[None]:
-        """Run a step with ``weights`` set to the forget factor's :class:`Discounted` schedule.
-
-        The engine reads the schedule from ``self.weights`` (a hyper-parameter, returned as given
-        by ``get_params``), so the effective schedule is put there for the step and the user's
-        value restored afterwards, even when the step raises.
-        """
-        if self.forget_factor is None:
-            yield
-            return
-        self._check_params()  # before the swap: it checks forget_factor against weights
-        n = self.__dict__.get("_epoch_samples")
-        factor = float(self.forget_factor)
-        if n:
-            factor **= min(int(self.batch_size), n) / n
-        given = self.weights
-        self.weights = Discounted(factor)
-        try:
-            yield
-        finally:
-            self.weights = given
-
-    # -- results -------------------------------------------------------------------------------
-
-    @property
-    def components_(self) -> Any:
-        """The components ``H``, shape ``(n_components, n_features)`` (scikit-learn's layout)."""
-        self._check_fitted()
-        return self.loadings_[0].T
-
-    @property
-    def n_components_(self) -> int:
-        self._check_fitted()
-        return int(self.loadings_[0].shape[1])
-
-    @property
-    def n_features_in_(self) -> int:
-        self._check_fitted()
-        return int(self.loadings_[0].shape[0])
-
-    def surrogate_value(self) -> float:
-        """The surrogate of the objective (module docstring's scale) at the current components."""
-        l1, l2 = self._dictionary_penalties()
-        with blas_threads(self.blas_threads):
-            return 0.5 * super().surrogate_value() + penalty_value(self.loadings_, l1, l2)
-
-    def objective(self, X: Any) -> float:
-        """The objective of the module docstring on ``X``, codes from :meth:`transform`.
-
-        Scikit-learn's objective (``0.5 * ||X - W H||^2 + penalties``) divided by ``len(X)``.
-        """
-        l1, l2 = self._dictionary_penalties()
-        return -self.score(X) + penalty_value(self.loadings_, l1, l2)
+def _random_init(X: Any, R: int, context: dict, rng: Any) -> Any:
+    """scikit-learn's random scale; drawn in numpy so every backend starts the same."""
+    scale = float(np.sqrt(max(float(tl.mean(X)), 0.0) / R))
+    draws = np.abs(rng.standard_normal((R, X.shape[1])))
+    return tl.tensor(scale * draws.T, **context)
 
 
 def nndsvda(X: Any, R: int) -> Any:

@@ -1,12 +1,12 @@
 """Robust NMF with outliers (Zhao & Tan, spec 000): ONMFO online, and BPGD / BADMM in batch.
 
-:class:`RobustOnlineNMF` is the paper's Algorithm 1 on the CP-dictionary engine
-(:class:`OnlineCPDL`'s loop and statistics). Per batch the coding step solves, for every sample,
+:class:`RobustOnlineNMF` is the paper's Algorithm 1 on the CP-dictionary engine (the online loop
+and the statistics of :class:`OnlineCPDL`). Per batch the coding step solves, for every sample,
 
     (h, r) = argmin_{h >= 0, |r| <= M}  1/2 ||x - W h - r||^2 + lam ||r||_1        (eq. 9)
 
 by OPGD or OADMM (:mod:`tensorstream.robust_coding`); the engine folds ``A = mean h h^T`` and
-``B = mean (x - r) h^T`` into the statistics (its ``Encoding.explained = X - R``); the dictionary
+``B = mean (x - r) h^T`` into the statistics (its ``Codes.explained = X - R``); the dictionary
 step minimises ``1/2 tr(W^T W A) - tr(W^T B)`` over ``C = {W >= 0, ||w_k|| <= 1}`` by PGD or
 ADMM (:func:`tensorstream.updates.surrogate_solver_step`), warm-started. Matrices are the case of
 one data mode; tensor samples work the same way, ``W h`` being the CP reconstruction.
@@ -31,7 +31,7 @@ import math
 import numbers
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -52,8 +52,8 @@ from ..constraints import (
     soft_threshold,
 )
 from ..cp_dictionary import spectral_norm_psd
+from ..engine import Codes
 from ..robust_coding import (
-    RobustCoding,
     RobustPenalties,
     code_penalty,
     outlier_penalty,
@@ -63,21 +63,14 @@ from ..robust_coding import (
     robust_losses,
 )
 from ..schedules import make_weights
-from ..updates import dictionary_pgd, penalty_value, surrogate_solver_step
-from ._base import OnlineEstimator
+from ..updates import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
+from ._base import OnlineEstimator, OnlineLearner
 from .nmf import blas_threads, check_blas_threads, loadings_from_init
-from .ocpdl import Encoding, OnlineCPDL
+from .ocpdl import SurrogateCP
 
 __all__ = ["RobustNMF", "RobustOnlineNMF"]
 
 CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
-
-
-@dataclass(frozen=True)
-class RobustEncoding(Encoding):
-    """The engine's :class:`Encoding` plus the batch's outliers."""
-
-    outliers: Any = None
 
 
 # -- parameter checks shared by the online and batch learners ------------------------------------
@@ -150,7 +143,7 @@ def dictionary_projection(constraint: str, gamma1: float = 0.0,
     raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
 
 
-class RobustOnlineNMF(OnlineCPDL):
+class RobustOnlineNMF(OnlineLearner):
     """Online NMF with outliers (ONMFO, Zhao & Tan): dictionary, codes and sparse outliers.
 
     Learns a nonnegative dictionary ``W`` from a stream so that every sample is ``W h + r``
@@ -238,12 +231,6 @@ class RobustOnlineNMF(OnlineCPDL):
     ((3, 20), (4, 3), (4, 20))
     """
 
-    # the engine's parameters that this learner fixes
-    nonnegative = True
-    column_bound = 1.0
-    search_radius = None
-    radius_mode = "frobenius"
-
     def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
                  M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
                  rho: float = 1.0, accelerated: bool = False, code_tol: float = 1e-3,
@@ -329,82 +316,33 @@ class RobustOnlineNMF(OnlineCPDL):
                              f"(n_components, n_features), got {self.init!r}")
         make_weights(self.weights)
 
-    def _penalties(self, n_features: int) -> RobustPenalties:
-        return RobustPenalties(
-            lam=_default_lam(self.lam, self.lam_scale, n_features), M=self.M,
-            nonnegative_outliers=bool(self.nonnegative_outliers), outlier_l2=self.outlier_l2,
-            code_l1=self.code_l1, code_l2=self.code_l2, code_group=self.code_group,
-            group_size=int(self.group_size))
+    def _algorithm(self) -> RobustNMFAlgorithm:
+        return RobustNMFAlgorithm(SimpleNamespace(**self.get_params()))
 
-    def _projection(self) -> Callable[[Any], Any]:
-        return dictionary_projection(self.constraint, self.gamma1, self.gamma2)
+    def _nonnegative_data(self) -> bool:
+        return True
 
-    # -- data and initialisation ---------------------------------------------------------------
+    # -- learning ------------------------------------------------------------------------------
 
-    def _initial_loadings(self, sample_shape: tuple, R: int, backend: str,
-                          context: dict) -> list:
-        loadings = loadings_from_init(self.init, sample_shape, R, backend, context)
-        if loadings is None:  # "random" (P_C of U[0, 1), the paper's W_0) or a list
-            loadings = super()._initial_loadings(sample_shape, R, backend, context)
-        project = self._projection()
-        return [project(U) for U in loadings]
-
-    # -- the two hooks -------------------------------------------------------------------------
-
-    def _robust_coding(self, X: Any, loadings: list, mask: Any = None) -> RobustCoding:
-        """The ``(h, r)`` step of a validated batch (pure); ``mask``: observed entries only."""
-        penalties = self._penalties(int(np.prod(X.shape[1:])))
-        H0, R0 = coding_start(X, int(loadings[0].shape[1]), self.code_init, self.outlier_init)
-        options = dict(H0=H0, R0=R0, tol=self.code_tol, max_iter=self.code_max_iter)
-        if mask is not None:
-            options.update(mask=mask)
-        if self.solver == "pgd":
-            options.update(kappa=self.kappa, accelerated=bool(self.accelerated))
-        else:
-            options.update(rho=self.rho)
+    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> RobustOnlineNMF:
+        """Learn from one mini-batch (see :meth:`OnlineCPDL.partial_fit`); the batch's codes
+        and outliers are kept in ``last_decomposition_``."""
+        self._check_params()  # blas_threads among them, before it is used
         with blas_threads(self.blas_threads):
-            return robust_code(X, loadings, penalties, solver=self.solver, **options)
+            return super().partial_fit(X, y, **kwargs)
 
-    def _encode(self, X: Any, loadings: list, mask: Any = None) -> RobustEncoding:
-        """Codes and outliers of a batch; the statistics see ``X - R`` (pure but for a cache).
-
-        The result is also kept as ``last_decomposition_`` (not part of the learned state), so
-        that the online ``(h_t, r_t)`` of a ``partial_fit`` can be read without coding twice.
-        With a ``mask``, ``X`` (zeroed at the boundary) and ``R`` are 0 on missing entries, so
-        ``explained`` is too: ``B`` and ``c`` see the observed entries only.
-        """
-        coding = self._robust_coding(X, loadings, mask)
-        H, R = coding.codes, coding.outliers
-        penalties = self._penalties(int(np.prod(X.shape[1:])))
-        explained = X - R
-        sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
-        extra = outlier_penalty(R, penalties) + code_penalty(H, penalties)
-        constant = float(tl.mean(sq_norms + 2 * extra))  # engine scale: twice the paper's c_t
-        self._last_coding = (H, R)
-        return RobustEncoding(codes=H, explained=explained, losses=coding.losses,
-                              constant=constant, outliers=R)
-
-    def _update_dictionary(self, loadings: list, statistics: dict, radius: float | None) -> list:
-        """The spec's W-step (PGD or ADMM, warm-started) on the statistics (pure)."""
+    def _coded(self, X: Any, mask: Any) -> Codes:
         with blas_threads(self.blas_threads):
-            new, _ = surrogate_solver_step(
-                loadings, statistics["A"], statistics["B"], statistics["c"], solver=self.solver,
-                project=self._projection(), l1=self.dict_l1, l2=self.dict_l2, kappa=self.kappa,
-                rho=self.rho, tol=self.dict_tol, max_iter=self.dict_max_iter, radius=radius,
-                radius_mode=self.radius_mode)
-        return new
-
-    def _reset(self) -> None:
-        super()._reset()
-        self.__dict__.pop("_last_coding", None)
+            return super()._coded(X, mask)
 
     # -- results -------------------------------------------------------------------------------
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``f~_t(W_t)`` (eq. 11, plus the dictionary's penalty)."""
-        with blas_threads(self.blas_threads):
-            return 0.5 * super().surrogate_value() + penalty_value(
-                self.loadings_, self.dict_l1, self.dict_l2)
+        stats = self.statistics_
+        with blas_threads(self.blas_threads), using(self.backend_):
+            return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
+                penalty_value(self.loadings_, self.dict_l1, self.dict_l2)
 
     def decompose(self, X: Any, mask: Any = None) -> tuple[Any, Any]:
         """``(codes, outliers)`` of the samples of ``X`` against the learned dictionary.
@@ -413,11 +351,10 @@ class RobustOnlineNMF(OnlineCPDL):
         outliers are 0 there.
         """
         self._check_fitted()
-        data, layout = self._unlabel(X, None, None)
-        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        X, mask, _ = self._checked_input(X, mask)
         with using(self.backend_):
-            coding = self._robust_coding(X, self.loadings_, mask)
-        return coding.codes, coding.outliers
+            coded = self._coded(X, mask)
+        return coded.codes, coded.outliers
 
     def outliers(self, X: Any, mask: Any = None) -> Any:
         """The outlier part ``R`` of ``X`` (``X`` ~ ``inverse_transform(codes) + R``; 0 on
@@ -427,9 +364,9 @@ class RobustOnlineNMF(OnlineCPDL):
     @property
     def last_decomposition_(self) -> tuple[Any, Any]:
         """``(codes, outliers)`` of the most recent coding step (``partial_fit``'s batch)."""
-        if "_last_coding" not in self.__dict__:
+        if "_last_codes" not in self.__dict__:
             raise AttributeError("no coding step has run yet")
-        return self._last_coding
+        return self._last_codes
 
     @property
     def components_(self) -> Any:
@@ -439,6 +376,85 @@ class RobustOnlineNMF(OnlineCPDL):
             raise AttributeError("components_ is defined for samples with one data mode; "
                                  "use loadings_ for tensor samples")
         return self.loadings_[0].T
+
+
+class RobustNMFAlgorithm(SurrogateCP):
+    """Online NMF with outliers (ONMFO) as a configuration of the engine: robust codes and
+    outliers (PGD or ADMM), the surrogate statistics of ``X - R``, and the dictionary step of
+    the surrogate (PGD or ADMM, warm-started) on the chosen constraint set.
+
+    Parameters
+    ----------
+    params : namespace
+        The parameters of :class:`RobustOnlineNMF`.
+    """
+
+    nonnegative = True
+
+    def __init__(self, params: Any):
+        self.params = params
+        self.weights = make_weights(params.weights)
+
+    def penalties(self, n_features: int) -> RobustPenalties:
+        p = self.params
+        return RobustPenalties(
+            lam=_default_lam(p.lam, p.lam_scale, n_features), M=p.M,
+            nonnegative_outliers=bool(p.nonnegative_outliers), outlier_l2=p.outlier_l2,
+            code_l1=p.code_l1, code_l2=p.code_l2, code_group=p.code_group,
+            group_size=int(p.group_size))
+
+    def project(self, U: Any) -> Any:
+        """The unit ball's nonnegative part, then the chosen constraint set."""
+        return project_columns(U, nonnegative=True, column_bound=1.0)
+
+    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+        """An init array or list, or ``P_C`` of U[0, 1) entries (the paper's ``W_0``)."""
+        p = self.params
+        loadings = loadings_from_init(p.init, tuple(X.shape[1:]), p.n_components,
+                                      tl.get_backend(), context)
+        if loadings is None:
+            loadings = SurrogateCP.initial_loadings(self, X, context, rng)
+        project = dictionary_projection(p.constraint, p.gamma1, p.gamma2)
+        return [project(U) for U in loadings]
+
+    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
+        """Codes and outliers of a batch; the statistics see ``X - R``.
+
+        With a ``mask``, ``X`` (zeroed at the boundary) and ``R`` are 0 on missing entries, so
+        ``explained`` is too: ``B`` and ``c`` see the observed entries only.
+        """
+        p = self.params
+        penalties = self.penalties(int(np.prod(X.shape[1:])))
+        H0, R0 = coding_start(X, int(loadings[0].shape[1]), p.code_init, p.outlier_init)
+        options = dict(H0=H0, R0=R0, tol=p.code_tol, max_iter=p.code_max_iter)
+        if mask is not None:
+            options.update(mask=mask)
+        if p.solver == "pgd":
+            options.update(kappa=p.kappa, accelerated=bool(p.accelerated))
+        else:
+            options.update(rho=p.rho)
+        coding = robust_code(X, loadings, penalties, solver=p.solver, **options)
+        H, R = coding.codes, coding.outliers
+        explained = X - R
+        sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
+        extra = outlier_penalty(R, penalties) + code_penalty(H, penalties)
+        constant = float(tl.mean(sq_norms + 2 * extra))  # engine scale: twice the paper's c_t
+        return Codes(codes=H, explained=explained, losses=coding.losses, constant=constant,
+                     outliers=R)
+
+    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+               scale: float = 1.0) -> list:
+        """The spec's W-step (PGD or ADMM, warm-started) on the statistics."""
+        p = self.params
+        new, _ = surrogate_solver_step(
+            loadings, statistics["A"], statistics["B"], statistics["c"], solver=p.solver,
+            project=dictionary_projection(p.constraint, p.gamma1, p.gamma2), l1=p.dict_l1,
+            l2=p.dict_l2, kappa=p.kappa, rho=p.rho, tol=p.dict_tol, max_iter=p.dict_max_iter,
+            radius=None, radius_mode="frobenius")
+        return new
+
+    def info(self, t: int, w: float | None) -> dict:
+        return {"weight": w, "radius": None}
 
 
 class RobustNMF(OnlineEstimator):

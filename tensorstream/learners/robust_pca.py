@@ -24,7 +24,25 @@ from .._validation import check_batch, check_nonnegative_number, check_positive_
 from ..constraints import soft_threshold
 from ..updates import penalized_column_bcd
 from ._base import OnlineEstimator
-from .maxnorm import RobustMatrixLearner
+from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
+
+
+class RobustPCAAlgorithm(RobustMatrixAlgorithm):
+    """OR-PCA: a ridge on the coefficients, a Frobenius penalty on the basis."""
+
+    def coder_options(self, lambda1: float) -> dict:
+        # a ridge lambda1/2 ||r||^2 on the coefficients, no ball (spec 002, section 6.3)
+        return dict(noise="l1", ball=False, ridge=lambda1)
+
+    def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+        lambda1, _ = self.lambdas(L.shape[0])
+        # the reference code's A + lambda1 I (sum scale) is A + kappa lambda1 I on the mean scale
+        return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1,
+                                    column_bound=self.params.column_norm_bound,
+                                    n_sweeps=self.params.basis_sweeps)
+
+    def penalty_value(self, L: Any) -> float:
+        return 0.5 * float(tl.sum(L * L))
 
 
 class OnlineRobustPCA(RobustMatrixLearner):
@@ -108,23 +126,11 @@ class OnlineRobustPCA(RobustMatrixLearner):
         self.verbose = verbose
         self.callback = callback
 
+    _algorithm_class = RobustPCAAlgorithm
+
     def _check_params(self) -> None:
         super()._check_params()
         check_positive_int(self.basis_sweeps, "basis_sweeps")
-
-    def _coder_options(self, lambda1: float) -> dict:
-        # a ridge lambda1/2 ||r||^2 on the coefficients, no ball (spec 002, section 6.3)
-        return dict(noise="l1", ball=False, ridge=lambda1)
-
-    def _basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
-        lambda1, _ = self._lambdas(L.shape[0])
-        # the reference code's A + lambda1 I (sum scale) is A + kappa lambda1 I on the mean scale
-        return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1,
-                                    column_bound=self.column_norm_bound,
-                                    n_sweeps=self.basis_sweeps)
-
-    def _penalty_value(self, L: Any) -> float:
-        return 0.5 * float(tl.sum(L * L))
 
 
 class RobustPCA:
