@@ -5,8 +5,8 @@ output folder that does not exist) ends as one line on stderr and a non-zero exi
 any file is touched; ``--debug`` shows the traceback instead. Outputs and checkpoints are written
 atomically, so an interrupted run never leaves a half-written file behind.
 
-The models are a registry, :data:`MODELS`: one line per learner, imported only when used, so a
-learner that is not installed does not break the command.
+The models are the online learners of :mod:`tensorstream.learners.registry`, imported only when
+used, so a learner that is not installed does not break the command.
 """
 
 from __future__ import annotations
@@ -14,106 +14,21 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
-import dataclasses
-import importlib
-import importlib.util
 import inspect
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-
-@dataclasses.dataclass(frozen=True)
-class Model:
-    """A learner the command can fit.
-
-    Parameters
-    ----------
-    module, name : str
-        Where the class lives (imported lazily, on use).
-    summary : str
-        One line for ``--help``.
-    matrix : bool, default False
-        The learner factorizes matrices: without ``--modes``, all feature dims form one mode.
-    aliases : mapping, optional
-        Command-line option to the learner's parameter, where the names differ (e.g. ``alpha``
-        is ``alpha_W`` for the scikit-learn compatible NMF).
-    """
-
-    module: str
-    name: str
-    summary: str
-    matrix: bool = False
-    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def installed(self) -> bool:
-        """Whether the module can be found (without importing it)."""
-        try:
-            return importlib.util.find_spec(self.module) is not None
-        except ModuleNotFoundError:
-            return False
-
-
-#: ``--model`` names. One line per learner; a learner whose module is missing is reported as
-#: unavailable when asked for, and never imported otherwise.
-MODELS: dict[str, Model] = {
-    "ocpdl": Model("tensorstream.learners.ocpdl", "OnlineCPDL",
-                   "online CP-dictionary learning, sparse nonnegative codes "
-                   "(Lyu, Strohmeier & Needell)"),
-    "nmf": Model("tensorstream.learners.nmf", "OnlineNMF",
-                 "online NMF, scikit-learn MiniBatchNMF compatible", matrix=True,
-                 aliases={"alpha": "alpha_W"}),
-    "robust-nmf": Model("tensorstream.learners.robust_nmf", "RobustOnlineNMF",
-                        "online NMF with sparse outliers (Zhao & Tan)"),
-    "maxnorm": Model("tensorstream.learners.maxnorm", "OnlineMaxNormMD",
-                     "online max-norm matrix decomposition, sparse corruption "
-                     "(Shen, Xu & Li)", matrix=True),
-    "robust-pca": Model("tensorstream.learners.robust_pca", "OnlineRobustPCA",
-                        "online robust PCA (Feng, Xu & Yan)", matrix=True),
-    "divergence-nmf": Model("tensorstream.learners.divergence_nmf", "OnlineDivergenceNMF",
-                            "online NMF/CP with general divergences (Zhao, Tan & Xu)"),
-}
+from .learners import registry
 
 
 class CLIError(ValueError):
     """A user error with a ready-made one-line message."""
-
-
-def model_class(name: str) -> type:
-    """The learner class registered as ``name`` in :data:`MODELS`, imported now.
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`MODELS`, e.g. ``"ocpdl"``.
-
-    Returns
-    -------
-    type
-
-    Raises
-    ------
-    ValueError
-        Unknown name (the message lists the models), or a learner that is not installed.
-
-    Examples
-    --------
-    >>> model_class("ocpdl").__name__
-    'OnlineCPDL'
-    """
-    if name not in MODELS:
-        raise CLIError(f"unknown model {name!r}; choose from {sorted(MODELS)}")
-    model = MODELS[name]
-    if not model.installed:
-        raise CLIError(f"model {name!r} is not available in this installation "
-                       f"({model.module} is missing)")
-    return getattr(importlib.import_module(model.module), model.name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,7 +92,7 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_fit(commands: Any) -> None:
-    models = "\n".join(f"  {name:<15}{m.summary}" for name, m in MODELS.items())
+    models = "\n".join(f"  {e.name:<15}{e.summary}" for e in registry.registered("online"))
     fit = commands.add_parser(
         "fit", help="learn a CP dictionary from a netCDF, zarr or .npy file",
         description="Learn a CP dictionary from the samples of a data file, mini-batch by "
@@ -197,8 +112,9 @@ def _add_fit(commands: Any) -> None:
                       help="samples per chunk read from disk (default: the file's chunks, "
                            "or about 1 MiB)")
     model = fit.add_argument_group("model")
-    model.add_argument("--model", default=None, choices=sorted(MODELS), metavar="NAME",
-                       help=f"the learner, one of {', '.join(MODELS)} (default: ocpdl)")
+    names = [e.name for e in registry.registered("online")]
+    model.add_argument("--model", default=None, choices=sorted(names), metavar="NAME",
+                       help=f"the learner, one of {', '.join(names)} (default: ocpdl)")
     model.add_argument("--rank", type=int, metavar="R", help="number of atoms (required)")
     model.add_argument("--alpha", type=float, help="l1 penalty on the codes (sparsity)")
     model.add_argument("--loss", help="loss / divergence, for models that have one (ocpdl, "
@@ -353,7 +269,8 @@ def _plan(args: argparse.Namespace) -> dict:
     if args.resume and not args.checkpoint:
         raise CLIError("--resume needs --checkpoint PATH (the checkpoint to continue from)")
     name = args.model or "ocpdl"
-    plan = {"model": name, "cls": model_class(name), "format": data_format(args.input)}
+    plan = {"model": name, "cls": registry.learner_class(name),
+            "format": data_format(args.input)}
     source = Path(args.input)
     if not source.exists():
         raise CLIError(f"cannot read INPUT: no such file or folder: {args.input!r}")
@@ -401,7 +318,7 @@ def _modes(args: argparse.Namespace, da: Any, sample_dim: str | None, model: str
 
     if args.modes:
         return parse_modes(args.modes)
-    if MODELS[model].matrix:  # a matrix model: every feature dim in one mode
+    if registry.entry(model).matrix:  # a matrix model: every feature dim in one mode
         return [tuple(d for d in da.dims if d != sample_dim)]
     return None
 
@@ -420,7 +337,7 @@ def _layout(da: Any, sample_dim: str | None, modes: Any) -> Any:
 
 def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
     """Learner parameters given on the command line (only those given)."""
-    model = MODELS[plan["model"]]
+    model = registry.entry(plan["model"])
     given = {"n_components": args.rank, "alpha": args.alpha, "loss": args.loss,
              "missing": args.missing, "backend": args.backend,
              "batch_size": args.batch_size, "random_state": args.seed}
@@ -446,7 +363,7 @@ _OPTIONS = {"n_components": "--rank", "random_state": "--seed", "alpha": "--alph
 
 def _option(param: str, plan: dict) -> str:
     """The command-line spelling of a learner parameter (``--rank``, ``--param ridge``)."""
-    options = {v: k for k, v in MODELS[plan["model"]].aliases.items()}
+    options = {v: k for k, v in registry.entry(plan["model"]).aliases.items()}
     name = options.get(param, param)
     return _OPTIONS.get(name, f"--param {param}")
 

@@ -11,6 +11,7 @@ import tensorstream.cli as cli
 from tensorstream import OnlineCPDL, load
 from tensorstream.cli import main
 from tensorstream.demo import climate_like_dataarray, match_atoms, planted_patterns, run_demo
+from tensorstream.learners import registry
 
 FIT = ["--var", "obs", "--sample-dim", "time", "--modes", "lat,lon;variable", "--rank", "3",
        "--batch-size", "16", "--quiet"]
@@ -140,7 +141,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes(climate_file, tmp_path, m
 
 
 def test_other_registered_models_plug_in(climate_file, tmp_path):
-    if not cli.MODELS["nmf"].installed:
+    if not registry.entry("nmf").installed:
         pytest.skip("tensorstream.learners.nmf is not installed")
     path, _ = climate_file
     out = tmp_path / "nmf.nc"
@@ -151,15 +152,13 @@ def test_other_registered_models_plug_in(climate_file, tmp_path):
         assert ds["lat_lon_variable_loadings"].dims == ("lat", "lon", "variable", "component")
 
 
-def test_model_registry_is_lazy_and_reports_missing_learners(monkeypatch):
-    monkeypatch.setitem(cli.MODELS, "ghost", cli.Model("tensorstream.learners.ghost", "Ghost",
-                                                       "not installed"))
-    assert not cli.MODELS["ghost"].installed
-    with pytest.raises(ValueError, match="'ghost' is not available"):
-        cli.model_class("ghost")
-    with pytest.raises(ValueError, match="unknown model 'nope'"):
-        cli.model_class("nope")
-    assert cli.model_class("ocpdl") is OnlineCPDL
+def test_fit_offers_the_online_models_only(capsys):
+    online = [e.name for e in registry.registered("online")]
+    assert {"ocpdl", "divergence-nmf"} <= set(online)
+    assert not {"vr-mf", "robust-nmf-batch", "robust-pca-batch"} & set(online)
+    with pytest.raises(SystemExit):
+        main(["fit", "x.npy", "--model", "vr-mf", "--out", "f.nc"])
+    assert "invalid choice: 'vr-mf'" in capsys.readouterr().err
 
 
 # -- bad input ---------------------------------------------------------------------------------
