@@ -10,7 +10,12 @@ import xarray as xr
 import tensorstream.cli as cli
 from tensorstream import OnlineCPDL, load
 from tensorstream.cli import main
-from tensorstream.demo import climate_like_dataarray, match_atoms, planted_patterns, run_demo
+from tensorstream.cli.demo import (
+    climate_like_dataarray,
+    match_atoms,
+    planted_patterns,
+    run_demo,
+)
 from tensorstream.learners import registry
 
 FIT = ["--var", "obs", "--sample-dim", "time", "--modes", "lat,lon;variable", "--rank", "3",

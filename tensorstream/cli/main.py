@@ -1,35 +1,31 @@
-"""The ``tensorstream`` command: ``fit`` a model to a data file, run the ``demo``, ``info``.
+"""The ``tensorstream`` command line: the parser, :func:`main`, and the ``fit`` command.
 
 Every failure the user can cause (a wrong dim name, an unreadable file, NaN in the data, an
 output folder that does not exist) ends as one line on stderr and a non-zero exit code, before
 any file is touched; ``--debug`` shows the traceback instead. Outputs and checkpoints are written
 atomically, so an interrupted run never leaves a half-written file behind.
 
-The models are the online learners of :mod:`tensorstream.learners.registry`, imported only when
-used, so a learner that is not installed does not break the command.
+The training loop is :mod:`tensorstream.cli.fit`, ``info`` :mod:`tensorstream.cli.info`, the
+demo :mod:`tensorstream.cli.demo`. The models are the online learners of
+:mod:`tensorstream.learners.registry`, imported only when used, so a learner that is not
+installed does not break the command.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import collections
 import inspect
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .learners import registry
-
-
-class CLIError(ValueError):
-    """A user error with a ready-made one-line message."""
-
+from ..learners import registry
+from .errors import CLIError
+from .fit import train
+from .info import run_info
 
 # --------------------------------------------------------------------------------------------
 # the parser
@@ -198,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_fit(args)
         if args.command == "demo":
             return _run_demo(args)
-        return _run_info(args)
+        return run_info(args)
     except KeyboardInterrupt:
         if args.debug:
             raise
@@ -246,7 +242,7 @@ def run_fit(args: argparse.Namespace) -> int:
     modes = _modes(args, da, sample_dim, plan["model"])
     layout = _layout(da, sample_dim, modes)
     learner = _resume(args, plan, layout) if args.resume else _new_learner(args, plan)
-    history, stopped = _train(learner, da, sample_dim, modes, plan, args)
+    history, stopped = train(learner, da, sample_dim, modes, plan, args)
     if stopped:
         return 130
     ds = _factors(learner, da, args, plan, sample_dim)
@@ -256,7 +252,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> dict:
     """Validate the options that need no data; check that every output can be written."""
-    from .io import data_format
+    from ..io import data_format
 
     for option in ("rank", "batch_size", "epochs", "steps", "checkpoint_every", "chunk_size"):
         value = getattr(args, option)
@@ -306,7 +302,7 @@ def _check_writable(path: str | Path, option: str, source: Path) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from .io import open_dataarray
+    from ..io import open_dataarray
 
     return open_dataarray(args.input, args.var, sample_dim=args.sample_dim,
                           chunk_size=args.chunk_size)
@@ -314,7 +310,7 @@ def _open(args: argparse.Namespace) -> Any:
 
 def _modes(args: argparse.Namespace, da: Any, sample_dim: str | None, model: str) -> Any:
     """The mode specification: parsed ``--modes``, or the model's default."""
-    from .labels import parse_modes
+    from ..labels import parse_modes
 
     if args.modes:
         return parse_modes(args.modes)
@@ -325,7 +321,7 @@ def _modes(args: argparse.Namespace, da: Any, sample_dim: str | None, model: str
 
 def _layout(da: Any, sample_dim: str | None, modes: Any) -> Any:
     """Validate dims and modes against the data before any work (clear errors)."""
-    from .labels import ModeLayout
+    from ..labels import ModeLayout
 
     if sample_dim is None:
         raise CLIError(f"--sample-dim is required: the variable {da.name!r} has dims "
@@ -391,7 +387,7 @@ def _new_learner(args: argparse.Namespace, plan: dict) -> Any:
 
 def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
     """The checkpointed learner, checked against the options and the data."""
-    from .io import load_checkpoint
+    from ..io import load_checkpoint
 
     learner = load_checkpoint(plan["checkpoint"])
     if type(learner) is not plan["cls"]:
@@ -416,145 +412,14 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# the loop
-
-
-def shuffled_batches(n_samples: int, batch_size: int, seed: int, start: int = 0,
-                     stop: int | None = None) -> Iterator[np.ndarray]:
-    """Sorted sample positions of steps ``start, ..., stop - 1`` of shuffled epochs.
-
-    Epoch ``e`` visits the samples in the order ``default_rng([seed, e]).permutation(n)``, in
-    consecutive batches (the last one may be short). The order is a function of the step number
-    alone, so a run resumed at any step sees exactly the batches an uninterrupted run sees.
-    Positions are sorted within a batch, so a file is read in order.
-
-    Parameters
-    ----------
-    n_samples, batch_size, seed : int
-    start : int, default 0
-        The first step (0-based), e.g. the step count of a resumed learner.
-    stop : int, optional
-        Stop before this step (default: never).
-
-    Yields
-    ------
-    numpy.ndarray of int
-
-    Examples
-    --------
-    >>> [b.tolist() for b in shuffled_batches(5, 2, seed=0, stop=4)]
-    [[2, 4], [0, 3], [1], [1, 4]]
-    >>> [b.tolist() for b in shuffled_batches(5, 2, seed=0, start=2, stop=4)]
-    [[1], [1, 4]]
-    """
-    per_epoch = -(-n_samples // batch_size)
-    order, current = None, None
-    step = start
-    while stop is None or step < stop:
-        epoch, k = divmod(step, per_epoch)
-        if epoch != current:
-            order, current = np.random.default_rng([seed, epoch]).permutation(n_samples), epoch
-        yield np.sort(order[k * batch_size:(k + 1) * batch_size])
-        step += 1
-
-
-def _train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
-           args: argparse.Namespace) -> tuple[list[dict], bool]:
-    """Stream the batches into ``learner``; return the per-step infos and whether interrupted."""
-    n_samples = da.sizes[sample_dim]
-    batch_size = int(learner.batch_size)
-    per_epoch = -(-n_samples // batch_size)
-    total = (args.epochs or 1) * per_epoch if args.steps is None else (
-        args.steps if args.epochs is None else min(args.steps, args.epochs * per_epoch))
-    start = int(getattr(learner, "n_steps_", 0)) if args.resume else 0
-    seed = learner.random_state if isinstance(learner.random_state, int) else 0
-    checkpoint = plan.get("checkpoint")
-    if start >= total and not args.quiet:
-        print(f"the checkpoint is at step {start}, the run stops at {total}: nothing to learn",
-              file=sys.stderr)
-    history: list[dict] = []
-    recent: collections.deque = collections.deque(maxlen=min(per_epoch, 100))
-    progress = _progress(total, start, plan["model"], args.quiet)
-    step = start
-    try:
-        for rows in shuffled_batches(n_samples, batch_size, seed, start, total):
-            _learn(learner, da, rows, sample_dim, modes)
-            step += 1
-            info = dict(getattr(learner, "_last_info", None) or {"step": step})
-            history.append(info)
-            if progress is not None:
-                _show(progress, info, recent)
-            if checkpoint is not None and step % args.checkpoint_every == 0:
-                learner.save(checkpoint)
-    except KeyboardInterrupt:
-        if progress is not None:
-            progress.close()
-        where = f"after step {step}"
-        if checkpoint is not None and step > start:
-            learner.save(checkpoint)
-            print(f"tensorstream: interrupted {where}; checkpoint saved to {str(checkpoint)!r}: "
-                  f"run the same command with --resume to continue", file=sys.stderr)
-        else:
-            print(f"tensorstream: interrupted {where}; nothing written", file=sys.stderr)
-        return history, True
-    finally:
-        if progress is not None:  # also on errors (closing twice is harmless)
-            progress.close()
-    if checkpoint is not None and step > start:
-        learner.save(checkpoint)
-    return history, False
-
-
-def _learn(learner: Any, da: Any, rows: np.ndarray, sample_dim: str, modes: Any) -> None:
-    """One mini-batch: read these samples (once, only them) and learn from them."""
-    batch = da.isel({sample_dim: rows}).compute()
-    # the first batch fixes the layout; later ones are checked against it
-    labels = {} if "layout_" in learner.__dict__ else {"sample_dim": sample_dim, "modes": modes}
-    try:
-        learner.partial_fit(batch, **labels)
-    except ValueError as error:  # a rejected batch: say which samples, keep the state
-        raise CLIError(_batch_error(error, rows, da, sample_dim)) from error
-
-
-def _progress(total: int, start: int, model: str, quiet: bool) -> Any:
-    if quiet:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=start, unit="batch", desc=f"fit {model}",
-                file=sys.stderr, dynamic_ncols=True)
-
-
-def _show(progress: Any, info: dict, recent: collections.deque) -> None:
-    """One step on the progress bar, with the batch loss and its running mean."""
-    progress.update(1)
-    loss = info.get("batch_loss")
-    if loss is not None:
-        recent.append(float(loss))
-        progress.set_postfix(loss=f"{loss:.4g}", mean=f"{np.mean(recent):.4g}", refresh=False)
-
-
-def _batch_error(error: Exception, rows: np.ndarray, da: Any, sample_dim: str) -> str:
-    """Say which samples a rejected batch held, and what to do about NaN."""
-    text = " ".join(str(error).split())
-    coord = da[sample_dim].values[rows] if sample_dim in da.coords else rows
-    where = f"{sample_dim} {coord[0]}" + (f" ... {coord[-1]}" if len(coord) > 1 else "")
-    if "NaN" in text:
-        text = (f"the data contain NaN or infinite values (in the batch {where}); pass "
-                f"--missing nan to treat NaN as missing, or fill them first")
-        return text
-    return f"{text} (in the batch {where})"
-
-
-# --------------------------------------------------------------------------------------------
 # outputs
 
 
 def _factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
              sample_dim: str) -> Any:
     """The factors Dataset, with the codes if asked and a description of the run."""
-    from . import __version__
-    from .io import _encode_param
+    from .. import __version__
+    from ..io import _encode_param
 
     ds = learner.factors_
     if args.codes:
@@ -589,11 +454,11 @@ def _all_codes(learner: Any, da: Any, sample_dim: str) -> Any:
 
 
 def _write_outputs(ds: Any, history: list[dict], args: argparse.Namespace) -> None:
-    from .io import write_factors
+    from ..io import write_factors
 
     written = [str(write_factors(ds, args.out))]
     if args.plot:
-        from .plot import plot_convergence, plot_factors
+        from ..plot import plot_convergence, plot_factors
 
         plot = Path(args.plot)
         plot_factors(ds, title=ds.attrs["title"], path=plot)
@@ -605,163 +470,3 @@ def _write_outputs(ds: Any, history: list[dict], args: argparse.Namespace) -> No
     if not args.quiet:
         print(f"learned {ds.attrs['n_components']} components in {ds.attrs['n_steps']} steps "
               f"({ds.attrs['n_samples_seen']} samples); wrote {', '.join(written)}")
-
-
-# --------------------------------------------------------------------------------------------
-# info
-
-
-def _run_info(args: argparse.Namespace) -> int:
-    print("\n".join(describe(args.file)))
-    return 0
-
-
-def describe(path: str | os.PathLike) -> list[str]:
-    """Lines describing a factors file, a checkpoint or a data file (``tensorstream info``).
-
-    Parameters
-    ----------
-    path : str or path-like
-        A ``.nc`` factors file written by ``tensorstream fit``, a ``.npz`` checkpoint, or a
-        netCDF/zarr/``.npy`` data file.
-
-    Returns
-    -------
-    list of str
-
-    Raises
-    ------
-    FileNotFoundError, ValueError
-        No such file, or a file none of these readers understands.
-
-    Examples
-    --------
-    >>> import tempfile, numpy as np
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     np.save(f"{folder}/x.npy", np.ones((10, 4, 3)))
-    ...     print("\\n".join(describe(f"{folder}/x.npy")[1:]))
-      data: 10 samples along 'sample', dims sample: 10, axis1: 4, axis2: 3 (float64)
-      fit it with: --modes "axis1;axis2" (every axis its own mode) or stack axes with ','
-    """
-    import zipfile
-
-    from .io import data_format
-
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(2, "No such file or directory", str(path))
-    if path.suffix == ".npz" or (path.is_file() and zipfile.is_zipfile(path)):
-        return _describe_checkpoint(path)
-    if data_format(path) == "npy":
-        return _describe_npy(path)
-    return _describe_dataset(path)
-
-
-def _describe_checkpoint(path: Path) -> list[str]:
-    from .io import read_checkpoint
-
-    meta, arrays = read_checkpoint(path)
-    params = meta.get("params", {})
-    shapes = [tuple(arrays[f"loading_{k}"].shape) for k in range(meta.get("n_loadings", 0))]
-    lines = [f"{path}: tensorstream checkpoint (format version {meta['version']})",
-             f"  learner: {meta.get('class')}, rank {params.get('n_components')}, "
-             f"step {meta.get('n_steps')}, {meta.get('n_samples_seen')} samples seen",
-             f"  backend: {meta.get('backend')} ({meta.get('dtype')}, {meta.get('device')})",
-             f"  loadings: {', '.join(str(s) for s in shapes)}"]
-    layout = meta.get("layout")
-    if layout:
-        sizes = layout["sizes"]
-        modes = "; ".join(f"{m['name']} (" + ", ".join(f"{d}: {sizes[d]}" for d in m["dims"])
-                          + ")" for m in layout["modes"])
-        lines.append(f"  labelled: samples along {layout['sample_dim']!r}; modes {modes}")
-    else:
-        lines.append("  unlabelled (fitted on plain arrays)")
-    shown = {k: v for k, v in params.items() if k != "n_components"}
-    lines.append(f"  parameters: {_short(shown)}")
-    return lines
-
-
-def _describe_npy(path: Path) -> list[str]:
-    from .io import open_dataarray
-
-    da = open_dataarray(path)
-    dims = ", ".join(f"{d}: {n}" for d, n in da.sizes.items())
-    axes = [d for d in da.dims if d != "sample"]
-    return [f"{path}: .npy array",
-            f"  data: {da.sizes['sample']} samples along 'sample', dims {dims} ({da.dtype})",
-            f"  fit it with: --modes \"{';'.join(axes)}\" (every axis its own mode) or stack "
-            f"axes with ','"]
-
-
-def _describe_dataset(path: Path) -> list[str]:
-    import xarray as xr
-
-    from .io import _zarr_consolidated, data_format
-
-    engine = "zarr" if data_format(path) == "zarr" else None
-    options = {"consolidated": _zarr_consolidated(path)} if engine else {}
-    try:
-        ds = xr.open_dataset(path, engine=engine, chunks=None, cache=False, **options)
-    except (OSError, ValueError, TypeError, RuntimeError, KeyError) as error:
-        raise CLIError(f"cannot read {str(path)!r}: not a factors, checkpoint or data file "
-                       f"({' '.join(str(error).split())})") from None
-    with ds:
-        loadings = [str(n) for n in ds.data_vars if str(n).endswith("_loadings")]
-        if loadings and "component" in ds.dims:
-            return _describe_factors(path, ds, loadings)
-        lines = [f"{path}: data file ({'zarr' if engine else 'netCDF'}), "
-                 f"{len(ds.data_vars)} variable(s)"]
-        for name, var in ds.data_vars.items():
-            dims = ", ".join(f"{d}: {n}" for d, n in var.sizes.items())
-            lines.append(f"  {name}: ({dims}) {var.dtype}")
-        for dim in ds.dims:
-            if dim in ds.coords:
-                lines.append(f"  coordinate {dim}: {_range(ds[dim].values)}")
-        return lines
-
-
-def _describe_factors(path: Path, ds: Any, loadings: Sequence[str]) -> list[str]:
-    attrs = ds.attrs
-    lines = [f"{path}: tensorstream factors, {ds.sizes['component']} components"]
-    if "learner" in attrs:
-        lines.append(f"  model: {attrs.get('model')} ({attrs.get('learner')}), "
-                     f"{attrs.get('n_steps')} steps, {attrs.get('n_samples_seen')} samples seen")
-        lines.append(f"  learned from: {attrs.get('variable')!r} in {attrs.get('source')}, "
-                     f"samples along {attrs.get('sample_dim')!r}, modes "
-                     f"\"{attrs.get('modes')}\"")
-    for name in [*loadings, *(["codes"] if "codes" in ds.data_vars else [])]:
-        var = ds[name]
-        dims = ", ".join(f"{d}: {n}" for d, n in var.sizes.items())
-        coords = "; ".join(f"{d} {_range(ds[d].values)}" for d in var.dims
-                           if d != "component" and d in ds.coords)
-        lines.append(f"  {name}: ({dims})" + (f"  {coords}" if coords else ""))
-    if "params" in attrs:
-        try:
-            lines.append(f"  parameters: {_short(json.loads(attrs['params']))}")
-        except (TypeError, ValueError):
-            pass
-    return lines
-
-
-def _range(values: np.ndarray) -> str:
-    """A short description of coordinate values."""
-    values = np.asarray(values)
-    if values.size == 0:
-        return "(empty)"
-    if values.dtype.kind == "M":  # datetimes without the nanosecond digits
-        import pandas as pd
-
-        first, last = (pd.Timestamp(values[k]) for k in (0, -1))
-        return f"{first} .. {last} ({values.size} values)"
-    if values.dtype.kind in "OUS" or values.size <= 4:
-        shown = ", ".join(str(v) for v in values[:6])
-        return shown + (", ..." if values.size > 6 else "")
-    return f"{values[0]} .. {values[-1]} ({values.size} values)"
-
-
-def _short(params: dict) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in params.items() if v is not None) or "-"
-
-
-if __name__ == "__main__":
-    sys.exit(main())
