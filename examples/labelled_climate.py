@@ -17,7 +17,7 @@ variable`` data made of a warm spell, daytime heating over a continent and storm
 The same from the command line::
 
     tensorstream fit climate.nc --var obs --sample-dim time --modes "lat,lon;variable" \\
-        --rank 3 --epochs 3 --codes --out factors.nc --plot factors.png
+        --n-components 3 --epochs 3 --codes --out factors.nc --plot factors.png
 
 Run::
 

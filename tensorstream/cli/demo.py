@@ -446,8 +446,9 @@ def run_climate_example(out_dir: str | Path | None = "demo-output", n_steps: int
                      path=result["figure"])
         print(f"   factors: {result['netcdf']}, figure: {result['figure']}")
         print(f"   the same from the command line:\n     tensorstream fit {out / 'climate.nc'} "
-              f"--var obs --sample-dim time --modes 'lat,lon;variable' --rank {n_components} "
-              f"--epochs 3 --codes --out factors.nc --plot factors.png")
+              f"--var obs --sample-dim time --modes 'lat,lon;variable' "
+              f"--n-components {n_components} --epochs 3 --codes --out factors.nc "
+              f"--plot factors.png")
     return result
 
 

@@ -68,7 +68,7 @@ def _describe_checkpoint(path: Path) -> list[str]:
     params = meta.get("params", {})
     shapes = [tuple(arrays[f"loading_{k}"].shape) for k in range(meta.get("n_loadings", 0))]
     lines = [f"{path}: tensorstream checkpoint (format version {meta['version']})",
-             f"  learner: {meta.get('class')}, rank {params.get('n_components')}, "
+             f"  learner: {meta.get('class')}, {params.get('n_components')} components, "
              f"step {meta.get('n_steps')}, {meta.get('n_samples_seen')} samples seen",
              f"  backend: {meta.get('backend')} ({meta.get('dtype')}, {meta.get('device')})",
              f"  loadings: {', '.join(str(s) for s in shapes)}"]

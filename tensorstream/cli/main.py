@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..learners import registry
 from .errors import CLIError
 from .fit import train
@@ -45,10 +46,10 @@ _FIT_EPILOG = """\
 examples:
   tensorstream info obs.nc                       # which variables and dims the file has
   tensorstream fit obs.nc --var t2m --sample-dim time --modes "lat,lon;variable" \\
-      --rank 8 --out factors.nc --plot factors.png
-  tensorstream fit patches.npy --modes "axis1,axis2;axis3" --rank 24 --epochs 3 \\
+      --n-components 8 --out factors.nc --plot factors.png
+  tensorstream fit patches.npy --modes "axis1,axis2;axis3" --n-components 24 --epochs 3 \\
       --out patch_factors.nc                     # .npy: samples on the first axis
-  tensorstream fit obs.nc --var t2m --sample-dim time --rank 8 --out f.nc \\
+  tensorstream fit obs.nc --var t2m --sample-dim time --n-components 8 --out f.nc \\
       --checkpoint run.npz --resume                # continue an interrupted run
 
 modes: ";" separates modes, "," stacks dims into one mode, "name=" names a stacked
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tensorstream", description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run 'tensorstream COMMAND --help' for the options of a command.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -88,13 +90,22 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_fit(commands: Any) -> None:
-    models = "\n".join(f"  {e.name:<15}{e.summary}" for e in registry.registered("online"))
+    online = registry.registered("online")
+    width = max(len(e.name) for e in online) + 2
+    models = "\n".join(f"  {e.name:<{width}}{e.summary}" for e in online)
     fit = commands.add_parser(
         "fit", help="learn a CP dictionary from a netCDF, zarr or .npy file",
         description="Learn a CP dictionary from the samples of a data file, mini-batch by "
                     "mini-batch, and write the labelled factors.\n\nmodels:\n" + models,
         epilog=_FIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    data = fit.add_argument_group("data")
+    _add_fit_data(fit.add_argument_group("data"))
+    _add_fit_model(fit.add_argument_group("model"))
+    _add_fit_run(fit.add_argument_group("run"))
+    _add_fit_output(fit.add_argument_group("output"))
+    _add_debug(fit)
+
+
+def _add_fit_data(data: Any) -> None:
     data.add_argument("input", metavar="INPUT",
                       help="netCDF file, zarr store or .npy file (samples on its first axis)")
     data.add_argument("--var", metavar="NAME",
@@ -107,11 +118,16 @@ def _add_fit(commands: Any) -> None:
     data.add_argument("--chunk-size", type=int, metavar="N",
                       help="samples per chunk read from disk (default: the file's chunks, "
                            "or about 1 MiB)")
-    model = fit.add_argument_group("model")
+
+
+def _add_fit_model(model: Any) -> None:
     names = [e.name for e in registry.registered("online")]
     model.add_argument("--model", default=None, choices=sorted(names), metavar="NAME",
                        help=f"the learner, one of {', '.join(names)} (default: ocpdl)")
-    model.add_argument("--rank", type=int, metavar="R", help="number of atoms (required)")
+    model.add_argument("--n-components", type=int, metavar="R",
+                       help="number of atoms (required)")
+    model.add_argument("--rank", dest="n_components", type=int, action=_Deprecated,
+                       replacement="--n-components")
     model.add_argument("--alpha", type=float, help="l1 penalty on the codes (sparsity)")
     model.add_argument("--loss", help="loss / divergence, for models that have one (ocpdl, "
                        "divergence-nmf; e.g. kl, is, beta float)")
@@ -122,7 +138,9 @@ def _add_fit(commands: Any) -> None:
     model.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="any other learner parameter, e.g. --param ridge=0.1 "
                             "(repeatable)")
-    run = fit.add_argument_group("run")
+
+
+def _add_fit_run(run: Any) -> None:
     run.add_argument("--batch-size", type=int, metavar="B", help="samples per mini-batch")
     run.add_argument("--epochs", type=int, metavar="E",
                      help="passes over the samples, shuffled (default: 1)")
@@ -137,7 +155,9 @@ def _add_fit(commands: Any) -> None:
     run.add_argument("--resume", action="store_true",
                      help="continue from --checkpoint (the same data and batch order)")
     run.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
-    out = fit.add_argument_group("output")
+
+
+def _add_fit_output(out: Any) -> None:
     out.add_argument("--out", required=True, metavar="FILE.nc",
                      help="write the labelled factors to this netCDF file")
     out.add_argument("--codes", action="store_true",
@@ -145,7 +165,27 @@ def _add_fit(commands: Any) -> None:
                           "data) and write them")
     out.add_argument("--plot", metavar="FILE.png",
                      help="plot the factors (and the loss per step, in FILE_convergence.png)")
-    _add_debug(fit)
+
+
+class _Deprecated(argparse.Action):
+    """A hidden old spelling of an option: one line on stderr, then the value is stored.
+
+    Parameters
+    ----------
+    replacement : str
+        The option to use instead, named in the message.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, replacement: str,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.replacement = replacement
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"tensorstream: {option_string} is deprecated; use {self.replacement}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def _add_demo(commands: Any) -> None:
@@ -254,14 +294,16 @@ def _plan(args: argparse.Namespace) -> dict:
     """Validate the options that need no data; check that every output can be written."""
     from ..io import data_format
 
-    for option in ("rank", "batch_size", "epochs", "steps", "checkpoint_every", "chunk_size"):
+    for option in ("n_components", "batch_size", "epochs", "steps", "checkpoint_every",
+                   "chunk_size"):
         value = getattr(args, option)
         if value is not None and value < 1:
             raise CLIError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
     if args.seed is not None and args.seed < 0:
         raise CLIError(f"--seed must be >= 0, got {args.seed}")
-    if args.rank is None and not args.resume:
-        raise CLIError("--rank is required: the number of atoms to learn (e.g. --rank 8)")
+    if args.n_components is None and not args.resume:
+        raise CLIError("--n-components is required: the number of atoms to learn "
+                       "(e.g. --n-components 8)")
     if args.resume and not args.checkpoint:
         raise CLIError("--resume needs --checkpoint PATH (the checkpoint to continue from)")
     name = args.model or "ocpdl"
@@ -334,7 +376,7 @@ def _layout(da: Any, sample_dim: str | None, modes: Any) -> Any:
 def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
     """Learner parameters given on the command line (only those given)."""
     model = registry.entry(plan["model"])
-    given = {"n_components": args.rank, "alpha": args.alpha, "loss": args.loss,
+    given = {"n_components": args.n_components, "alpha": args.alpha, "loss": args.loss,
              "missing": args.missing, "backend": args.backend,
              "batch_size": args.batch_size, "random_state": args.seed}
     params = {model.aliases.get(k, k): v for k, v in given.items() if v is not None}
@@ -352,13 +394,13 @@ def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
     return params
 
 
-_OPTIONS = {"n_components": "--rank", "random_state": "--seed", "alpha": "--alpha",
+_OPTIONS = {"n_components": "--n-components", "random_state": "--seed", "alpha": "--alpha",
             "loss": "--loss", "missing": "--missing", "backend": "--backend",
             "batch_size": "--batch-size"}
 
 
 def _option(param: str, plan: dict) -> str:
-    """The command-line spelling of a learner parameter (``--rank``, ``--param ridge``)."""
+    """The command-line spelling of a learner parameter (``--seed``, ``--param ridge``)."""
     options = {v: k for k, v in registry.entry(plan["model"]).aliases.items()}
     name = options.get(param, param)
     return _OPTIONS.get(name, f"--param {param}")
@@ -418,7 +460,6 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
 def _factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
              sample_dim: str) -> Any:
     """The factors Dataset, with the codes if asked and a description of the run."""
-    from .. import __version__
     from ..io import _encode_param
 
     ds = learner.factors_
