@@ -96,3 +96,19 @@ def test_importing_the_registry_imports_no_learner():
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def models_table() -> str:
+    """The model table of docs/cli.md, as the registry has it."""
+    rows = ["| name | learner | kind | what it is |", "|---|---|---|---|"]
+    for e in registered():
+        kind = e.kind + (", matrix" if e.matrix else "")
+        aliases = "".join(f"; `--{option}` sets `{param}`" for option, param in e.aliases.items())
+        rows.append(f"| `{e.name}` | `{e.class_name}` | {kind} | {e.summary}{aliases} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_docs_list_every_registered_model():
+    """docs/cli.md holds the table above: no model is missing there, none is described wrongly."""
+    docs = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    assert models_table() in docs, f"replace the model table of docs/cli.md by\n{models_table()}"
