@@ -1,7 +1,8 @@
 """The ``tensorstream`` command: ``fit`` a model to a data file, run the ``demo``, ``info``.
 
 * :mod:`~tensorstream.cli.main`: the parser, :func:`main` and the ``fit`` command;
-* :mod:`~tensorstream.cli.fit`: its training loop (:func:`shuffled_batches`, checkpoints);
+* :mod:`~tensorstream.cli.fit`: its run: the training loop (:func:`shuffled_batches`,
+  checkpoints) and the outputs;
 * :mod:`~tensorstream.cli.info`: the ``info`` command (:func:`describe`);
 * :mod:`~tensorstream.cli.demo`: the built-in demo.
 """

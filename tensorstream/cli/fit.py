@@ -1,4 +1,4 @@
-"""The training loop of ``tensorstream fit``: shuffled mini-batches of a file into a learner.
+"""The run of ``tensorstream fit``: shuffled mini-batches of a file into a learner, then outputs.
 
 The batch order is a function of the seed and the step number alone (:func:`shuffled_batches`),
 so a run resumed from a checkpoint sees exactly the batches an uninterrupted run sees.
@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from .errors import CLIError
 
 
@@ -165,3 +168,71 @@ def _batch_error(error: Exception, rows: np.ndarray, da: Any, sample_dim: str) -
                 f"--missing nan to treat NaN as missing, or fill them first")
         return text
     return f"{text} (in the batch {where})"
+
+
+# --------------------------------------------------------------------------------------------
+# outputs
+
+
+def factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
+            sample_dim: str) -> Any:
+    """The learned factors, with the codes if asked (``--codes``) and a description of the run.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``learner.factors_`` with attributes naming the model, its parameters, the data and the
+        modes (what ``tensorstream info`` shows).
+    """
+    from ..io import _encode_param
+
+    ds = learner.factors_
+    if args.codes:
+        ds["codes"] = _all_codes(learner, da, sample_dim)
+    params = {k: _encode_param(k, v) for k, v in learner.get_params().items()
+              if k != "callback" and not _is_array_param(v)}
+    ds.attrs.update({
+        "title": f"tensorstream factors of {da.name} from {Path(args.input).name}",
+        "tensorstream_version": __version__, "model": plan["model"],
+        "learner": type(learner).__name__, "n_components": int(ds.sizes["component"]),
+        "params": json.dumps(params), "n_steps": int(learner.n_steps_),
+        "n_samples_seen": int(learner.n_samples_seen_), "source": str(args.input),
+        "variable": str(da.name), "sample_dim": sample_dim,
+        "modes": ";".join(",".join(m.dims) if len(m.dims) > 1 else m.dims[0]
+                          for m in learner.layout_.modes)})
+    return ds
+
+
+def _is_array_param(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or hasattr(value, "shape")
+
+
+def _all_codes(learner: Any, da: Any, sample_dim: str) -> Any:
+    """Codes of every sample, in contiguous blocks (one sequential pass over the file)."""
+    import xarray as xr
+
+    n = da.sizes[sample_dim]
+    block = max(int(learner.batch_size), 256)
+    parts = [learner.transform(da.isel({sample_dim: slice(i, i + block)}).compute())
+             for i in range(0, n, block)]
+    return xr.concat(parts, dim=sample_dim)
+
+
+def write_outputs(ds: Any, history: list[dict], args: argparse.Namespace) -> None:
+    """Write the factors (``--out``) and the figures (``--plot``); say what was written."""
+    from ..io import write_factors
+
+    written = [str(write_factors(ds, args.out))]
+    if args.plot:
+        from ..plot import plot_convergence, plot_factors
+
+        plot = Path(args.plot)
+        plot_factors(ds, title=ds.attrs["title"], path=plot)
+        written.append(str(plot))
+        if any("batch_loss" in info for info in history):
+            curve = plot.with_name(f"{plot.stem}_convergence{plot.suffix}")
+            plot_convergence(history, title="loss per mini-batch", path=curve)
+            written.append(str(curve))
+    if not args.quiet:
+        print(f"learned {ds.attrs['n_components']} components in {ds.attrs['n_steps']} steps "
+              f"({ds.attrs['n_samples_seen']} samples); wrote {', '.join(written)}")

@@ -5,10 +5,10 @@ output folder that does not exist) ends as one line on stderr and a non-zero exi
 any file is touched; ``--debug`` shows the traceback instead. Outputs and checkpoints are written
 atomically, so an interrupted run never leaves a half-written file behind.
 
-The training loop is :mod:`tensorstream.cli.fit`, ``info`` :mod:`tensorstream.cli.info`, the
-demo :mod:`tensorstream.cli.demo`. The models are the online learners of
-:mod:`tensorstream.learners.registry`, imported only when used, so a learner that is not
-installed does not break the command.
+The run itself (the training loop, the outputs) is :mod:`tensorstream.cli.fit`; ``info`` is
+:mod:`tensorstream.cli.info`, the demo :mod:`tensorstream.cli.demo`. The models are the online
+learners of :mod:`tensorstream.learners.registry`, imported only when used, so a learner that is
+not installed does not break the command.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 from .. import __version__
 from ..learners import registry
 from .errors import CLIError
-from .fit import train
+from .fit import factors, train, write_outputs
 from .info import run_info
 
 # --------------------------------------------------------------------------------------------
@@ -285,8 +284,8 @@ def run_fit(args: argparse.Namespace) -> int:
     history, stopped = train(learner, da, sample_dim, modes, plan, args)
     if stopped:
         return 130
-    ds = _factors(learner, da, args, plan, sample_dim)
-    _write_outputs(ds, history, args)
+    ds = factors(learner, da, args, plan, sample_dim)
+    write_outputs(ds, history, args)
     return 0
 
 
@@ -451,63 +450,3 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
                        f"modes {list(fitted.mode_names)} of shape {fitted.shape}; the data and "
                        f"--modes give {list(layout.mode_names)} of shape {layout.shape}")
     return learner
-
-
-# --------------------------------------------------------------------------------------------
-# outputs
-
-
-def _factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
-             sample_dim: str) -> Any:
-    """The factors Dataset, with the codes if asked and a description of the run."""
-    from ..io import _encode_param
-
-    ds = learner.factors_
-    if args.codes:
-        ds["codes"] = _all_codes(learner, da, sample_dim)
-    params = {k: _encode_param(k, v) for k, v in learner.get_params().items()
-              if k != "callback" and not _is_array_param(v)}
-    ds.attrs.update({
-        "title": f"tensorstream factors of {da.name} from {Path(args.input).name}",
-        "tensorstream_version": __version__, "model": plan["model"],
-        "learner": type(learner).__name__, "n_components": int(ds.sizes["component"]),
-        "params": json.dumps(params), "n_steps": int(learner.n_steps_),
-        "n_samples_seen": int(learner.n_samples_seen_), "source": str(args.input),
-        "variable": str(da.name), "sample_dim": sample_dim,
-        "modes": ";".join(",".join(m.dims) if len(m.dims) > 1 else m.dims[0]
-                          for m in learner.layout_.modes)})
-    return ds
-
-
-def _is_array_param(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) or hasattr(value, "shape")
-
-
-def _all_codes(learner: Any, da: Any, sample_dim: str) -> Any:
-    """Codes of every sample, in contiguous blocks (one sequential pass over the file)."""
-    import xarray as xr
-
-    n = da.sizes[sample_dim]
-    block = max(int(learner.batch_size), 256)
-    parts = [learner.transform(da.isel({sample_dim: slice(i, i + block)}).compute())
-             for i in range(0, n, block)]
-    return xr.concat(parts, dim=sample_dim)
-
-
-def _write_outputs(ds: Any, history: list[dict], args: argparse.Namespace) -> None:
-    from ..io import write_factors
-
-    written = [str(write_factors(ds, args.out))]
-    if args.plot:
-        from ..plot import plot_convergence, plot_factors
-
-        plot = Path(args.plot)
-        plot_factors(ds, title=ds.attrs["title"], path=plot)
-        written.append(str(plot))
-        if any("batch_loss" in info for info in history):
-            curve = plot.with_name(f"{plot.stem}_convergence{plot.suffix}")
-            plot_convergence(history, title="loss per mini-batch", path=curve)
-            written.append(str(curve))
-    if not args.quiet:
-        print(f"learned {ds.attrs['n_components']} components in {ds.attrs['n_steps']} steps "
-              f"({ds.attrs['n_samples_seen']} samples); wrote {', '.join(written)}")
