@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"not enough disk space in {folder}: {needed / 1e9:.1f} GB needed, "
                          f"{free / 1e9:.1f} GB free; pass smaller --sizes")
     suffix = ".zarr" if args.format == "zarr" else ".nc"
-    fit = ["--var", "v", "--sample-dim", "time", "--modes", "lat,lon;variable", "--rank",
+    fit = ["--var", "v", "--sample-dim", "time", "--modes", "lat,lon;variable", "--n-components",
            str(args.rank), "--batch-size", str(args.batch_size), "--steps", str(args.steps),
            "--quiet"]
     rows = []

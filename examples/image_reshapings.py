@@ -26,7 +26,7 @@ import argparse
 
 import numpy as np
 
-from tensorstream.demo import load_image, run_image_reshapings
+from tensorstream.cli.demo import load_image, run_image_reshapings
 
 
 def numerical_rank(matrix: np.ndarray, rtol: float = 1e-6) -> int:

@@ -1,7 +1,7 @@
 """Labelled, out-of-core learning on climate-like data: netCDF in, labelled factors out.
 
 The whole workflow a user with a real netCDF/zarr file follows, on a synthetic stand-in with
-known structure (``tensorstream.demo.climate_like_dataarray``: hourly ``time x lat x lon x
+known structure (``tensorstream.cli.demo.climate_like_dataarray``: hourly ``time x lat x lon x
 variable`` data made of a warm spell, daytime heating over a continent and storms):
 
 1. write the data to netCDF, chunked along time, and open it lazily (dask): batches read only
@@ -17,7 +17,7 @@ variable`` data made of a warm spell, daytime heating over a continent and storm
 The same from the command line::
 
     tensorstream fit climate.nc --var obs --sample-dim time --modes "lat,lon;variable" \\
-        --rank 3 --epochs 3 --codes --out factors.nc --plot factors.png
+        --n-components 3 --epochs 3 --codes --out factors.nc --plot factors.png
 
 Run::
 
@@ -36,7 +36,7 @@ import xarray as xr
 import tensorstream  # noqa: F401  (registers the DataArray.tensorstream accessor)
 import tensorstream.accessor  # noqa: F401  (until tensorstream/__init__ imports it)
 from tensorstream import OnlineCPDL, load
-from tensorstream.demo import CLIMATE_COMPONENTS, climate_like_dataarray
+from tensorstream.cli.demo import CLIMATE_COMPONENTS, climate_like_dataarray
 from tensorstream.io import open_dataarray, write_factors
 from tensorstream.plot import plot_factors
 

@@ -18,6 +18,7 @@ from typing import Any
 import xarray as xr
 
 from . import labels
+from .learners.registry import learner_class
 
 __all__ = ["TensorStreamAccessor"]
 
@@ -59,8 +60,8 @@ class TensorStreamAccessor:
             One entry per CP mode: a dim, or a tuple of dims stacked into one mode (their joint
             features are learned). Default: every other dim is its own mode.
         model : str or class, default "ocpdl"
-            A name of :data:`tensorstream.cli.MODELS` (``"ocpdl"``, ``"nmf"``, ...) or a learner
-            class.
+            A name or class name of :mod:`tensorstream.learners.registry` (``"ocpdl"``,
+            ``"nmf"``, ``"OnlineNMF"``, ...) or a learner class.
         n_steps : int, optional
             Stop after this many mini-batches.
         **params
@@ -82,7 +83,7 @@ class TensorStreamAccessor:
         >>> model.transform(da).dims
         ('t', 'component')
         """
-        cls = _learner_class(model)
+        cls = learner_class(model)
         learner = cls(n_components=n_components, **params)
         return learner.fit(self._da, sample_dim=sample_dim, modes=modes, n_steps=n_steps)
 
@@ -138,12 +139,3 @@ class TensorStreamAccessor:
         """
         return labels.unfold(self._da, mode, **names)
 
-
-def _learner_class(model: str | type) -> type:
-    if isinstance(model, type):
-        return model
-    if not isinstance(model, str):
-        raise TypeError(f"model must be a model name or a learner class, got {model!r}")
-    from .cli import model_class
-
-    return model_class(model)

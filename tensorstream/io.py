@@ -31,6 +31,7 @@ import numpy as np
 from . import schedules
 from ._backend import as_tensor, to_numpy
 from .engine import OnlineState
+from .learners.registry import learner_class
 
 FORMAT = "tensorstream-checkpoint"
 # 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no
@@ -40,21 +41,6 @@ _SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
                                              schedules.PowerLog, schedules.Forgetting,
                                              schedules.ProportionalRadius,
                                              schedules.ReferenceRadius)}
-
-
-def _learner_classes() -> dict:
-    from .learners.divergence_nmf import OnlineDivergenceNMF
-    from .learners.maxnorm import OnlineMaxNormMD
-    from .learners.nmf import OnlineNMF
-    from .learners.ocpdl import OnlineCPDL
-    from .learners.robust_nmf import RobustOnlineNMF
-    from .learners.robust_pca import OnlineRobustPCA
-    from .learners.variance_reduced import VarianceReducedMF
-
-    return {"OnlineCPDL": OnlineCPDL, "OnlineNMF": OnlineNMF,
-            "RobustOnlineNMF": RobustOnlineNMF, "OnlineMaxNormMD": OnlineMaxNormMD,
-            "OnlineRobustPCA": OnlineRobustPCA, "OnlineDivergenceNMF": OnlineDivergenceNMF,
-            "VarianceReducedMF": VarianceReducedMF}
 
 
 def _encode_param(name: str, value: Any) -> Any:
@@ -189,7 +175,7 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
 
 def _restore(meta: dict, arrays: dict, path: Path, overrides: dict) -> Any:
     try:
-        cls = _learner_classes()[meta["class"]]
+        cls = learner_class(meta["class"])
         if hasattr(cls, "_from_checkpoint"):
             context = _context(meta["backend"], meta["dtype"], meta["device"])
             return cls._from_checkpoint(meta, arrays, context, overrides)

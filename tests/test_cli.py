@@ -2,17 +2,27 @@
 resume, demo, info, and bad input as one-line errors that leave every file untouched."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
 
+import tensorstream
 import tensorstream.cli as cli
 from tensorstream import OnlineCPDL, load
 from tensorstream.cli import main
-from tensorstream.demo import climate_like_dataarray, match_atoms, planted_patterns, run_demo
+from tensorstream.cli.demo import (
+    climate_like_dataarray,
+    match_atoms,
+    planted_patterns,
+    run_demo,
+)
+from tensorstream.learners import registry
 
-FIT = ["--var", "obs", "--sample-dim", "time", "--modes", "lat,lon;variable", "--rank", "3",
+FIT = ["--var", "obs", "--sample-dim", "time", "--modes", "lat,lon;variable", "--n-components", "3",
        "--batch-size", "16", "--quiet"]
 
 
@@ -57,8 +67,9 @@ def test_fit_npy_uses_axes_as_modes_and_shows_progress(tmp_path, capsys):
     X = np.random.default_rng(0).random((40, 6, 5, 3)).astype(np.float32)
     np.save(tmp_path / "x.npy", X)
     out = tmp_path / "f.nc"
-    assert main(["fit", str(tmp_path / "x.npy"), "--modes", "axis1,axis2;axis3", "--rank", "2",
-                 "--batch-size", "8", "--steps", "3", "--out", str(out)]) == 0
+    assert main(["fit", str(tmp_path / "x.npy"), "--modes", "axis1,axis2;axis3",
+                 "--n-components", "2", "--batch-size", "8", "--steps", "3", "--out",
+                 str(out)]) == 0
     captured = capsys.readouterr()
     assert "3/3" in captured.err and "loss=" in captured.err  # tqdm with the running loss
     assert "learned 2 components in 3 steps" in captured.out
@@ -140,26 +151,24 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes(climate_file, tmp_path, m
 
 
 def test_other_registered_models_plug_in(climate_file, tmp_path):
-    if not cli.MODELS["nmf"].installed:
+    if not registry.entry("nmf").installed:
         pytest.skip("tensorstream.learners.nmf is not installed")
     path, _ = climate_file
     out = tmp_path / "nmf.nc"
     assert main(["fit", str(path), "--var", "obs", "--sample-dim", "time", "--model", "nmf",
-                 "--rank", "2", "--batch-size", "16", "--steps", "2", "--quiet", "--out",
+                 "--n-components", "2", "--batch-size", "16", "--steps", "2", "--quiet", "--out",
                  str(out)]) == 0
     with xr.open_dataset(out) as ds:  # a matrix model: all feature dims form one mode
         assert ds["lat_lon_variable_loadings"].dims == ("lat", "lon", "variable", "component")
 
 
-def test_model_registry_is_lazy_and_reports_missing_learners(monkeypatch):
-    monkeypatch.setitem(cli.MODELS, "ghost", cli.Model("tensorstream.learners.ghost", "Ghost",
-                                                       "not installed"))
-    assert not cli.MODELS["ghost"].installed
-    with pytest.raises(ValueError, match="'ghost' is not available"):
-        cli.model_class("ghost")
-    with pytest.raises(ValueError, match="unknown model 'nope'"):
-        cli.model_class("nope")
-    assert cli.model_class("ocpdl") is OnlineCPDL
+def test_fit_offers_the_online_models_only(capsys):
+    online = [e.name for e in registry.registered("online")]
+    assert {"ocpdl", "divergence-nmf"} <= set(online)
+    assert not {"vr-mf", "robust-nmf-batch", "robust-pca-batch"} & set(online)
+    with pytest.raises(SystemExit):
+        main(["fit", "x.npy", "--model", "vr-mf", "--out", "f.nc"])
+    assert "invalid choice: 'vr-mf'" in capsys.readouterr().err
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -183,7 +192,7 @@ BAD = {  # changes to a good command line (None: leave the option out) -> expect
     "unknown sample dim": ({"--sample-dim": "day"}, "available dims: ['time', 'lat'"),
     "unknown variable": ({"--var": "t2m"}, "available variables: ['obs']"),
     "bad modes text": ({"--modes": "lat,;variable"}, "cannot parse"),
-    "no rank": ({"--rank": None}, "--rank is required"),
+    "no n_components": ({"--n-components": None}, "--n-components is required"),
     "zero steps": ({"--steps": "0"}, "--steps must be >= 1"),
     "inapplicable option": ({"--model": "robust-nmf", "--loss": "kl"},
                             "--loss does not apply to --model robust-nmf"),
@@ -209,7 +218,7 @@ BAD = {  # changes to a good command line (None: leave the option out) -> expect
 def _command(tmp_path, input_path, changes):
     """A good command line for ``input_path``, with ``changes`` applied."""
     args = {"INPUT": str(input_path), "--var": "obs", "--sample-dim": "time",
-            "--modes": "lat,lon;variable", "--rank": "2", "--out": str(tmp_path / "out.nc")}
+            "--modes": "lat,lon;variable", "--n-components": "2", "--out": str(tmp_path / "out.nc")}
     args.update(changes)
     command = ["fit", args.pop("INPUT").format(tmp=tmp_path), "--quiet"]
     for option, value in args.items():
@@ -249,10 +258,10 @@ def test_resume_with_other_options_is_refused(climate_file, tmp_path, capsys):
     assert main(["fit", str(path), *FIT, "--steps", "2", "--checkpoint", str(checkpoint),
                  "--out", str(tmp_path / "f.nc")]) == 0
     saved = checkpoint.read_bytes()
-    other_rank = [a if a != "3" else "4" for a in FIT]
-    assert main(["fit", str(path), *other_rank, "--checkpoint", str(checkpoint), "--resume",
+    other_size = [a if a != "3" else "4" for a in FIT]
+    assert main(["fit", str(path), *other_size, "--checkpoint", str(checkpoint), "--resume",
                  "--out", str(tmp_path / "g.nc")]) == 1
-    assert "made with --rank 3" in capsys.readouterr().err
+    assert "made with --n-components 3" in capsys.readouterr().err
     other_modes = [a if a != "lat,lon;variable" else "lat;lon;variable" for a in FIT]
     assert main(["fit", str(path), *other_modes, "--checkpoint", str(checkpoint), "--resume",
                  "--out", str(tmp_path / "g.nc")]) == 1
@@ -276,6 +285,33 @@ def test_help_explains_modes_and_lists_models(capsys):
     for expected in ("--sample-dim", '"lat,lon;variable"', "MultiIndex", "robust-nmf",
                      "--resume", "stacks dims into one mode"):
         assert expected in text
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"tensorstream {tensorstream.__version__}\n"
+    root = Path(tensorstream.__file__).parents[1]  # this checkout's package, not an installed one
+    result = subprocess.run([sys.executable, "-m", "tensorstream", "--version"],
+                            capture_output=True, text=True, cwd=root)
+    assert result.returncode == 0 and result.stdout == f"tensorstream {tensorstream.__version__}\n"
+
+
+def test_rank_is_a_hidden_deprecated_alias_of_n_components(climate_file, tmp_path, capsys):
+    path, _ = climate_file
+    old = [a if a != "--n-components" else "--rank" for a in FIT]
+    assert main(["fit", str(path), *old, "--steps", "2", "--out", str(tmp_path / "old.nc")]) == 0
+    assert capsys.readouterr().err == "tensorstream: --rank is deprecated; use --n-components\n"
+    assert main(["fit", str(path), *FIT, "--steps", "2", "--out", str(tmp_path / "new.nc")]) == 0
+    assert capsys.readouterr().err == ""
+    with xr.open_dataset(tmp_path / "old.nc") as a, xr.open_dataset(tmp_path / "new.nc") as b:
+        assert a.attrs["n_components"] == b.attrs["n_components"] == 3
+        np.testing.assert_array_equal(a["lat_lon_loadings"].values, b["lat_lon_loadings"].values)
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = capsys.readouterr().out
+    assert "--n-components" in text and "--rank" not in text
 
 
 # -- info --------------------------------------------------------------------------------------

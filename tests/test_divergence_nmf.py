@@ -206,9 +206,9 @@ def test_row_projection_and_registration():
     np.testing.assert_allclose(P[1].sum(), 1e-3)
     np.testing.assert_allclose(P[2].sum(), 1e-3)
     assert P.min() >= 0
-    from tensorstream.cli import model_class
+    from tensorstream.learners.registry import learner_class
 
-    assert model_class("divergence-nmf") is OnlineDivergenceNMF
+    assert learner_class("divergence-nmf") is OnlineDivergenceNMF
 
 
 def test_sparse_input_matches_dense_and_warm_start():

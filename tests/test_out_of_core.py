@@ -14,7 +14,7 @@ from tensorstream import OnlineCPDL  # noqa: E402
 from tensorstream.cli import main, shuffled_batches  # noqa: E402
 from tensorstream.io import open_dataarray  # noqa: E402
 
-FIT = ["--rank", "2", "--batch-size", "8", "--steps", "7", "--seed", "3", "--quiet"]
+FIT = ["--n-components", "2", "--batch-size", "8", "--steps", "7", "--seed", "3", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_the_cli_reads_only_the_chunks_its_batches_touch(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(tio._NpyRows, "__getitem__", counting)
-    assert main(["fit", str(tmp_path / "big.npy"), "--rank", "2", "--batch-size", "8",
+    assert main(["fit", str(tmp_path / "big.npy"), "--n-components", "2", "--batch-size", "8",
                  "--steps", "3", "--chunk-size", "4", "--quiet",
                  "--out", str(tmp_path / "f.nc")]) == 0
     assert max(reads) <= 4  # chunk by chunk, never the whole array

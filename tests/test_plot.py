@@ -22,7 +22,7 @@ from tensorstream.plot import (  # noqa: E402
 @pytest.fixture(scope="module")
 def factors():
     """A fitted labelled model's factors, with codes over datetimes."""
-    from tensorstream.demo import climate_like_dataarray
+    from tensorstream.cli.demo import climate_like_dataarray
 
     da, _ = climate_like_dataarray(n_days=2)
     model = OnlineCPDL(3, batch_size=16, max_iter=1, random_state=0)

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .learners.ocpdl import OnlineCPDL
-from .metrics import reconstruction_error
+from ..learners.ocpdl import OnlineCPDL
+from ..metrics import reconstruction_error
 
 SIZE, RANK = 16, 4
 PATCH = 20
@@ -131,7 +131,7 @@ def run_convergence(out_dir: str | Path | None = "demo-output", n_steps: int = 2
 
 
 def _plot_planted(loadings: list, planted: list, path: Path) -> Path:
-    from .plot import cp_atoms, plot_atom_rows
+    from ..plot import cp_atoms, plot_atom_rows
 
     partners = match_atoms(loadings, planted)[1]
     rows = {"planted": cp_atoms(planted), "learned": cp_atoms([U[:, partners]
@@ -277,7 +277,7 @@ def run_image_reshapings(out_dir: str | Path | None = "demo-output", n_steps: in
         ``seconds``), ``atoms`` and ``reconstructions`` per reshaping, ``source``, and the
         ``figure`` path.
     """
-    from .plot import factors_atoms
+    from ..plot import factors_atoms
 
     source = "the given image"
     if image is None:
@@ -310,7 +310,7 @@ def run_image_reshapings(out_dir: str | Path | None = "demo-output", n_steps: in
     result = {"rows": rows, "atoms": atoms, "reconstructions": reconstructions,
               "source": source}
     if out_dir is not None:
-        from .plot import plot_atom_rows
+        from ..plot import plot_atom_rows
 
         path = Path(out_dir) / "image_reshapings.png"
         plot_atom_rows(atoms, extra=reconstructions, path=path,
@@ -414,7 +414,7 @@ def run_climate_example(out_dir: str | Path | None = "demo-output", n_steps: int
         the planted component it matches, the correlation of the codes, the variable it loads
         most and where its map peaks) and the paths written.
     """
-    from .io import write_factors
+    from ..io import write_factors
 
     da, truth = climate_like_dataarray(n_days, random_state)
     modes = [("lat", "lon"), "variable"]
@@ -434,7 +434,7 @@ def run_climate_example(out_dir: str | Path | None = "demo-output", n_steps: int
               f"{row['top_variable']:>13} {str(row['peak']):>20}")
     result: dict[str, Any] = {"factors": factors, "model": model, "rows": rows}
     if out_dir is not None:
-        from .plot import plot_factors
+        from ..plot import plot_factors
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -446,8 +446,9 @@ def run_climate_example(out_dir: str | Path | None = "demo-output", n_steps: int
                      path=result["figure"])
         print(f"   factors: {result['netcdf']}, figure: {result['figure']}")
         print(f"   the same from the command line:\n     tensorstream fit {out / 'climate.nc'} "
-              f"--var obs --sample-dim time --modes 'lat,lon;variable' --rank {n_components} "
-              f"--epochs 3 --codes --out factors.nc --plot factors.png")
+              f"--var obs --sample-dim time --modes 'lat,lon;variable' "
+              f"--n-components {n_components} --epochs 3 --codes --out factors.nc "
+              f"--plot factors.png")
     return result
 
 
