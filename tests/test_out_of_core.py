@@ -9,7 +9,7 @@ pytest.importorskip("dask")
 # zarr 3 says that fixed-width strings (the band labels) have no v3 specification yet
 pytestmark = pytest.mark.filterwarnings("ignore:The data type")
 
-import tensorstream.io as tio  # noqa: E402
+import tensorstream.io.files as tio  # noqa: E402
 from tensorstream import OnlineCPDL  # noqa: E402
 from tensorstream.cli import main, shuffled_batches  # noqa: E402
 from tensorstream.io import open_dataarray  # noqa: E402

@@ -23,6 +23,7 @@ from tensorstream.datasets.outliers import (
 )
 from tensorstream.learners.nmf import OnlineNMF
 from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+from tensorstream.learners.robust_pca import RobustPCA
 from tensorstream.robust_coding import RobustPenalties, robust_losses
 from tensorstream.updates import surrogate_value
 
@@ -498,8 +499,25 @@ def test_batch_estimator_api_and_shared_initialisation():
                         random_state=0).fit(data.X)
     assert stopped.n_iter_ == 4
     assert RobustNMF(4, max_iter=500, max_time=1e-9, random_state=0).fit(data.X).n_iter_ == 1
-    with pytest.raises(NotImplementedError, match="pickle"):
-        batch.save("never.npz")
+
+
+def test_batch_learners_checkpoint_in_the_common_format(tmp_path):
+    data = synthetic_outlier_data(n_features=20, n_components=3, n_samples=40, random_state=0)
+    batch = RobustNMF(3, max_iter=3, random_state=0, callback=lambda m, info: False)
+    with pytest.raises(ValueError, match="only a fitted RobustNMF"):
+        batch.save(tmp_path / "unfitted.npz")
+    batch.fit(data.X)
+    loaded = load(batch.save(tmp_path / "rnmf.npz"))
+    assert type(loaded) is RobustNMF and loaded.get_params()["max_iter"] == 3
+    assert loaded.n_iter_ == batch.n_iter_ and loaded.history_ == batch.history_
+    np.testing.assert_array_equal(loaded.components_, batch.components_)
+    np.testing.assert_array_equal(loaded.transform(data.X[:5]), batch.transform(data.X[:5]))
+    pcp = RobustPCA(3).fit(data.X)
+    again = load(pcp.save(tmp_path / "pcp.npz"))
+    for name in ("low_rank_", "sparse_", "singular_values_", "components_"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(pcp, name))
+    np.testing.assert_array_equal(again.loadings_[0], pcp.loadings_[0])
+    assert again.n_iter_ == pcp.n_iter_
 
 
 # -- bad input ------------------------------------------------------------------------------------

@@ -184,12 +184,12 @@ def factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
         ``learner.factors_`` with attributes naming the model, its parameters, the data and the
         modes (what ``tensorstream info`` shows).
     """
-    from ..io import _encode_param
+    from ..engine.checkpoint import encode_param
 
     ds = learner.factors_
     if args.codes:
         ds["codes"] = _all_codes(learner, da, sample_dim)
-    params = {k: _encode_param(k, v) for k, v in learner.get_params().items()
+    params = {k: encode_param(k, v) for k, v in learner.get_params().items()
               if k != "callback" and not _is_array_param(v)}
     ds.attrs.update({
         "title": f"tensorstream factors of {da.name} from {Path(args.input).name}",

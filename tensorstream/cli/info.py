@@ -100,7 +100,7 @@ def _describe_npy(path: Path) -> list[str]:
 def _describe_dataset(path: Path) -> list[str]:
     import xarray as xr
 
-    from ..io import _zarr_consolidated, data_format
+    from ..io.files import _zarr_consolidated, data_format
 
     engine = "zarr" if data_format(path) == "zarr" else None
     options = {"consolidated": _zarr_consolidated(path)} if engine else {}

@@ -21,7 +21,7 @@ import numpy as np
 import tensorly as tl
 import xarray as xr
 
-from .._backend import backend_of, float_dtype_of, using
+from .._backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
 from .._validation import (
     check_batch,
     check_masked_batch,
@@ -33,6 +33,14 @@ from .._validation import (
 )
 from ..cp_dictionary import reconstruct, to_cp_tensor
 from ..engine import Algorithm, Codes, OnlineState, online_step
+from ..engine.checkpoint import (
+    decode_layout,
+    decode_param,
+    encode_layout,
+    encode_param,
+    tensor_context,
+    write_checkpoint,
+)
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
 
@@ -199,15 +207,82 @@ class OnlineEstimator:
         """``fit(X)`` then ``transform(X)``."""
         return self.fit(X, **fit_params).transform(X)
 
-    def save(self, path) -> Any:
-        """Checkpoint the learner to ``path`` (see :func:`tensorstream.io.save_checkpoint`)."""
-        from ..io import save_checkpoint
+    def save(self, path: Any) -> Any:
+        """Checkpoint the learner to ``path`` (``.npz``, written atomically); resume it with
+        :func:`tensorstream.load`. The ``callback`` parameter is not saved (it is a live
+        object): pass it again when loading."""
+        return write_checkpoint(path, type(self).__name__, *self._checkpoint_contents())
 
-        return save_checkpoint(self, path)
+    def _checkpoint_contents(self) -> tuple[dict, dict]:
+        """JSON metadata and arrays that ``_from_checkpoint`` restores exactly."""
+        raise NotImplementedError
+
+    @classmethod
+    def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict, path: Any) -> Any:
+        """The learner that ``_checkpoint_contents`` described."""
+        raise NotImplementedError
 
     def _init_random_state(self) -> None:
         if getattr(self, "_rng", None) is None:
             self._rng = np.random.default_rng(self.random_state)
+
+
+class ArrayCheckpoint:
+    """Checkpoints of a batch learner: its parameters and its fitted attributes.
+
+    Subclasses name their fitted tensors (``_fitted_arrays``; a list of tensors, such as
+    ``loadings_``, is stored member by member) and their fitted JSON values
+    (``_fitted_values``: counts, histories).
+    """
+
+    _fitted_arrays: tuple = ()
+    _fitted_values: tuple = ()
+
+    def save(self, path: Any) -> Any:
+        """Write the fitted learner to ``path`` (``.npz``, atomically); read it back with
+        :func:`tensorstream.load`."""
+        return write_checkpoint(path, type(self).__name__, *self._checkpoint_contents())
+
+    def _checkpoint_contents(self) -> tuple[dict, dict]:
+        if self._fitted_arrays[0] not in self.__dict__:
+            raise ValueError(f"only a fitted {type(self).__name__} can be checkpointed; call "
+                             f"fit first")
+        first = self.__dict__[self._fitted_arrays[0]]
+        meta = {"params": {k: encode_param(k, v) for k, v in self.get_params().items()
+                           if k != "callback"},
+                "backend": backend_of(first), "dtype": str(first.dtype),
+                "device": str(getattr(first, "device", "cpu")),
+                "values": {name: self.__dict__[name] for name in self._fitted_values},
+                "lists": {}}
+        arrays = {}
+        for name in self._fitted_arrays:
+            value = self.__dict__[name]
+            if isinstance(value, list):
+                meta["lists"][name] = len(value)
+                arrays.update({f"{name}{k}": to_numpy(U) for k, U in enumerate(value)})
+            else:
+                arrays[name] = to_numpy(value)
+        return meta, arrays
+
+    @classmethod
+    def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict, path: Any) -> Any:
+        try:
+            learner = cls(**{**{k: decode_param(v) for k, v in meta["params"].items()},
+                             **overrides})
+            backend = meta["backend"]
+            context = tensor_context(backend, meta["dtype"], meta["device"])
+            fitted = dict(meta["values"])
+            for name in cls._fitted_arrays:
+                if name in meta["lists"]:
+                    fitted[name] = [as_tensor(arrays[f"{name}{k}"], backend, **context)
+                                    for k in range(int(meta["lists"][name]))]
+                else:
+                    fitted[name] = as_tensor(arrays[name], backend, **context)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
+                             f"contents ({error!r})") from None
+        learner.__dict__.update(fitted, backend_=backend, _context=context)
+        return learner
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -293,6 +368,63 @@ class OnlineLearner(OnlineEstimator):
         for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
                      "_last_info", "_last_codes"):
             self.__dict__.pop(name, None)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _checkpoint_contents(self) -> tuple[dict, dict]:
+        if not self._fitted:
+            raise ValueError("only a fitted learner can be checkpointed; call partial_fit first")
+        params = {k: encode_param(k, v) for k, v in self.get_params().items()
+                  if k != "callback"}
+        state = self.state_
+        meta = {"params": params, "n_steps": state.n_steps,
+                "n_samples_seen": state.n_samples_seen, "scale": state.scale,
+                "backend": self.backend_, "dtype": str(self._context["dtype"]),
+                "device": str(self._context.get("device", "cpu")),
+                "rng": self._rng.bit_generator.state, "n_loadings": len(state.loadings)}
+        arrays = {f"loading_{k}": to_numpy(U) for k, U in enumerate(state.loadings)}
+        if state.statistics is not None:
+            meta["c"] = state.statistics["c"]
+            arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
+        layout = self.__dict__.get("layout_")
+        if layout is not None:
+            meta["layout"], layout_arrays = encode_layout(layout)
+            arrays.update(layout_arrays)
+        return meta, arrays
+
+    @classmethod
+    def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
+                         path: Any) -> OnlineLearner:
+        try:
+            params = {k: decode_param(v) for k, v in meta["params"].items()}
+            learner = cls(**{**params, **overrides})
+            backend = meta["backend"]
+            context = tensor_context(backend, meta["dtype"], meta["device"])
+            loadings = [as_tensor(arrays[f"loading_{k}"], backend, **context)
+                        for k in range(meta["n_loadings"])]
+            keeps_statistics = learner._algorithm().keeps_statistics
+            statistics = {"A": as_tensor(arrays["A"], backend, **context),
+                          "B": as_tensor(arrays["B"], backend, **context),
+                          "c": float(meta["c"])} if keeps_statistics else None
+            # before version 3 the data scale of the divergence algorithm was stored as c
+            scale = float(meta["scale"] if "scale" in meta else
+                          (1.0 if keeps_statistics else meta["c"]))
+            rng = np.random.default_rng()
+            rng.bit_generator.state = meta["rng"]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
+                             f"contents ({error!r})") from None
+        sample_shape = tuple(U.shape[0] for U in loadings)
+        _check_state_shapes(loadings, statistics, sample_shape, path)
+        layout = _restore_layout(meta, arrays, path, sample_shape)
+        learner.__dict__.update(
+            state_=OnlineState(loadings=loadings, statistics=statistics, scale=scale,
+                               n_steps=int(meta["n_steps"]),
+                               n_samples_seen=int(meta["n_samples_seen"])),
+            backend_=backend, sample_shape_=sample_shape, _context=context, _rng=rng)
+        if layout is not None:
+            learner.layout_ = layout
+        return learner
 
     # -- validation at the boundary ------------------------------------------------------------
 
@@ -485,6 +617,34 @@ class OnlineLearner(OnlineEstimator):
     def reconstruct(self, X: Any) -> Any:
         """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
         return self.inverse_transform(self.transform(X))
+
+
+def _check_state_shapes(loadings: list, statistics: dict | None, sample_shape: tuple,
+                        path: Any) -> None:
+    R = loadings[0].shape[1] if loadings else 0
+    if not loadings or any(U.shape[1] != R for U in loadings):
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
+    if statistics is None:
+        return
+    # A is (R, R), or (I_1..I_n, R, R) after missing data
+    if tuple(statistics["B"].shape) != (*sample_shape, R) or tuple(
+            statistics["A"].shape) not in ((R, R), (*sample_shape, R, R)):
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
+
+
+def _restore_layout(meta: dict, arrays: dict, path: Any, sample_shape: tuple) -> Any:
+    """The saved mode layout (None for a plain fit), checked against the loadings' shapes."""
+    if meta.get("layout") is None:
+        return None
+    try:
+        layout = decode_layout(meta["layout"], arrays)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: the mode layout is incomplete "
+                         f"or inconsistent ({error!r})") from None
+    if tuple(layout.shape) != sample_shape:
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: the mode layout's shape "
+                         f"{layout.shape} differs from the loadings' {sample_shape}")
+    return layout
 
 
 def _progress_bar(total: int | None):

@@ -64,7 +64,7 @@ from ..robust_coding import (
 )
 from ..schedules import make_weights
 from ..updates import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
-from ._base import OnlineEstimator, OnlineLearner
+from ._base import ArrayCheckpoint, OnlineEstimator, OnlineLearner
 from .nmf import blas_threads, check_blas_threads, loadings_from_init
 from .ocpdl import SurrogateCP
 
@@ -457,7 +457,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         return {"weight": w, "radius": None}
 
 
-class RobustNMF(OnlineEstimator):
+class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     """Batch robust NMF with outliers: BPGD or BADMM (the spec's supplement S-2).
 
     Minimises ``1/2 ||X - H W^T - R||_F^2 + lam ||R||_1`` over ``H >= 0``, ``|R| <= M`` and ``W``
@@ -514,6 +514,9 @@ class RobustNMF(OnlineEstimator):
     >>> bool(model.history_[-1]["objective"] <= model.history_[0]["objective"])
     True
     """
+
+    _fitted_arrays = ("components_", "codes_", "outliers_")
+    _fitted_values = ("n_iter_", "history_")
 
     def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
                  M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
@@ -732,9 +735,6 @@ class RobustNMF(OnlineEstimator):
         with using(self.backend_):
             return tl.dot(codes, self.components_)
 
-    def save(self, path: Any) -> Any:
-        raise NotImplementedError("RobustNMF is a batch estimator holding its data; pickle it "
-                                  "instead of checkpointing")
 
 
 def _relative(difference: Any, reference: Any) -> float:

@@ -23,7 +23,7 @@ from .._backend import backend_of, float_dtype_of, using
 from .._validation import check_batch, check_nonnegative_number, check_positive_int
 from ..constraints import soft_threshold
 from ..updates import penalized_column_bcd
-from ._base import OnlineEstimator
+from ._base import ArrayCheckpoint, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 
 
@@ -133,7 +133,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
         check_positive_int(self.basis_sweeps, "basis_sweeps")
 
 
-class RobustPCA:
+class RobustPCA(ArrayCheckpoint):
     """Principal component pursuit (batch robust PCA) by the inexact augmented Lagrangian method.
 
     Solves ``min ||A||_* + lam ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) with the
@@ -186,6 +186,9 @@ class RobustPCA:
     >>> round(expressed_variance(data.U, pcp.loadings_[0]), 6)
     1.0
     """
+
+    _fitted_arrays = ("low_rank_", "sparse_", "singular_values_", "loadings_", "components_")
+    _fitted_values = ("n_iter_",)
 
     # the scikit-learn parameter contract, shared with the online learners
     _param_names = classmethod(OnlineEstimator._param_names.__func__)

@@ -31,6 +31,7 @@ import tensorly as tl
 from .._backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
 from .._validation import check_n_components, check_positive_int, check_positive_number
 from ..cp_dictionary import spectral_norm_psd
+from ..engine.checkpoint import tensor_context
 from ..formulations import (
     FORMULATIONS,
     Codes,
@@ -595,7 +596,7 @@ class VarianceReducedMF(OnlineEstimator):
         if "loadings_" not in self.__dict__:
             raise AttributeError(f"this {type(self).__name__} is not fitted; call fit first")
 
-    # -- checkpoints (used by tensorstream.io) ----------------------------------------------------
+    # -- checkpoints (the format of tensorstream.engine.checkpoint) ---------------------------
 
     def _checkpoint_contents(self) -> tuple[dict, dict]:
         """JSON metadata and arrays that :meth:`_from_checkpoint` restores exactly."""
@@ -631,8 +632,9 @@ class VarianceReducedMF(OnlineEstimator):
         return meta, arrays
 
     @classmethod
-    def _from_checkpoint(cls, meta: dict, arrays: dict, context: dict,
-                         overrides: dict) -> VarianceReducedMF:
+    def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
+                         path: Any) -> VarianceReducedMF:
+        context = tensor_context(meta["backend"], meta["dtype"], meta["device"])
         params = {k: (arrays[f"param_{k}"] if isinstance(v, dict) and "__array__" in v else v)
                   for k, v in meta["params"].items()}
         learner = cls(**{**params, **overrides})

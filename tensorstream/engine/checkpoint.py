@@ -1,0 +1,237 @@
+"""The checkpoint format: a learner's state on disk, and back.
+
+A checkpoint is an ``.npz`` file holding the learner's arrays (loadings, statistics) and one JSON
+document with its class, hyper-parameters, step count, backend/dtype and random-generator state.
+It is written to a temporary file in the same folder and moved into place with ``os.replace``,
+so a crash mid-write never leaves a broken checkpoint where a good one was. No pickle is involved:
+loading a checkpoint never runs code from the file.
+
+A learner fitted on labelled data (``layout_``) also stores its mode layout: the dims, the modes
+and the feature coordinates (datetimes, strings, MultiIndexes, non-dimension and scalar coords),
+as plain arrays plus a JSON description, so a resumed learner still produces labelled factors.
+
+This module knows the format, not the learners: each learner says what it stores
+(``_checkpoint_contents``) and how it is rebuilt (``_from_checkpoint``);
+:func:`tensorstream.io.load_checkpoint` finds the class in the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import schedules
+from .._atomic import atomic_file
+
+FORMAT = "tensorstream-checkpoint"
+# 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no
+# statistics for algorithms that keep none. Older files still load.
+VERSION = 3
+_SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
+                                             schedules.PowerLog, schedules.Forgetting,
+                                             schedules.ProportionalRadius,
+                                             schedules.ReferenceRadius)}
+
+
+def encode_param(name: str, value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and type(value).__name__ in _SCHEDULES:
+        fields = {f.name: encode_param(name, getattr(value, f.name))
+                  for f in dataclasses.fields(value)}
+        return {"__schedule__": type(value).__name__, **fields}
+    if isinstance(value, (list, tuple)) and name == "init":
+        return "random"  # the initial loadings are superseded by the saved ones
+    if isinstance(value, dict) and name == "loss_params":
+        return json.dumps(value)  # the learners accept the JSON string in its place
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers, strings and "
+                    f"tensorstream.schedules objects can be saved")
+
+
+def decode_param(value: Any) -> Any:
+    if isinstance(value, dict) and "__schedule__" in value:
+        fields = {k: decode_param(v) for k, v in value.items() if k != "__schedule__"}
+        return _SCHEDULES[value["__schedule__"]](**fields)
+    return value
+
+
+def write_checkpoint(path: str | os.PathLike, learner_class: str, meta: dict,
+                     arrays: dict) -> Path:
+    """Write a learner's metadata (JSON) and arrays to ``path`` (``.npz``), atomically.
+
+    ``meta`` is what the learner's ``_checkpoint_contents`` gives; the format, its version and
+    the class name are added here. Returns the path written (``.npz`` appended if missing).
+    """
+    meta = {"format": FORMAT, "version": VERSION, "class": learner_class, **meta}
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_suffix(path.suffix + ".npz")
+    with atomic_file(path) as handle:
+        np.savez(handle, __meta__=np.array(json.dumps(meta)), **arrays)
+    return path
+
+
+def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
+    """The JSON metadata and the arrays of a checkpoint, without building the learner.
+
+    Used by ``tensorstream info``; works even when the learner's class is not installed.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A file written by a learner's ``save``.
+
+    Returns
+    -------
+    meta : dict
+        Class, parameters, step count, backend, random state, layout description, ...
+    arrays : dict of numpy.ndarray
+        Loadings ``loading_k``, statistics ``A`` and ``B``, layout coordinates.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        The file is not a readable tensorstream checkpoint (corrupt, foreign or too new).
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from tensorstream import OnlineCPDL
+    >>> model = OnlineCPDL(2, random_state=0).partial_fit(np.ones((4, 3, 2)))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     meta, arrays = read_checkpoint(model.save(f"{folder}/run.npz"))
+    >>> meta["class"], meta["n_steps"], arrays["loading_0"].shape
+    ('OnlineCPDL', 1, (3, 2))
+    """
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            meta = json.loads(str(archive["__meta__"]))
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise ValueError("not a tensorstream checkpoint")
+            arrays = {k: archive[k] for k in archive.files if k != "__meta__"}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError,
+            EOFError) as error:
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: the file is corrupt or not a "
+                         f"tensorstream checkpoint ({error})") from None
+    version = meta.get("version")
+    if not isinstance(version, int) or not 1 <= version <= VERSION:
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: format version {version!r} is "
+                         f"not supported by this tensorstream (versions 1 to {VERSION}); "
+                         f"upgrade tensorstream")
+    return meta, arrays
+
+
+def tensor_context(backend: str, dtype: str, device: str) -> dict:
+    """The tensor context (dtype, device) of a checkpoint's arrays on ``backend``."""
+    if backend == "pytorch":
+        import torch
+
+        return {"dtype": getattr(torch, dtype.replace("torch.", "")),
+                "device": torch.device(device)}
+    return {"dtype": np.dtype(dtype)}
+
+
+# -- the mode layout of labelled fits, without pickle -------------------------------------------
+
+
+def encode_layout(layout: Any) -> tuple[dict, dict]:
+    """JSON description and plain arrays of a :class:`~tensorstream.labels.ModeLayout`.
+
+    Only the feature side is kept (dims, modes, feature coordinates, name, attrs): the sample
+    coordinates belong to the data, not to the model. MultiIndexes are stored as their level
+    coordinates plus the level names, and rebuilt on loading.
+    """
+    import xarray as xr
+
+    coords = layout.feature_coords.to_dataset()
+    multi, indexed = {}, []
+    for index, variables in coords.xindexes.group_by_index():
+        if isinstance(index, xr.indexes.PandasMultiIndex):
+            multi[str(index.dim)] = [str(n) for n in index.index.names]
+        elif next(iter(variables)) != getattr(index, "dim", None):
+            indexed.extend(str(n) for n in variables)  # an index on a non-dimension coord
+    if multi:
+        coords = coords.reset_index(list(multi))  # drops the tuples, keeps the levels
+    described, arrays = [], {}
+    for k, (name, var) in enumerate(coords.variables.items()):
+        if not isinstance(name, str):
+            raise TypeError(f"cannot checkpoint the layout: coordinate name {name!r} is not a "
+                            f"string")
+        key = f"layout_coord_{k}"
+        arrays[key], kind = _encode_values(var.values, name)
+        described.append({"name": name, "dims": [str(d) for d in var.dims], "kind": kind,
+                          "attrs": json_safe(dict(var.attrs)), "array": key})
+    name = layout.name if layout.name is None or isinstance(layout.name, (str, int)) else str(
+        layout.name)
+    meta = {"dims": list(layout.dims), "sample_dim": layout.sample_dim,
+            "modes": [{"name": m.name, "dims": list(m.dims)} for m in layout.modes],
+            "sizes": dict(layout.sizes), "name": name, "attrs": json_safe(layout.attrs),
+            "coords": described, "multiindex": multi, "indexed": indexed}
+    return meta, arrays
+
+
+def decode_layout(meta: dict, arrays: dict) -> Any:
+    """Rebuild the layout from :func:`encode_layout`'s output (via a zero-sample template)."""
+    import xarray as xr
+
+    from ..labels import ModeLayout
+
+    coords = {c["name"]: xr.Variable(tuple(c["dims"]), _decode_values(arrays[c["array"]],
+                                                                       c["kind"]),
+                                     attrs=c["attrs"])
+              for c in meta["coords"]}
+    dims, sample_dim, sizes = tuple(meta["dims"]), meta["sample_dim"], meta["sizes"]
+    shape = tuple(0 if d == sample_dim else int(sizes[d]) for d in dims)
+    template = xr.DataArray(np.zeros(shape), dims=dims, coords=coords, name=meta["name"],
+                            attrs=meta["attrs"])
+    if meta["multiindex"]:
+        template = template.set_index(meta["multiindex"])
+    for name in meta["indexed"]:
+        template = template.set_xindex(name)
+    modes = {m["name"]: tuple(m["dims"]) for m in meta["modes"]}
+    return ModeLayout.from_dataarray(template, sample_dim, modes)
+
+
+def _encode_values(values: np.ndarray, name: str) -> tuple[np.ndarray, str]:
+    """Coordinate values as an array ``np.load`` reads without pickle, and how to undo it."""
+    if values.dtype.kind in "biufcmMSU":
+        return values, "array"
+    if values.dtype.kind == "O" and all(isinstance(v, str) for v in values.ravel()):
+        return values.astype(str), "str_object"
+    raise TypeError(f"cannot checkpoint coordinate {name!r}: dtype {values.dtype} holding "
+                    f"{type(values.ravel()[0]).__name__ if values.size else 'nothing'} values; "
+                    f"only numbers, datetimes and strings can be stored")
+
+
+def _decode_values(values: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "str_object":
+        return values.astype(object)
+    if kind != "array":
+        raise ValueError(f"unknown coordinate encoding {kind!r}")
+    return values
+
+
+def json_safe(value: Any) -> Any:
+    """Attributes as JSON: numpy numbers and arrays become Python ones, other objects text."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
