@@ -45,10 +45,10 @@ import numpy as np
 from sklearn.decomposition import NMF, MiniBatchNMF
 from sklearn.exceptions import ConvergenceWarning
 
+from tensorstream.coders.robust import RobustPenalties, robust_code_admm
 from tensorstream.datasets.outliers import psnr, synthetic_outlier_data
 from tensorstream.learners.nmf import OnlineNMF, blas_threads
 from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
-from tensorstream.robust_coding import RobustPenalties, robust_code_admm
 
 # -- data -----------------------------------------------------------------------------------------
 

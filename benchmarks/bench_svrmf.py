@@ -56,12 +56,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tensorstream import VarianceReducedMF
-from tensorstream._backend import using
-from tensorstream.coding import sparse_code
+from tensorstream.coders.lasso import sparse_code
+from tensorstream.core.backend import using
 from tensorstream.datasets.svrmf import svrmf_synthetic
+from tensorstream.finite.variance_reduction import FiniteData, full_gradient
 from tensorstream.learners.robust_pca import OnlineRobustPCA
 from tensorstream.metrics import expressed_variance
-from tensorstream.variance_reduction import FiniteData, full_gradient
 
 CODER = dict(code_solver="fista", code_tol=1e-6, code_max_iter=100)
 CURVE_FIELDS = ("setup", "method", "step", "epoch", "passes_read", "solves", "seconds", "f",

@@ -33,7 +33,7 @@ import numpy as np
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 
-from tensorstream.coding import sparse_code
+from tensorstream.coders.lasso import sparse_code
 from tensorstream.datasets.outliers import contaminate, normalize_unit_max, psnr, replicate
 from tensorstream.learners.nmf import OnlineNMF
 from tensorstream.learners.robust_nmf import RobustOnlineNMF

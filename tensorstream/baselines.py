@@ -15,8 +15,8 @@ from typing import Any
 import tensorly as tl
 from tensorly.cp_tensor import CPTensor
 
-from .coding import sparse_code
-from .cp_dictionary import gram
+from .coders.lasso import sparse_code
+from .core.dictionary import gram
 
 Tensor = Any
 

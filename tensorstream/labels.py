@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ._backend import backend_of, to_numpy
+from .core.backend import backend_of, to_numpy
 
 __all__ = [
     "COMPONENT_DIM",

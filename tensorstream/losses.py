@@ -4,7 +4,7 @@ The first argument is always the data and the second the model (the maximum-like
 orientation of Zhao, Tan & Xu; only ``d(v || W h)`` is ever minimised). Arrays hold a batch with
 samples on the first axis, ``(b, *sample_shape)``; a 1-D array is one sample. Separable
 divergences are sums over entries, the others (non-squared ℓ2, Mahalanobis) act on each
-vectorised sample (C order, as in :mod:`tensorstream.cp_dictionary`).
+vectorised sample (C order, as in :mod:`tensorstream.core.dictionary`).
 
 Every divergence object is a small immutable dataclass with
 
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ._backend import to_numpy
+from .core.backend import to_numpy
 
 Tensor = Any
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import to_numpy
+from .core.backend import to_numpy
 
 
 def relative_error(X: Any, X_hat: Any) -> float:

@@ -106,7 +106,7 @@ def cp_atoms(loadings: Sequence[Any], shape: Sequence[int] | None = None) -> np.
     >>> cp_atoms(U, shape=(20, 20, 3)).shape
     (5, 20, 20, 3)
     """
-    from ._backend import to_numpy
+    from .core.backend import to_numpy
 
     mats = [np.asarray(to_numpy(U), dtype=float) for U in loadings]
     rank = mats[0].shape[1]

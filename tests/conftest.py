@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from tensorstream._backend import using  # noqa: E402
+from tensorstream.core.backend import using  # noqa: E402
 
 BACKENDS = ["numpy"] + (["pytorch"] if importlib.util.find_spec("torch") else [])
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import nnls
 
-from tensorstream.coding import sparse_code
+from tensorstream.coders.lasso import sparse_code
 
 
 def _problem(rng, d=30, R=5, b=8):

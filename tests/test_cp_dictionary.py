@@ -6,7 +6,7 @@ import tensorly as tl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorstream import cp_dictionary as cpd
+from tensorstream.core import dictionary as cpd
 
 
 def _random(rng, shape):

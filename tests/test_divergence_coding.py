@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import linprog, lsq_linear, nnls
 
-from tensorstream._backend import using
-from tensorstream.divergence_coding import (
+from tensorstream.coders.divergence import (
     CODE_LOWER,
     CODE_UPPER,
     ArmijoStep,
@@ -22,6 +21,7 @@ from tensorstream.divergence_coding import (
     project_box,
     spectral_norm_psd,
 )
+from tensorstream.core.backend import using
 from tensorstream.losses import get_loss
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -8,13 +8,13 @@ import scipy.sparse
 import sparse
 
 from tensorstream import OnlineCPDL
-from tensorstream._validation import check_sparse_batch, is_sparse
-from tensorstream.divergence_coding import (
+from tensorstream.coders.divergence import (
     SparseKL,
     code_divergence_matrix,
     code_divergence_sparse,
     supports_sparse,
 )
+from tensorstream.core.validation import check_sparse_batch, is_sparse
 from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
 from tensorstream.losses import get_loss
 

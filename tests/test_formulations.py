@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorly as tl
 
-from tensorstream.formulations import (
+from tensorstream.finite.formulations import (
     FORMULATIONS,
     LRR,
     NMF,
@@ -19,7 +19,7 @@ from tensorstream.formulations import (
     sample_losses,
     solve_codes,
 )
-from tensorstream.variance_reduction import batch_gradient
+from tensorstream.finite.variance_reduction import batch_gradient
 
 RNG = np.random.default_rng(0)
 D, K = 6, 4

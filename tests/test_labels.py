@@ -14,7 +14,7 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorstream._backend import using
+from tensorstream.core.backend import using
 from tensorstream.labels import (
     COMPONENT_DIM,
     ModeLayout,

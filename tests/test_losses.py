@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.special import xlogy
 
-from tensorstream._backend import using
+from tensorstream.core.backend import using
 from tensorstream.losses import (
     DATA_EPS,
     EPS,

@@ -20,18 +20,22 @@ from conftest import assert_same_state
 from scipy.optimize import brentq, minimize
 
 from tensorstream import load
-from tensorstream.constraints import max_row_norm_subgradient, prox_max_row_norm, soft_threshold
-from tensorstream.datasets.maxnorm import corrupted_low_rank
-from tensorstream.learners.maxnorm import OnlineMaxNormMD
-from tensorstream.learners.robust_pca import OnlineRobustPCA
-from tensorstream.maxnorm_coding import (
+from tensorstream.coders.maxnorm import (
     ball_coefficients,
     group_shrink,
     noise_prox,
     robust_code,
 )
+from tensorstream.core.constraints import (
+    max_row_norm_subgradient,
+    prox_max_row_norm,
+    soft_threshold,
+)
+from tensorstream.datasets.maxnorm import corrupted_low_rank
+from tensorstream.learners.maxnorm import OnlineMaxNormMD
+from tensorstream.learners.robust_pca import OnlineRobustPCA
 from tensorstream.metrics import expressed_variance
-from tensorstream.updates import (
+from tensorstream.steps.surrogate import (
     max_norm_prox_gradient,
     max_norm_surrogate,
     penalized_column_bcd,

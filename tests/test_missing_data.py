@@ -6,10 +6,10 @@ import tensorly as tl
 from scipy.optimize import nnls
 
 from tensorstream import OnlineCPDL, load
-from tensorstream.coding import sparse_code
-from tensorstream.cp_dictionary import masked_gram, pairs
+from tensorstream.coders.lasso import sparse_code
+from tensorstream.core.dictionary import masked_gram, pairs
 from tensorstream.datasets import low_rank_tensor
-from tensorstream.updates import surrogate_value
+from tensorstream.steps.surrogate import surrogate_value
 
 
 def _masked_stream(seed=0, n_batches=12, b=6, shape=(5, 4, 3), keep=0.6):

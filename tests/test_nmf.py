@@ -8,10 +8,10 @@ import pytest
 import tensorly as tl
 
 from tensorstream import OnlineCPDL, load
-from tensorstream._backend import using
-from tensorstream.coding import sparse_code
+from tensorstream.coders.lasso import sparse_code
+from tensorstream.core.backend import using
 from tensorstream.learners.nmf import Discounted, OnlineNMF, nndsvda
-from tensorstream.updates import surrogate_value
+from tensorstream.steps.surrogate import surrogate_value
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.decomposition import NMF, MiniBatchNMF  # noqa: E402

@@ -8,11 +8,11 @@ import pytest
 import tensorly as tl
 
 from tensorstream import OnlineCPDL, load
-from tensorstream.coding import sparse_code
+from tensorstream.coders.lasso import sparse_code
 from tensorstream.datasets import low_rank_tensor, nonnegative_tensor_stream
 from tensorstream.metrics import reconstruction_error
 from tensorstream.schedules import Forgetting
-from tensorstream.updates import surrogate_value
+from tensorstream.steps.surrogate import surrogate_value
 
 SCHEDULES = [
     dict(),

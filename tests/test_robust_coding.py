@@ -10,15 +10,7 @@ import scipy.optimize
 import tensorly as tl
 from tensorly.tenalg import khatri_rao
 
-from tensorstream._backend import using
-from tensorstream.constraints import (
-    elastic_net_norm,
-    project_columns,
-    project_elastic_net_columns,
-    project_simplex_columns,
-    prox_l1_box,
-)
-from tensorstream.robust_coding import (
+from tensorstream.coders.robust import (
     RobustPenalties,
     code_penalty,
     outlier_step,
@@ -28,7 +20,15 @@ from tensorstream.robust_coding import (
     robust_code_pgd,
     robust_losses,
 )
-from tensorstream.updates import (
+from tensorstream.core.backend import using
+from tensorstream.core.constraints import (
+    elastic_net_norm,
+    project_columns,
+    project_elastic_net_columns,
+    project_simplex_columns,
+    prox_l1_box,
+)
+from tensorstream.steps.surrogate import (
     column_descent,
     dictionary_admm,
     dictionary_pgd,

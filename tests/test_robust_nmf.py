@@ -9,8 +9,9 @@ import tensorly as tl
 from test_robust_coding import ftilde, hr_admm, hr_pgd, proj_C, w_admm, w_pgd
 
 from tensorstream import load
-from tensorstream._backend import using
-from tensorstream.constraints import elastic_net_norm
+from tensorstream.coders.robust import RobustPenalties, robust_losses
+from tensorstream.core.backend import using
+from tensorstream.core.constraints import elastic_net_norm
 from tensorstream.datasets.outliers import (
     averaged_regret,
     contaminate,
@@ -24,8 +25,7 @@ from tensorstream.datasets.outliers import (
 from tensorstream.learners.nmf import OnlineNMF
 from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
 from tensorstream.learners.robust_pca import RobustPCA
-from tensorstream.robust_coding import RobustPenalties, robust_losses
-from tensorstream.updates import surrogate_value
+from tensorstream.steps.surrogate import surrogate_value
 
 # -- the canonical test recipe (CT) and its runs --------------------------------------------------
 

@@ -12,17 +12,17 @@ import tensorly as tl
 from test_robust_nmf import CONSTRAINTS, _feasible
 
 from tensorstream import load
-from tensorstream._backend import using
-from tensorstream.datasets.outliers import psnr, support_scores, synthetic_outlier_data
-from tensorstream.learners.robust_nmf import RobustOnlineNMF
-from tensorstream.robust_coding import (
+from tensorstream.coders.robust import (
     RobustPenalties,
     outlier_step,
     robust_code_admm,
     robust_code_pgd,
     robust_losses,
 )
-from tensorstream.updates import (
+from tensorstream.core.backend import using
+from tensorstream.datasets.outliers import psnr, support_scores, synthetic_outlier_data
+from tensorstream.learners.robust_nmf import RobustOnlineNMF
+from tensorstream.steps.surrogate import (
     dictionary_admm,
     dictionary_pgd,
     surrogate_solver_step,

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorly as tl
 
-from tensorstream import cp_dictionary as cpd
 from tensorstream import schedules
-from tensorstream.coding import sample_losses
-from tensorstream.updates import block_statistics, surrogate_value
+from tensorstream.coders.lasso import sample_losses
+from tensorstream.core import dictionary as cpd
+from tensorstream.steps.surrogate import block_statistics, surrogate_value
 
 SHAPE, R, B_SIZE = (4, 5, 3), 3, 6
 
@@ -88,7 +88,7 @@ def test_a5_block_gradient_matches_finite_differences(rng):
 def test_a5_block_gradient_matches_autograd(rng):
     import torch
 
-    from tensorstream._backend import using
+    from tensorstream.core.backend import using
 
     with using("pytorch"):
         A = torch.tensor(rng.random((R, R)))

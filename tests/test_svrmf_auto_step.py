@@ -6,8 +6,8 @@ import pytest
 import tensorly as tl
 
 from tensorstream import VarianceReducedMF, load
-from tensorstream.formulations import RobustPCA, SparseDL
-from tensorstream.variance_reduction import (
+from tensorstream.finite.formulations import RobustPCA, SparseDL
+from tensorstream.finite.variance_reduction import (
     FiniteData,
     estimate_lipschitz,
     full_gradient,

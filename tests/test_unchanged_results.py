@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensorstream._backend import to_numpy
+from tensorstream.core.backend import to_numpy
 
 GOLDEN = Path(__file__).parent / "golden" / "results.npz"
 BACKENDS = ["numpy"] + (["pytorch"] if importlib.util.find_spec("torch") else [])
@@ -204,7 +204,7 @@ def _arrays(result: dict) -> dict[str, np.ndarray]:
 
 
 def run_case(name: str, backend: str) -> dict[str, np.ndarray]:
-    from tensorstream._backend import using
+    from tensorstream.core.backend import using
 
     with using(backend):
         return _arrays(CASES[name](backend))

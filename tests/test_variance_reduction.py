@@ -9,9 +9,8 @@ import pytest
 import tensorly as tl
 
 from tensorstream import VarianceReducedMF, load
-from tensorstream.formulations import NMF, RobustNMF, RobustPCA, SparseDL, solve_codes
-from tensorstream.streams import Epochs, IIDSlices
-from tensorstream.variance_reduction import (
+from tensorstream.finite.formulations import NMF, RobustNMF, RobustPCA, SparseDL, solve_codes
+from tensorstream.finite.variance_reduction import (
     FiniteData,
     alpha,
     batch_gradient,
@@ -22,6 +21,7 @@ from tensorstream.variance_reduction import (
     prox_step,
     vr_direction,
 )
+from tensorstream.streams import Epochs, IIDSlices
 
 CTX = {"dtype": np.float64}
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._backend import to_numpy
+from ..core.backend import to_numpy
 
 __all__ = [
     "OutlierData",

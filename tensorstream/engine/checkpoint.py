@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import schedules
-from .._atomic import atomic_file
+from ..core.atomic import atomic_file
 
 FORMAT = "tensorstream-checkpoint"
 # 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no

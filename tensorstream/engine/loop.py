@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorly as tl
 
-from ..cp_dictionary import outer_statistic, pairs
+from ..core.dictionary import outer_statistic, pairs
 from .state import Codes, OnlineState
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import atomic_path
+from ..core.atomic import atomic_path
 from ..engine.checkpoint import json_safe
 
 #: The sample dim of ``.npy`` input (samples lie on the first axis); the other axes are

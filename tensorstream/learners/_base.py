@@ -21,8 +21,9 @@ import numpy as np
 import tensorly as tl
 import xarray as xr
 
-from .._backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
-from .._validation import (
+from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
+from ..core.dictionary import reconstruct, to_cp_tensor
+from ..core.validation import (
     check_batch,
     check_masked_batch,
     check_n_components,
@@ -31,7 +32,6 @@ from .._validation import (
     check_sparse_batch,
     is_sparse,
 )
-from ..cp_dictionary import reconstruct, to_cp_tensor
 from ..engine import Algorithm, Codes, OnlineState, online_step
 from ..engine.checkpoint import (
     decode_layout,

@@ -1,12 +1,12 @@
 """The OL algorithm (Zhao, Tan & Xu) on a CP dictionary, and OnlineDivergenceNMF.
 
 The paper's OL algorithm (spec ``001_onmf_divergences.md``, Algorithm 1) on the CP dictionary of
-:mod:`tensorstream.cp_dictionary`. Per mini-batch ``V_t`` (samples on the first axis):
+:mod:`tensorstream.core.dictionary`. Per mini-batch ``V_t`` (samples on the first axis):
 
 1. codes ``h_j = argmin_{eps' <= h <= U} d(v_j || W h)`` by batched projected gradient
-   (:func:`tensorstream.divergence_coding.code_divergence`, Algorithm 2; ``forward`` is
-   :func:`~tensorstream.cp_dictionary.reconstruct`, ``adjoint`` is
-   :func:`~tensorstream.cp_dictionary.project`);
+   (:func:`tensorstream.coders.divergence.code_divergence`, Algorithm 2; ``forward`` is
+   :func:`~tensorstream.core.dictionary.reconstruct`, ``adjoint`` is
+   :func:`~tensorstream.core.dictionary.project`);
 2. one projected stochastic-gradient step on every loading,
    ``U^(k) <- Pi_C(U^(k) - eta_t grad_k)`` with ``eta_t = a / (tau t + b)``, where ``grad_k`` is
    the gradient of the batch's mean (or summed) divergence in ``U^(k)``. With ``G`` the
@@ -32,7 +32,7 @@ paper-literal behaviour.
 
 Sparse data (``sparse.COO``, scipy.sparse) with one data mode, on the NumPy backend: under KL the
 codes, losses and dictionary gradient evaluate the model only on the nonzeros
-(:class:`tensorstream.divergence_coding.SparseKL`), so memory and time scale with the number of
+(:class:`tensorstream.coders.divergence.SparseKL`), so memory and time scale with the number of
 nonzeros. Every other loss, and tensor samples, densify each batch (one batch at a time).
 """
 
@@ -45,23 +45,23 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .._backend import using
-from .._validation import (
-    check_batch,
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
-    is_sparse,
-)
-from ..constraints import project_simplex_columns
-from ..cp_dictionary import contract_except, gram, outer_statistic, project, reconstruct
-from ..divergence_coding import (
+from ..coders.divergence import (
     CODE_LOWER,
     CODE_UPPER,
     SPARSE_LOSSES,
     SparseKL,
     code_divergence,
     code_divergence_sparse,
+)
+from ..core.backend import using
+from ..core.constraints import project_simplex_columns
+from ..core.dictionary import contract_except, gram, outer_statistic, project, reconstruct
+from ..core.validation import (
+    check_batch,
+    check_n_components,
+    check_nonnegative_number,
+    check_positive_int,
+    is_sparse,
 )
 from ..engine import Algorithm, Codes, OnlineState
 from ..losses import Divergence, get_loss
@@ -337,7 +337,7 @@ class OnlineDivergenceNMF(OnlineLearner):
         proportion to its size: much better on sparse counts, where the paper's single step
         either wipes out the small entries or barely moves (see docs/losses.md).
     code_step : {"auto", "constant", "armijo", "polyak"}, default "auto"
-        Step rule of the coding step (see :func:`~tensorstream.divergence_coding.code_divergence`).
+        Step rule of the coding step (see :func:`~tensorstream.coders.divergence.code_divergence`).
     code_lower, code_upper : float, default 1e-8 and 1e8
         The code box ``[eps', U]`` (normalized scale).
     dict_upper : float, default 1.0

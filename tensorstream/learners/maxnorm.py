@@ -13,10 +13,10 @@ is the single loading ``loadings_[0]``, the coefficients are the codes, and only
 configuration (:class:`RobustMatrixAlgorithm`) differ:
 
 * ``encode``: ``(r, e)`` per sample by block coordinate descent with the ball constraint
-  (:func:`tensorstream.maxnorm_coding.robust_code`); the statistics see ``explained = z - e``, so
+  (:func:`tensorstream.coders.maxnorm.robust_code`); the statistics see ``explained = z - e``, so
   the engine's ``A = mean r r^T``, ``B = mean (z - e) r^T`` are the paper's statistics;
 * ``update``: Gauss-Seidel column sweeps with the max-norm subgradient
-  (:func:`tensorstream.updates.penalized_column_bcd`) or proximal gradient steps.
+  (:func:`tensorstream.steps.surrogate.penalized_column_bcd`) or proximal gradient steps.
 
 Sums vs means: the paper accumulates ``A_t = sum r r^T`` with the penalty ``lambda1``; the engine
 keeps weighted means. Dividing the paper's surrogate by ``n`` shows that the penalty (and the
@@ -33,16 +33,16 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .._backend import to_numpy, using
-from .._validation import (
+from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
+from ..core.backend import to_numpy, using
+from ..core.validation import (
     check_n_components,
     check_nonnegative_number,
     check_positive_int,
 )
 from ..engine import Algorithm, Codes
-from ..maxnorm_coding import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
 from ..schedules import checked_weight, make_weights
-from ..updates import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
+from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
 from ._base import OnlineLearner
 
 MODES = ("authors", "paper")

@@ -33,20 +33,20 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .._backend import using
-from .._validation import (
+from ..coders.lasso import sample_losses, sparse_code
+from ..coders.robust import RobustPenalties, robust_code_admm
+from ..core.backend import using
+from ..core.constraints import project_columns
+from ..core.dictionary import gram, masked_gram, project
+from ..core.validation import (
     check_batch,
     check_n_components,
     check_nonnegative_number,
     check_positive_int,
 )
-from ..coding import sample_losses, sparse_code
-from ..constraints import project_columns
-from ..cp_dictionary import gram, masked_gram, project
 from ..engine import Codes
-from ..robust_coding import RobustPenalties, robust_code_admm
 from ..schedules import make_radius, make_weights
-from ..updates import penalty_value, surrogate_bcd_step, surrogate_value
+from ..steps.surrogate import penalty_value, surrogate_bcd_step, surrogate_value
 from ._base import OnlineLearner, is_array_like, is_labelled
 from .ocpdl import SurrogateCP, checked_init
 
@@ -180,7 +180,7 @@ class OnlineNMF(OnlineLearner):
         The engine's schedule ``w_t`` when ``forget_factor`` is None: ``1/t``, ``t^-beta``, ...
     coder : {"admm", "hals"}, default "admm"
         Solver of the codes: ADMM vectorised over the batch (a few GEMMs per iteration,
-        :func:`tensorstream.robust_coding.robust_code_admm` without outliers, from the clipped
+        :func:`tensorstream.coders.robust.robust_code_admm` without outliers, from the clipped
         least-squares codes), or the engine's exact coordinate descent (HALS,
         one pass over the components per sweep; what :class:`OnlineCPDL` uses). With missing
         entries the codes are always HALS's (per-sample Grams).

@@ -2,7 +2,8 @@
 
 The bounded-memory form of the algorithm (spec 004, Algorithm 2). Per mini-batch ``X_t``:
 
-1. code the batch against the current dictionary (nonnegative LASSO, :mod:`..coding`);
+1. code the batch against the current dictionary (nonnegative LASSO,
+   :mod:`tensorstream.coders.lasso`);
 2. fold the batch into the running statistics with weight ``w_t``::
 
        A_t = (1 - w_t) A_{t-1} + w_t H_t^T H_t / b            (R x R)
@@ -10,7 +11,7 @@ The bounded-memory form of the algorithm (spec 004, Algorithm 2). Per mini-batch
        c_t = (1 - w_t) c_{t-1} + w_t mean_j(||X_j||^2 + alpha ||h_j||_1 + ridge ||h_j||^2)
 
 3. one block-coordinate pass over the loadings on the surrogate ``tr(A G) - 2 <B, W> + c``,
-   each loading moving at most ``rho_t`` (the search radius) (:mod:`..updates`).
+   each loading moving at most ``rho_t`` (the search radius) (:mod:`tensorstream.steps.surrogate`).
 
 Losses are per-sample means, so batches of different sizes weigh correctly and the surrogate is
 on the same scale as :meth:`OnlineCPDL.score`. Memory is ``O(R prod(I_k))`` whatever the number
@@ -33,21 +34,21 @@ from typing import Any
 
 import tensorly as tl
 
-from .._backend import using
-from .._validation import (
+from ..coders.divergence import CODE_LOWER, CODE_UPPER
+from ..coders.lasso import sample_losses, sparse_code
+from ..core.backend import using
+from ..core.constraints import project_columns
+from ..core.dictionary import gram, masked_gram, project
+from ..core.validation import (
     check_batch,
     check_n_components,
     check_nonnegative_number,
     check_positive_int,
 )
-from ..coding import sample_losses, sparse_code
-from ..constraints import project_columns
-from ..cp_dictionary import gram, masked_gram, project
-from ..divergence_coding import CODE_LOWER, CODE_UPPER
 from ..engine import Algorithm, Codes
 from ..losses import Divergence, get_loss
 from ..schedules import checked_weight, make_radius, make_weights
-from ..updates import surrogate_bcd_step, surrogate_value
+from ..steps.surrogate import surrogate_bcd_step, surrogate_value
 from ._base import OnlineLearner
 from .divergence_nmf import DivergenceCP, check_divergence_params
 

@@ -5,11 +5,11 @@ and the statistics of :class:`OnlineCPDL`). Per batch the coding step solves, fo
 
     (h, r) = argmin_{h >= 0, |r| <= M}  1/2 ||x - W h - r||^2 + lam ||r||_1        (eq. 9)
 
-by OPGD or OADMM (:mod:`tensorstream.robust_coding`); the engine folds ``A = mean h h^T`` and
+by OPGD or OADMM (:mod:`tensorstream.coders.robust`); the engine folds ``A = mean h h^T`` and
 ``B = mean (x - r) h^T`` into the statistics (its ``Codes.explained = X - R``); the dictionary
 step minimises ``1/2 tr(W^T W A) - tr(W^T B)`` over ``C = {W >= 0, ||w_k|| <= 1}`` by PGD or
-ADMM (:func:`tensorstream.updates.surrogate_solver_step`), warm-started. Matrices are the case of
-one data mode; tensor samples work the same way, ``W h`` being the CP reconstruction.
+ADMM (:func:`tensorstream.steps.surrogate.surrogate_solver_step`), warm-started. Matrices are the
+case of one data mode; tensor samples work the same way, ``W h`` being the CP reconstruction.
 
 Missing data (``mask=`` or ``missing="nan"``, as for every squared-loss learner): the coding
 step solves ``1/2 ||m * (x - W h - r)||^2 + lam ||m * r||_1`` over the same sets, ``r`` being 0
@@ -37,23 +37,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .._backend import backend_of, float_dtype_of, using
-from .._validation import (
-    check_batch,
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
-    densify,
-)
-from ..constraints import (
-    project_columns,
-    project_elastic_net_columns,
-    project_simplex_columns,
-    soft_threshold,
-)
-from ..cp_dictionary import spectral_norm_psd
-from ..engine import Codes
-from ..robust_coding import (
+from ..coders.robust import (
     RobustPenalties,
     code_penalty,
     outlier_penalty,
@@ -62,8 +46,24 @@ from ..robust_coding import (
     robust_code,
     robust_losses,
 )
+from ..core.backend import backend_of, float_dtype_of, using
+from ..core.constraints import (
+    project_columns,
+    project_elastic_net_columns,
+    project_simplex_columns,
+    soft_threshold,
+)
+from ..core.dictionary import spectral_norm_psd
+from ..core.validation import (
+    check_batch,
+    check_n_components,
+    check_nonnegative_number,
+    check_positive_int,
+    densify,
+)
+from ..engine import Codes
 from ..schedules import make_weights
-from ..updates import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
+from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
 from ._base import ArrayCheckpoint, OnlineEstimator, OnlineLearner
 from .nmf import blas_threads, check_blas_threads, loadings_from_init
 from .ocpdl import SurrogateCP

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .._backend import backend_of, float_dtype_of, using
-from .._validation import check_batch, check_nonnegative_number, check_positive_int
-from ..constraints import soft_threshold
-from ..updates import penalized_column_bcd
+from ..core.backend import backend_of, float_dtype_of, using
+from ..core.constraints import soft_threshold
+from ..core.validation import check_batch, check_nonnegative_number, check_positive_int
+from ..steps.surrogate import penalized_column_bcd
 from ._base import ArrayCheckpoint, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 

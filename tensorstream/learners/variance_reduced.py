@@ -28,19 +28,18 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .._backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
-from .._validation import check_n_components, check_positive_int, check_positive_number
-from ..cp_dictionary import spectral_norm_psd
+from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
+from ..core.dictionary import spectral_norm_psd
+from ..core.validation import check_n_components, check_positive_int, check_positive_number
 from ..engine.checkpoint import tensor_context
-from ..formulations import (
+from ..finite.formulations import (
     FORMULATIONS,
     Codes,
     RobustPCA,
     make_formulation,
     solve_codes,
 )
-from ..streams import Epochs, Stream
-from ..variance_reduction import (
+from ..finite.variance_reduction import (
     FiniteData,
     batch_gradient,
     default_sizes,
@@ -54,6 +53,7 @@ from ..variance_reduction import (
     sgd_step_size,
     vr_direction,
 )
+from ..streams import Epochs, Stream
 from ._base import OnlineEstimator, _progress_bar
 
 METHODS = ("vr", "sgd", "smm")
@@ -73,7 +73,7 @@ class VarianceReducedMF(OnlineEstimator):
     n_components : int
         Dictionary size ``k``.
     formulation : {"odl", "ossl", "onmf", "ssodl", "orpca", "omrmd", "olrr", "ornmf"}
-        P1-P8 of the spec (see :mod:`tensorstream.formulations`).
+        P1-P8 of the spec (see :mod:`tensorstream.finite.formulations`).
     method : {"vr", "sgd", "smm"}, default "vr"
         Algorithm 1, proximal SGD, or stochastic MM.
     n_epochs : int, default 10
@@ -84,7 +84,7 @@ class VarianceReducedMF(OnlineEstimator):
         (so ``beta = step_size * step_offset``). Unused by ``smm``. ``"auto"`` (an extension,
         spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local Lipschitz constant of the gradient
         at the initial dictionary, found by backtracking on the descent lemma over a random
-        subsample of ``auto_samples`` samples (:func:`~tensorstream.variance_reduction.
+        subsample of ``auto_samples`` samples (:func:`~tensorstream.finite.variance_reduction.
         estimate_lipschitz`); the step is then kept constant (``step_size_``), and the passes
         and seconds it costs are counted in ``history_``.
     auto_samples : int, default 1000
@@ -102,7 +102,7 @@ class VarianceReducedMF(OnlineEstimator):
     tau, c_tol : float
         Parameters of that schedule.
     lam, lam1, lam2, lam3, M, M_prime, nu, groups, laplacian, lrr_A, lrr_B
-        Formulation weights (see :func:`tensorstream.formulations.make_formulation`); None
+        Formulation weights (see :func:`tensorstream.finite.formulations.make_formulation`); None
         weights are ``1/sqrt(d)``.
     allow_negative : bool, default False
         Accept negative data with the nonnegative formulations (onmf, ssodl, ornmf).

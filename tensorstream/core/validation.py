@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ._backend import as_tensor, backend_of, is_real_dtype, using
+from .backend import as_tensor, backend_of, is_real_dtype, using
 
 
 def densify(X: Any) -> Any:

@@ -32,8 +32,8 @@ import scipy.sparse
 import tensorly as tl
 from scipy.special import xlogy
 
-from .cp_dictionary import spectral_norm_psd
-from .losses import Divergence, get_loss
+from ..core.dictionary import spectral_norm_psd
+from ..losses import Divergence, get_loss
 
 Tensor = Any
 
@@ -703,7 +703,7 @@ class SparseKL:
     ----------
     V : scipy.sparse matrix of shape (b, F)
         Nonnegative data, CSR with sorted, summed duplicates (as
-        :func:`tensorstream._validation.check_sparse_batch` returns).
+        :func:`tensorstream.core.validation.check_sparse_batch` returns).
     W : numpy.ndarray of shape (F, R)
         Nonnegative dictionary.
     eps : float, default 1e-12

@@ -1,7 +1,7 @@
 """Functional core of variance-reduced stochastic matrix factorization (spec 003, Algorithm 1).
 
 Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formulation
-(:mod:`tensorstream.formulations`) and data with samples on the first axis:
+(:mod:`tensorstream.finite.formulations`) and data with samples on the first axis:
 
 * :func:`batch_gradient` -- the mean of Danskin's gradients ``(W h + r - x) h^T`` over a batch,
   ``(W H^T H + (R - X)^T H) / b`` (eq. 7, vectorised);
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ._backend import backend_of
-from ._validation import check_batch, densify
-from .cp_dictionary import spectral_norm_psd
+from ..core.backend import backend_of
+from ..core.dictionary import spectral_norm_psd
+from ..core.validation import check_batch, densify
 from .formulations import Codes, Formulation, sample_losses, solve_codes
 
 Tensor = Any
@@ -96,7 +96,7 @@ def batch_gradient(W: Tensor, X: Tensor, codes: Codes) -> Tensor:
     Examples
     --------
     >>> import numpy as np
-    >>> from tensorstream.formulations import Codes
+    >>> from tensorstream.finite.formulations import Codes
     >>> W, X = np.eye(2), np.array([[1.0, 2.0]])
     >>> codes = Codes(np.array([[1.0, 1.0]]), np.zeros((1, 2)), np.ones(1), np.zeros(1))
     >>> batch_gradient(W, X, codes)

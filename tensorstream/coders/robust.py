@@ -21,7 +21,7 @@ With a ``mask`` (1 = observed entry, 0 = missing; the library's missing-data con
 and the outlier penalty see only the observed entries,
 ``1/2 ||m * (x - W h - r)||^2 + lam ||m * r||_1 (+ ...)``, and ``r`` is 0 on missing entries
 (it does not enter the objective there: 0 is the natural, sparsest choice). Each sample then has
-its own Gram ``W^T diag(m) W`` (:func:`~tensorstream.cp_dictionary.masked_gram`): OPGD takes a
+its own Gram ``W^T diag(m) W`` (:func:`~tensorstream.core.dictionary.masked_gram`): OPGD takes a
 per-sample step ``kappa / (lambda_max(W^T diag(m) W) + l2)``, OADMM a per-sample ``R x R``
 inverse, both computed once per call for the whole batch (batched ``eigh``/``solve``).
 
@@ -39,8 +39,8 @@ from typing import Any
 
 import tensorly as tl
 
-from .constraints import prox_l1_box, soft_threshold
-from .cp_dictionary import gram, masked_gram, project, reconstruct, spectral_norm_psd
+from ..core.constraints import prox_l1_box, soft_threshold
+from ..core.dictionary import gram, masked_gram, project, reconstruct, spectral_norm_psd
 
 Tensor = Any
 _TINY = 1e-300
@@ -105,8 +105,8 @@ class RobustCoding:
 class DictionaryOperator:
     """``h -> W h`` and ``r -> W^T r`` for a batch, for a CP dictionary given by its loadings.
 
-    The tensor case goes through :func:`~tensorstream.cp_dictionary.reconstruct` and
-    :func:`~tensorstream.cp_dictionary.project` (the matrix ``W`` is never formed); one loading
+    The tensor case goes through :func:`~tensorstream.core.dictionary.reconstruct` and
+    :func:`~tensorstream.core.dictionary.project` (the matrix ``W`` is never formed); one loading
     is the matrix ``W`` itself, for which both are a single GEMM (the same arithmetic, fewer
     dispatched calls: the solvers are dominated by per-call overhead on small batches).
     """

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .cp_dictionary import masked_gram
+from ..core.dictionary import masked_gram
 
 Tensor = Any
 

@@ -8,7 +8,7 @@ plus a dictionary term ``psi(W) + delta_C(W)``, and is given by three proximal m
 section 1.6): ``prox_h(Z, L)`` (of ``phi/L + delta_H``), ``prox_r(Z)`` (of ``varphi + delta_R``;
 zero for the non-robust ones, R = {0}) and ``prox_w(W, eta, n)`` (of ``eta psi + delta_C``; the
 ``1/n`` of ``psi`` for P5-P7 is applied here, spec 7 #6). They are the library's shared
-operators (:mod:`tensorstream.constraints`, :func:`tensorstream.maxnorm_coding.group_shrink`),
+operators (:mod:`tensorstream.core.constraints`, :func:`tensorstream.coders.maxnorm.group_shrink`),
 not new ones; the P4 dictionary prox (no closed form) is a projected-gradient solve.
 
 Layout: samples first. ``X`` is ``(b, d)``, the dictionary ``W`` is ``(d, k)`` (the learners'
@@ -33,16 +33,16 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ._validation import check_nonnegative_number, check_positive_number
-from .constraints import (
+from ..coders.maxnorm import group_shrink
+from ..core.constraints import (
     project_columns,
     project_simplex_columns,
     prox_l1_box,
     prox_max_row_norm,
     soft_threshold,
 )
-from .cp_dictionary import spectral_norm_psd
-from .maxnorm_coding import group_shrink
+from ..core.dictionary import spectral_norm_psd
+from ..core.validation import check_nonnegative_number, check_positive_number
 
 Tensor = Any
 _TINY = 1e-300
@@ -254,7 +254,7 @@ class RobustPCA(_Robust):
 @dataclass(frozen=True)
 class MaxNormMD(_Robust):
     """P6, OMRMD (Shen et al.): ``||h||_2 <= 1``, ``psi = lam1/(2n) ||W||_{2,inf}^2`` (largest
-    row norm), prox by :func:`tensorstream.constraints.prox_max_row_norm`."""
+    row norm), prox by :func:`tensorstream.core.constraints.prox_max_row_norm`."""
 
     lam1: float = 0.1
     name = "omrmd"

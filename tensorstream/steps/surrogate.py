@@ -20,15 +20,15 @@ from typing import Any
 
 import tensorly as tl
 
-from .constraints import (
+from ..coders.robust import shifted_inverse
+from ..core.constraints import (
     limit_step,
     max_row_norm_subgradient,
     project_columns,
     prox_max_row_norm,
     soft_threshold,
 )
-from .cp_dictionary import contract_except, gram, inner_with_dictionary, pairs
-from .robust_coding import shifted_inverse
+from ..core.dictionary import contract_except, gram, inner_with_dictionary, pairs
 
 Tensor = Any
 
@@ -355,7 +355,7 @@ def dictionary_pgd(
     Examples
     --------
     >>> import numpy as np
-    >>> from tensorstream.constraints import project_columns
+    >>> from tensorstream.core.constraints import project_columns
     >>> ball = lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
     >>> U, _ = dictionary_pgd(np.ones((2, 1)) / 2, np.eye(1), np.array([[3.0], [0.0]]),
     ...                       project=ball, tol=0, max_iter=100)
@@ -412,7 +412,7 @@ def dictionary_admm(
     Examples
     --------
     >>> import numpy as np
-    >>> from tensorstream.constraints import project_columns
+    >>> from tensorstream.core.constraints import project_columns
     >>> ball = lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
     >>> U, _ = dictionary_admm(np.ones((2, 1)) / 2, np.eye(1), np.array([[3.0], [0.0]]),
     ...                        project=ball, tol=0, max_iter=100)

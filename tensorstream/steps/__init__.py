@@ -1,0 +1,5 @@
+"""Dictionary steps: how the loadings move after a batch has been coded.
+
+- :mod:`.surrogate`: steps on the surrogate's statistics (block-coordinate column steps,
+  projected gradient and ADMM on the constraint set, max-norm proximal steps).
+"""
