@@ -8,7 +8,8 @@ import tensorly as tl
 from scipy.optimize import linear_sum_assignment
 
 import tensorstream
-from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF, project_rows_box_sum
+from tensorstream.core.constraints import project_rows_box_sum
+from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
 
 LOSSES = [
     ("kl", None), ("is", None), (0.5, None), (1.5, None), (3.0, None),

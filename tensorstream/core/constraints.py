@@ -221,3 +221,37 @@ def prox_max_row_norm(V: Tensor, tau: float) -> Tensor:
     radius = tl.max(tl.where(valid, candidates, tl.zeros(tl.shape(norms), **tl.context(V))))
     scale = radius / tl.clip(norms, radius, None) if float(radius) > 0 else norms * 0
     return V * tl.reshape(scale, (-1, 1))
+
+
+def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> Any:
+    """Project every row of ``U`` onto ``{0 <= w <= upper, sum(w) >= row_min}`` (the paper's C).
+
+    Clip to ``[0, upper]``; rows whose clipped sum is below ``row_min`` are instead projected
+    (from the unclipped row) onto the scaled simplex ``{w >= 0, sum(w) = row_min}`` (spec 2.6).
+
+    Parameters
+    ----------
+    U : tensor of shape (I, R)
+    upper : float, default 1.0
+    row_min : float, default 1e-8
+        Must be ``<= upper``.
+
+    Returns
+    -------
+    tensor of shape (I, R)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> project_rows_box_sum(np.array([[2.0, -1.0], [-1.0, -2.0]]), row_min=0.5)
+    array([[1. , 0. ],
+           [0.5, 0. ]])
+    """
+    clipped = tl.clip(U, 0.0, upper)
+    if row_min is None or row_min <= 0:
+        return clipped
+    small = tl.sum(clipped, axis=1) < row_min
+    if not bool(tl.any(small)):
+        return clipped
+    simplex = tl.transpose(project_simplex_columns(tl.transpose(U), total=row_min))
+    return tl.where(tl.reshape(small, (-1, 1)), simplex, clipped)

@@ -54,8 +54,8 @@ from ..coders.divergence import (
     code_divergence_sparse,
 )
 from ..core.backend import using
-from ..core.constraints import project_simplex_columns
-from ..core.dictionary import contract_except, gram, outer_statistic, project, reconstruct
+from ..core.constraints import project_rows_box_sum
+from ..core.dictionary import gram, project, reconstruct
 from ..core.validation import (
     check_batch,
     check_n_components,
@@ -65,43 +65,10 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes, OnlineState
 from ..losses import Divergence, get_loss
+from ..steps.gradient import mu_preconditioned_step, projected_gradient_step
 from ._base import OnlineLearner
 
-__all__ = ["DivergenceCP", "OnlineDivergenceNMF", "project_rows_box_sum"]
-
-
-def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> Any:
-    """Project every row of ``U`` onto ``{0 <= w <= upper, sum(w) >= row_min}`` (the paper's C).
-
-    Clip to ``[0, upper]``; rows whose clipped sum is below ``row_min`` are instead projected
-    (from the unclipped row) onto the scaled simplex ``{w >= 0, sum(w) = row_min}`` (spec 2.6).
-
-    Parameters
-    ----------
-    U : tensor of shape (I, R)
-    upper : float, default 1.0
-    row_min : float, default 1e-8
-        Must be ``<= upper``.
-
-    Returns
-    -------
-    tensor of shape (I, R)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> project_rows_box_sum(np.array([[2.0, -1.0], [-1.0, -2.0]]), row_min=0.5)
-    array([[1. , 0. ],
-           [0.5, 0. ]])
-    """
-    clipped = tl.clip(U, 0.0, upper)
-    if row_min is None or row_min <= 0:
-        return clipped
-    small = tl.sum(clipped, axis=1) < row_min
-    if not bool(tl.any(small)):
-        return clipped
-    simplex = tl.transpose(project_simplex_columns(tl.transpose(U), total=row_min))
-    return tl.where(tl.reshape(small, (-1, 1)), simplex, clipped)
+__all__ = ["DivergenceCP", "OnlineDivergenceNMF"]
 
 
 def _scaled(X: Any, scale: float) -> Any:
@@ -260,43 +227,12 @@ class DivergenceCP(Algorithm):
 
     def update(self, X: Any, coded: Codes, statistics: None, loadings: list, t: int,
                scale: float) -> list:
-        """One projected stochastic-gradient step on every loading (Jacobi, all modes from
-        the same point), at the normalized scale."""
-        Hn = coded.codes / scale
-        Xn = _scaled(X, scale)
-        if is_sparse(X):
-            kl = SparseKL(Xn, loadings[0], eps=self.loss.eps)
-            B = kl.dictionary_gradient(Hn, kl.model(Hn))  # G^T H without the dense G
-        else:
-            Xn = self.loss.prepare_data(Xn)
-            G = self.loss.gradient(Xn, reconstruct(loadings, Hn), check=False)
-            B = outer_statistic(G, Hn)  # sum_j G_j o h_j, shape (I_1..I_n, R)
-        eta = self.step_size(t)
-        if self.params.dict_step == "mu":
-            return self._preconditioned_step(B, Hn, loadings, eta)
-        if self.params.grad_reduction == "mean":
-            B = B / X.shape[0]
-        size = int(np.prod([tl.shape(U)[0] for U in loadings]))
-        # mode k's step is divided by the fiber size prod_{l != k} I_l (1 for a matrix)
-        return [self.project(U - (eta * tl.shape(U)[0] / size) * contract_except(B, loadings, k))
-                for k, U in enumerate(loadings)]
-
-    def _preconditioned_step(self, B: Any, Hn: Any, loadings: list, eta: float) -> list:
-        """``dict_step="mu"``: ``U^(k) <- Pi_C(U^(k) - eta U^(k) / D_k * grad_k)`` with
-        ``D_k[r] = sum_j h_jr prod_{l != k} sum_i U^(l)[i, r]``, the denominator of the KL
-        multiplicative update (the gradient of ``sum(W H)`` in ``U^(k)``). The batch reduction
-        cancels out, so ``grad_reduction`` does not matter here."""
-        totals = tl.sum(Hn, axis=0)
-        sums = [tl.sum(U, axis=0) for U in loadings]
-        new = []
-        for k, U in enumerate(loadings):
-            D = totals
-            for other, column_sums in enumerate(sums):
-                if other != k:
-                    D = D * column_sums
-            D = tl.reshape(tl.clip(D, 1e-12, None), (1, -1))
-            new.append(self.project(U - eta * (U / D) * contract_except(B, loadings, k)))
-        return new
+        """One projected stochastic-gradient step on every loading, at the normalized scale
+        (the paper's step, or the MU-preconditioned one with ``dict_step="mu"``)."""
+        p = self.params
+        step = mu_preconditioned_step if p.dict_step == "mu" else projected_gradient_step
+        return step(_scaled(X, scale), coded.codes / scale, loadings, self.loss,
+                    self.step_size(t), self.project, reduction=p.grad_reduction)
 
     def info(self, t: int, w: None) -> dict:
         return {"step_size": self.step_size(t)}
