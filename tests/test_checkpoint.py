@@ -195,3 +195,116 @@ def test_version_1_checkpoints_still_load(tmp_path):
     np.savez(tmp_path / "old.npz", __meta__=np.array(json.dumps(dict(meta, version=1))),
              **arrays)
     assert load(tmp_path / "old.npz").n_steps_ == 1
+
+
+# -- tampered files and left-overs -----------------------------------------------------------
+
+
+def _rewritten(path, tmp_path, name="tampered.npz", meta_change=None, array_change=None,
+               compression=None):
+    """A copy of the checkpoint at ``path`` with its metadata or arrays changed."""
+    import zipfile
+
+    with np.load(path, allow_pickle=False) as archive:
+        meta = json.loads(str(archive["__meta__"]))
+        arrays = {k: archive[k] for k in archive.files if k != "__meta__"}
+    if meta_change:
+        meta_change(meta)
+    if array_change:
+        array_change(arrays)
+    out = tmp_path / name
+    if compression is None:
+        np.savez(out, __meta__=np.array(json.dumps(meta)), **arrays)
+    else:
+        with zipfile.ZipFile(out, "w", compression=compression) as archive:
+            for key, value in {"__meta__": np.array(json.dumps(meta)), **arrays}.items():
+                with archive.open(f"{key}.npy", "w", force_zip64=True) as handle:
+                    np.lib.format.write_array(handle, np.asarray(value))
+    return out
+
+
+@pytest.fixture
+def saved(tmp_path):
+    X = np.random.default_rng(0).random((20, 5, 4))
+    return OnlineCPDL(3, batch_size=5, max_iter=1, random_state=0).fit(X).save(
+        tmp_path / "run.npz")
+
+
+def test_a_compressed_member_is_refused_without_expanding_it(saved, tmp_path):
+    """A zip bomb: a member that expands far beyond the file (2 MB on disk, 200 MB inside)."""
+    import tracemalloc
+    import zipfile
+
+    bomb = _rewritten(saved, tmp_path, compression=zipfile.ZIP_DEFLATED,
+                      array_change=lambda a: a.update(B=np.zeros((5_000, 5_000))))
+    assert bomb.stat().st_size < 2_000_000
+    tracemalloc.start()
+    with pytest.raises(ValueError, match="compressed"):
+        load(bomb)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 20_000_000
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda m: m["params"].update(n_components=10**12), "components"),
+    (lambda m: m.update(n_steps=-5), "n_steps"),
+    (lambda m: m.update(n_samples_seen=2), "n_samples_seen"),
+    (lambda m: m.update(dtype="float16"), "float32 or float64"),
+    (lambda m: m.update(scale=-1.0), "scale"),
+    (lambda m: m["params"].update(alpha=-1.0), "invalid parameters"),
+])
+def test_invalid_metadata_is_refused_naming_the_field(saved, tmp_path, change, match):
+    with pytest.raises(ValueError, match=match):
+        load(_rewritten(saved, tmp_path, meta_change=change))
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda a: a.update(loading_0=-a["loading_0"]), "negative"),
+    (lambda a: a.update(A=np.full_like(a["A"], np.nan)), "NaN or infinite"),
+])
+def test_an_infeasible_state_is_refused(saved, tmp_path, change, match):
+    with pytest.raises(ValueError, match=match):
+        load(_rewritten(saved, tmp_path, array_change=change))
+
+
+def test_a_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "pipe.npz"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        load(fifo)
+
+
+def test_temporaries_of_killed_saves_are_removed_by_the_next_save(tmp_path):
+    X = np.random.default_rng(0).random((20, 5, 4))
+    model = OnlineCPDL(3, batch_size=5, max_iter=1, random_state=0).fit(X)
+    stale = tmp_path / ".run.npz.0123456789ab.tmp"  # a killed save, before it locked
+    stale.write_bytes(b"x" * 1000)
+    orphan = tmp_path / ".run.npz.ba9876543210.tmp"  # a killed save, its lock released
+    orphan.write_bytes(b"y")
+    (tmp_path / (orphan.name + ".lock")).touch()
+    other = tmp_path / ".other.npz.0123456789ab.tmp"  # another target's: not ours to remove
+    other.write_bytes(b"z")
+    old = time.time() - 60
+    for path in (stale, orphan, other):
+        os.utime(path, (old, old))
+    # a save in progress in another process holds its lock: its temporary must survive
+    live = tmp_path / ".run.npz.aaaaaaaaaaaa.tmp"
+    live.write_bytes(b"w")
+    os.utime(live, (old, old))
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({str(live) + '.lock'!r}, os.O_WRONLY | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("locked", flush=True)
+        time.sleep(30)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        model.save(tmp_path / "run.npz")
+        assert not stale.exists() and not orphan.exists()
+        assert other.exists() and live.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert load(tmp_path / "run.npz").n_steps_ == model.n_steps_

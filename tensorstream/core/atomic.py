@@ -6,6 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
+
+try:  # POSIX advisory locks tell a live writer's temporary from a killed one's
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: stale temporaries are left alone
+    fcntl = None
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +23,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
     A crash (or a kill) before the move leaves whatever was at ``path`` untouched; the file is
     synced before the move, so the new content is complete when it appears under ``path``.
+    While it is written, the temporary's lock file is locked, so the temporaries that killed
+    writers of the same target left behind are recognised (nobody holds their lock) and removed
+    on the next write. (The lock is on a separate file: writers such as HDF5 lock the data file
+    themselves.)
     """
-    tmp = _new_temporary(path)
+    path = Path(path)
+    remove_stale_temporaries(path)
+    tmp, lock = _new_temporary(path)
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as handle:
@@ -27,22 +39,71 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        _lock_path(tmp).unlink(missing_ok=True)
+        os.close(lock)
     _fsync_folder(path.parent)
 
 
-def _new_temporary(path: Path) -> Path:
-    """An empty new file next to ``path``, created with the permissions the umask gives.
+_GRACE_SECONDS = 5.0
+
+
+def _lock_path(tmp: Path) -> Path:
+    return tmp.with_name(tmp.name + ".lock")
+
+
+def _new_temporary(path: Path) -> tuple[Path, int]:
+    """An empty new file next to ``path`` (the permissions the umask gives) and the descriptor
+    of its locked lock file.
 
     (``tempfile.mkstemp`` would make it private, 0600, and the final file would keep that.)
     """
     for _ in range(100):
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
         try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            lock = os.open(_lock_path(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             continue
-        return tmp
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        return tmp, lock
     raise FileExistsError(f"cannot create a temporary file next to {str(path)!r}")
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove the temporaries of ``path`` that no live writer holds (left by a killed save).
+
+    Returns the removed temporaries. One that another process is writing right now has its
+    lock file locked, and is kept; one without a lock file (a write killed before it locked,
+    or by an older version) is removed once it is a few seconds old.
+    """
+    if fcntl is None:
+        return []
+    removed = []
+    for tmp in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+        lock = _lock_path(tmp)
+        try:
+            if not lock.exists():
+                if time.time() - tmp.stat().st_mtime < _GRACE_SECONDS:
+                    continue  # its writer may not have created the lock yet
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+                continue
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live writer holds it
+        else:
+            tmp.unlink(missing_ok=True)
+            lock.unlink(missing_ok=True)
+            removed.append(tmp)
+        finally:
+            os.close(fd)
+    return removed
 
 
 @contextlib.contextmanager

@@ -35,9 +35,23 @@ def backend_of(x: Any) -> str:
 
 @contextlib.contextmanager
 def using(backend: str) -> Iterator[None]:
-    """Run the enclosed block on ``backend`` without touching the global backend."""
-    with tl.backend_context(backend, local_threadsafe=True):
+    """Run the enclosed block on ``backend`` (this thread only) without touching the global
+    backend, and leave this thread's setting exactly as it was, nested or not.
+
+    TensorLy's ``backend_context(..., local_threadsafe=True)`` restores the previous backend
+    *globally* on exit, so a nested context flips every other thread's backend for a moment;
+    this one restores the thread-local setting only (or removes it, if the thread had none).
+    """
+    local = tl.backend.BackendManager._THREAD_LOCAL_DATA.__dict__
+    had, previous = "backend" in local, local.get("backend")
+    tl.set_backend(backend, local_threadsafe=True)
+    try:
         yield
+    finally:
+        if had:
+            local["backend"] = previous
+        else:
+            local.pop("backend", None)
 
 
 def context_of(tensor: Any) -> dict:
@@ -67,9 +81,10 @@ def as_tensor(x: Any, backend: str, **context: Any) -> Any:
     """Convert ``x`` to a tensor of ``backend`` with the given dtype/device context."""
     with using(backend):
         if backend_of(x) == backend and backend != "numpy":
-            # same backend: only move/cast when needed (avoids a copy on the hot path)
+            # same backend: only move/cast when needed (avoids a copy on the hot path); a
+            # tensor that requires grad is detached, so no autograd graph grows across steps
             if backend == "pytorch":
-                return x.to(device=context.get("device"), dtype=context.get("dtype"))
+                return x.detach().to(device=context.get("device"), dtype=context.get("dtype"))
             return tl.tensor(x, **context)
         if backend_of(x) != "numpy":
             x = to_numpy(x)
@@ -81,3 +96,16 @@ def is_real_dtype(x: Any) -> bool:
     if backend_of(x) == "pytorch":
         return not (x.is_complex())
     return np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind in _REAL_KINDS
+
+
+@contextlib.contextmanager
+def no_grad(backend: str) -> Iterator[None]:
+    """No autograd recording on the pytorch backend (the learners' updates are not
+    differentiable programs: a graph across steps would only grow memory)."""
+    if backend != "pytorch":
+        yield
+        return
+    import torch
+
+    with torch.no_grad():
+        yield

@@ -112,7 +112,12 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     ('OnlineCPDL', 1, (3, 2))
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
+    if not path.is_file():  # a FIFO or a device would block or stream forever
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: not a regular file")
     try:
+        _check_members(path)
         with np.load(path, allow_pickle=False) as archive:
             meta = json.loads(str(archive["__meta__"]))
             if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -130,6 +135,26 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
                          f"not supported by this tensorstream (versions 1 to {VERSION}); "
                          f"upgrade tensorstream")
     return meta, arrays
+
+
+def _check_members(path: Path) -> None:
+    """Refuse archives that would expand beyond their size on disk (zip bombs).
+
+    ``write_checkpoint`` stores members uncompressed, so an honest checkpoint's members add up to
+    at most its own size; a member that claims more (a compressed one, or a lying header) means
+    the file was not written by tensorstream, and nothing is decompressed.
+    """
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        if not any(info.filename == "__meta__.npy" for info in infos):
+            raise ValueError("no metadata member")
+        for info in infos:
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                raise ValueError(f"member {info.filename!r} is compressed ({info.compress_size} "
+                                 f"bytes expanding to {info.file_size}); tensorstream writes "
+                                 f"members uncompressed")
+        if sum(info.file_size for info in infos) > path.stat().st_size:
+            raise ValueError("the members are larger than the file")
 
 
 def tensor_context(backend: str, dtype: str, device: str) -> dict:

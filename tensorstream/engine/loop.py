@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import tensorly as tl
 
 from ..core.dictionary import outer_statistic, pairs
@@ -24,6 +25,8 @@ class Algorithm:
 
     #: False for algorithms that keep no statistics (their state is the loadings and the scale)
     keeps_statistics = True
+    #: what to try when the algorithm diverges (part of the error message)
+    divergence_hint = ""
 
     def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
         """The dictionary before the first step, for samples shaped like the batch ``X``."""
@@ -73,16 +76,42 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState,
     coded = algorithm.encode(X, state.loadings, scale, mask)
     w = algorithm.weight(t)
     statistics = algorithm.accumulate(state.statistics, coded, mask, w)
+    if not (_finite(coded.losses) and (statistics is None or _finite_statistics(statistics))):
+        if _overflows(X):  # finite data whose squares overflow (e.g. entries near 1e160)
+            raise ValueError("X: the batch's values are too large for this model's arithmetic "
+                             "(its losses or statistics overflow to inf); rescale the data. The "
+                             "learner's state was left unchanged")
+        raise FloatingPointError(f"the model diverged at step {t} (its losses or statistics "
+                                 f"overflow); the learner's state was left unchanged. "
+                                 f"{algorithm.divergence_hint}")
     loadings = algorithm.update(X, coded, statistics, state.loadings, t, scale)
-    if not all(bool(tl.all(tl.abs(U) < float("inf"))) for U in loadings):
-        raise FloatingPointError("the dictionary update produced non-finite loadings; "
-                                 "the learner's state was left unchanged")
+    if not all(_finite(U) for U in loadings):
+        raise FloatingPointError(f"the dictionary update produced non-finite loadings at step "
+                                 f"{t}; the learner's state was left unchanged. "
+                                 f"{algorithm.divergence_hint}")
     b = X.shape[0]
     new = OnlineState(loadings=loadings, statistics=statistics, scale=scale, n_steps=t,
                       n_samples_seen=state.n_samples_seen + b)
     info = {"step": t, **algorithm.info(t, w), "batch_loss": float(tl.mean(coded.losses)),
             "n_samples": b}
     return new, coded, info
+
+
+def _overflows(X: Any) -> bool:
+    """Whether squares of the batch's entries summed over a sample overflow."""
+    values = X.data if hasattr(X, "tocsr") or hasattr(X, "nnz") else X
+    largest = float(tl.max(tl.abs(values))) if tl.shape(values)[0] else 0.0
+    size = float(np.prod(X.shape[1:]))
+    return not np.isfinite(largest * largest * size)
+
+
+def _finite(tensor: Any) -> bool:
+    return bool(tl.all(tl.abs(tensor) < float("inf")))
+
+
+def _finite_statistics(statistics: dict) -> bool:
+    return _finite(statistics["A"]) and _finite(statistics["B"]) and \
+        abs(float(statistics["c"])) < float("inf")
 
 
 def surrogate_statistics(statistics: dict, coded: Codes, mask: Any, w: float) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 import tensorly as tl
 import xarray as xr
 
-from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
+from ..core.backend import as_tensor, backend_of, float_dtype_of, no_grad, to_numpy, using
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     check_batch,
@@ -416,6 +416,7 @@ class OnlineLearner(OnlineEstimator):
                              f"contents ({error!r})") from None
         sample_shape = tuple(U.shape[0] for U in loadings)
         _check_state_shapes(loadings, statistics, sample_shape, path)
+        _check_restored(learner, meta, loadings, statistics, scale, path)
         layout = _restore_layout(meta, arrays, path, sample_shape)
         learner.__dict__.update(
             state_=OnlineState(loadings=loadings, statistics=statistics, scale=scale,
@@ -512,7 +513,7 @@ class OnlineLearner(OnlineEstimator):
             fresh = {} if self._fitted else self._initial_state(X, algorithm)
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
             state = fresh.get("state_", self.__dict__.get("state_"))
-            with using(backend):
+            with using(backend), no_grad(backend):
                 new, coded, info = online_step(algorithm, X, state, mask)
         except BaseException:
             self._rng.bit_generator.state = saved
@@ -545,7 +546,8 @@ class OnlineLearner(OnlineEstimator):
     def _coded(self, X: Any, mask: Any) -> Codes:
         """The coding step at the learned dictionary and scale."""
         state = self.state_
-        return self._algorithm().encode(X, state.loadings, state.scale, mask)
+        with no_grad(self.backend_):
+            return self._algorithm().encode(X, state.loadings, state.scale, mask)
 
     def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``.
@@ -630,6 +632,41 @@ def _check_state_shapes(loadings: list, statistics: dict | None, sample_shape: t
     if tuple(statistics["B"].shape) != (*sample_shape, R) or tuple(
             statistics["A"].shape) not in ((R, R), (*sample_shape, R, R)):
         raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
+
+
+def _check_restored(learner: OnlineLearner, meta: dict, loadings: list,
+                    statistics: dict | None, scale: float, path: Any) -> None:
+    """What the constructor and ``partial_fit`` would refuse, refused when loading: invalid
+    parameters, counts, dtypes, non-finite or infeasible state."""
+
+    def refuse(message: str) -> None:
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: {message}")
+
+    try:
+        learner._check_params()
+    except (TypeError, ValueError) as error:
+        refuse(f"invalid parameters ({error})")
+    n_steps, n_seen = meta["n_steps"], meta["n_samples_seen"]
+    if not (isinstance(n_steps, int) and isinstance(n_seen, int) and 0 <= n_steps <= n_seen):
+        refuse(f"n_steps and n_samples_seen must be integers with 0 <= n_steps <= "
+               f"n_samples_seen, got {n_steps!r} and {n_seen!r}")
+    if str(meta["dtype"]).replace("torch.", "") not in ("float32", "float64"):
+        refuse(f"dtype must be float32 or float64, got {meta['dtype']!r}")
+    R = int(loadings[0].shape[1])
+    if R != learner.n_components:
+        refuse(f"the loadings have {R} components but n_components={learner.n_components!r}")
+    if not (np.isfinite(scale) and scale > 0):
+        refuse(f"scale must be a finite number > 0, got {scale!r}")
+    arrays = [("loadings", U) for U in loadings] + [
+        (name, statistics[name]) for name in ("A", "B") if statistics is not None]
+    for name, value in arrays:
+        if not np.all(np.isfinite(to_numpy(value))):
+            refuse(f"the {name} hold NaN or infinite values")
+    if statistics is not None and not np.isfinite(statistics["c"]):
+        refuse("the statistic c is not finite")
+    if getattr(learner._algorithm(), "nonnegative", False) and any(
+            float(np.min(to_numpy(U))) < 0 for U in loadings):
+        refuse("the loadings have negative entries, but the model is nonnegative")
 
 
 def _restore_layout(meta: dict, arrays: dict, path: Any, sample_shape: tuple) -> Any:

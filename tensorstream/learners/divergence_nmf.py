@@ -132,6 +132,7 @@ class DivergenceCP(Algorithm):
     """
 
     keeps_statistics = False
+    nonnegative = True  # the constraint set C is in the nonnegative orthant
 
     def __init__(self, params: Any, loss: Divergence):
         self.params = params

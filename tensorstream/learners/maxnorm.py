@@ -235,13 +235,7 @@ class RobustMatrixAlgorithm(Algorithm):
                scale: float = 1.0) -> list:
         """The paper's sum-form step, penalties scaled by one sample's weight."""
         kappa = checked_weight(self.weights, t) / X.shape[0]
-        L = self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa)
-        if not bool(tl.all(tl.abs(L) < float("inf"))):
-            raise FloatingPointError(
-                f"the basis step diverged at step {t}; the learner's state was left unchanged. "
-                f"The paper's Algorithm 4 without the column projection can blow up while the "
-                f"statistic A is rank-deficient: use mode='authors' or basis_solver='prox_grad'")
-        return [L]
+        return [self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa)]
 
     def info(self, t: int, w: float | None) -> dict:
         return {"weight": w, "radius": None}
@@ -249,6 +243,10 @@ class RobustMatrixAlgorithm(Algorithm):
 
 class MaxNormAlgorithm(RobustMatrixAlgorithm):
     """OMRMD: coefficients in the unit ball, the basis' largest row norm penalized."""
+
+    divergence_hint = ("The paper's Algorithm 4 without the column projection can blow up while "
+                       "the statistic A is rank-deficient: use mode='authors' or "
+                       "basis_solver='prox_grad'")
 
     @classmethod
     def column_bound_of(cls, params: Any) -> float | None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -56,6 +58,7 @@ __all__ = ["Discounted", "OnlineNMF", "blas_threads"]
 # -- shared helpers of the NMF learners ----------------------------------------------------------
 
 _CONTROLLER: list = []
+_LIMITS: dict = {"lock": threading.Lock()}
 
 
 @contextlib.contextmanager
@@ -80,28 +83,71 @@ def _torch_threads(n_threads: int) -> Iterator[None]:
     if torch is None:
         yield
         return
-    given = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
+
+    def limit() -> Any:
+        given = torch.get_num_threads()
+        torch.set_num_threads(n_threads)
+        return lambda: torch.set_num_threads(given)
+
+    with _shared_limit(limit, "torch"):
         yield
-    finally:
-        torch.set_num_threads(given)
 
 
 @contextlib.contextmanager
 def _pool_threads(n_threads: int) -> Iterator[None]:
-    if not _CONTROLLER:
-        try:
+    with _LIMITS["lock"]:
+        if not _CONTROLLER:  # cached: creating one costs ~0.1 ms
             from threadpoolctl import ThreadpoolController
-        except ImportError:  # optional: without it the pools keep their settings
-            _CONTROLLER.append(None)
-        else:
-            _CONTROLLER.append(ThreadpoolController())  # cached: creating one costs ~0.1 ms
+
+            _CONTROLLER.append(ThreadpoolController())
     if _CONTROLLER[0] is None:
         yield
         return
-    with _CONTROLLER[0].limit(limits=n_threads):
+    controller = _CONTROLLER[0]
+
+    def current() -> list:
+        return [lib.num_threads for lib in controller.lib_controllers]
+
+    def limit() -> Any:
+        # a restore that did not hold (below) left the user's setting in "pending"
+        given = _LIMITS.pop("blas-pending", None) or current()
+        controller.limit(limits=n_threads)
+
+        def restore() -> None:
+            # OpenBLAS can ignore a raise of its thread count while another thread is inside
+            # a BLAS call: try again for a while, and remember the setting if it still fails
+            for _ in range(100):
+                for lib, n in zip(controller.lib_controllers, given):
+                    lib.set_num_threads(n)
+                if current() == given:
+                    return
+                time.sleep(0.001)
+            _LIMITS["blas-pending"] = given
+
+        return restore
+
+    with _shared_limit(limit, "blas"):
         yield
+
+
+@contextlib.contextmanager
+def _shared_limit(limit: Any, key: str) -> Iterator[None]:
+    """A process-wide thread limit shared by concurrent fits: the first to enter applies it
+    (``limit()`` returns the function that undoes it), the last to leave restores the setting.
+    A save-and-restore per fit would leave the limit in place for good when two fits in two
+    threads overlap."""
+    state = _LIMITS.setdefault(key, {"active": 0, "restore": None})
+    with _LIMITS["lock"]:
+        if state["active"] == 0:
+            state["restore"] = limit()
+        state["active"] += 1
+    try:
+        yield
+    finally:
+        with _LIMITS["lock"]:
+            state["active"] -= 1
+            if state["active"] == 0:
+                state["restore"]()
 
 
 def check_blas_threads(value: Any) -> None:
