@@ -133,3 +133,27 @@ def test_concurrent_fits_restore_the_thread_pools():
     for thread in threads:
         thread.join()
     assert [pool["num_threads"] for pool in threadpool_info()] == before
+
+
+@pytest.mark.parametrize("name", sorted(ONLINE) + ["vr-mf"])
+def test_fit_is_all_or_nothing(name):
+    """A bad row late in the data used to leave the learner half-trained and "fitted"."""
+    make = ONLINE.get(name, lambda: VarianceReducedMF(3, n_epochs=2, random_state=0))
+    model = make().fit(_data(seed=5))
+    before = {k: v for k, v in vars(model).items()}
+    rng_state = model._rng.bit_generator.state if "_rng" in before else None
+    bad = _data(n=100)
+    bad[-1, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN") as raised:
+        model.fit(bad)
+    assert any("undone" in note for note in getattr(raised.value, "__notes__", [])) or \
+        name == "vr-mf"
+    assert vars(model).keys() == before.keys()
+    for key, value in before.items():
+        assert vars(model)[key] is value
+    if rng_state is not None:
+        assert model._rng.bit_generator.state == rng_state
+    unfitted = make()
+    with pytest.raises(ValueError, match="NaN"):
+        unfitted.fit(bad)
+    assert not any(key.endswith("_") for key in vars(unfitted))

@@ -131,6 +131,22 @@ class OnlineEstimator:
         """
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
+        before = dict(self.__dict__)
+        rng = before.get("_rng")
+        rng_state = None if rng is None else rng.bit_generator.state
+        try:
+            return self._fit(X, mask, n_steps, sample_dim, modes)
+        except Exception as error:  # all or nothing: the learner as it was before fit
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            if rng is not None:
+                rng.bit_generator.state = rng_state
+            error.add_note(f"{type(self).__name__}.fit was undone: the learner is as it was "
+                           f"before the call")
+            raise
+
+    def _fit(self, X: Any, mask: Any, n_steps: int | None, sample_dim: str | None,
+             modes: Any) -> OnlineEstimator:
         self._reset()
         labels = {"sample_dim": sample_dim, "modes": modes}
         if is_array_like(X):
@@ -168,7 +184,11 @@ class OnlineEstimator:
             for step, batch in enumerate(batches, 1):
                 batch, mask = batch if isinstance(batch, tuple) else (batch, None)
                 extra = {"mask": mask} if mask is not None else {}
-                self.partial_fit(batch, **extra, **(labels if is_labelled(batch) else {}))
+                try:
+                    self.partial_fit(batch, **extra, **(labels if is_labelled(batch) else {}))
+                except Exception as error:
+                    error.add_note(f"(at mini-batch {step} of the stream)")
+                    raise
                 if progress is not None:
                     progress.update(1)
                     progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}")

@@ -663,8 +663,6 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """BADMM (S-12)-(S-20); duals named ``dual_*`` (not the statistics A, B, D)."""
         context = tl.context(X)
         rho = self.rho
-        K = self.n_components
-        eye = tl.eye(K, **context)
         project = dictionary_projection("l2ball")
         zeros = tl.zeros(tl.shape(X), **context)
         state = {"W": W, "Psi": W, "H": H, "U": tl.clip(H, 0, None), "R": zeros, "Q": zeros,
@@ -673,11 +671,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
         def step(s):
             W, R = s["W"], s["R"]
-            inverse = tl.solve(tl.dot(tl.transpose(W), W) + rho * eye, eye)
+            inverse = _shifted_psd_inverse(tl.dot(tl.transpose(W), W), rho)
             H = tl.dot(tl.dot(X - R, W) + rho * s["U"] - s["dual_H"], inverse)
             R = soft_threshold(rho * s["Q"] + X - s["dual_R"] - tl.dot(H, tl.transpose(W)),
                                penalties.lam) / (1 + rho)
-            inverse = tl.solve(tl.dot(tl.transpose(H), H) + rho * eye, eye)
+            inverse = _shifted_psd_inverse(tl.dot(tl.transpose(H), H), rho)
             W = tl.dot(tl.dot(tl.transpose(X - R), H) - s["dual_W"] + rho * s["Psi"], inverse)
             U = tl.clip(H + s["dual_H"] / rho, 0, None)
             Q = project_outliers(R + s["dual_R"] / rho, penalties)
@@ -735,6 +733,14 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         with using(self.backend_):
             return tl.dot(codes, self.components_)
 
+
+
+def _shifted_psd_inverse(G: Any, rho: float) -> Any:
+    """``(G + rho I)^-1`` of a PSD ``G`` through its eigendecomposition: exact in theory like
+    a solve, but it never fails when ``G``'s scale dwarfs ``rho`` (a gross outlier of 1e10
+    makes ``G + rho I`` singular in floating point, and ``solve`` raised ``LinAlgError``)."""
+    values, vectors = tl.eigh(G)
+    return tl.dot(vectors / (tl.clip(values, 0, None) + rho), tl.transpose(vectors))
 
 
 def _relative(difference: Any, reference: Any) -> float:
