@@ -13,6 +13,7 @@ callbacks.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -131,18 +132,25 @@ class OnlineEstimator:
         """
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
+        with self._all_or_nothing("fit"):
+            return self._fit(X, mask, n_steps, sample_dim, modes)
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self, method: str) -> Iterator[None]:
+        """Undo everything the block did to the learner (its random generator included) when
+        it raises an error; the error says so."""
         before = dict(self.__dict__)
         rng = before.get("_rng")
         rng_state = None if rng is None else rng.bit_generator.state
         try:
-            return self._fit(X, mask, n_steps, sample_dim, modes)
-        except Exception as error:  # all or nothing: the learner as it was before fit
+            yield
+        except Exception as error:
             self.__dict__.clear()
             self.__dict__.update(before)
             if rng is not None:
                 rng.bit_generator.state = rng_state
-            error.add_note(f"{type(self).__name__}.fit was undone: the learner is as it was "
-                           f"before the call")
+            error.add_note(f"{type(self).__name__}.{method} was undone: the learner is as it "
+                           f"was before the call")
             raise
 
     def _fit(self, X: Any, mask: Any, n_steps: int | None, sample_dim: str | None,

@@ -309,6 +309,10 @@ class VarianceReducedMF(OnlineEstimator):
         was if the data are rejected (NaN/inf, negative for a nonnegative formulation, ...).
         """
         self._check_params()
+        with self._all_or_nothing("fit"):
+            return self._fit_epochs(X)
+
+    def _fit_epochs(self, X: Any) -> VarianceReducedMF:
         state = self._initial_state(X)
         if self.n_epochs == 0:
             self._commit(state)
@@ -332,7 +336,10 @@ class VarianceReducedMF(OnlineEstimator):
         """One more outer iteration on the same data set (starts fresh if not fitted): an
         interrupted or checkpointed run resumes exactly."""
         self._check_params()
-        state = self._state() if "loadings_" in self.__dict__ else self._initial_state(X)
+        if "loadings_" in self.__dict__:  # parameters set since the last call apply now
+            state = {**self._state(), "form": self._current_formulation(self._state())}
+        else:
+            state = self._initial_state(X)
         state, info = self._epoch(state, X)
         self._commit(state)
         if self.callback is not None:
@@ -406,6 +413,14 @@ class VarianceReducedMF(OnlineEstimator):
 
     def _state(self) -> dict:
         return dict(self._fit_state)
+
+    def _current_formulation(self, state: dict) -> Any:
+        """The formulation of the current parameters, with the fitted data-dependent part
+        (``Q``) of the state's: what a checkpointed and reloaded learner rebuilds too."""
+        form = self._make_formulation(state["d"])
+        if getattr(state["form"], "Q", None) is not None:
+            form = dataclasses.replace(form, Q=state["form"].Q)
+        return form
 
     def _commit(self, state: dict) -> None:
         W_out = state["W_out"] if self.output == "random" and self.method == "vr" else state["W"]
