@@ -129,7 +129,7 @@ def test_components_penalty_in_the_dictionary_step_is_exact():
         assert np.asarray(model.components_).min() >= 0
     stats = model.statistics_
     converged = OnlineNMF(3, alpha_H=0.05, l1_ratio=0.5, dict_passes=3000, column_bound=None,
-                          random_state=0)._algorithm().update(X, None, stats, model.loadings_, 1)
+                          random_state=0)._algorithm().update({}, stats, model.loadings_, 1)
     W = converged[0]
     gradient = W @ stats["A"] - stats["B"] + l1 + l2 * W  # of the 1/2-scale surrogate
     assert np.abs(gradient[W > 1e-9]).max() < 1e-7

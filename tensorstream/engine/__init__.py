@@ -6,7 +6,8 @@ moves. :func:`~.loop.online_step` runs those three parts in order on an
 :class:`~.state.OnlineState` and returns the next state; it never touches an estimator.
 """
 
-from .loop import Algorithm, online_step, surrogate_statistics
+from .loop import Algorithm, add_sums, finish_step, online_step, surrogate_statistics
 from .state import Codes, OnlineState
 
-__all__ = ["Algorithm", "Codes", "OnlineState", "online_step", "surrogate_statistics"]
+__all__ = ["Algorithm", "Codes", "OnlineState", "add_sums", "finish_step", "online_step",
+           "surrogate_statistics"]

@@ -3,6 +3,13 @@
 Every online learner runs :func:`online_step`; what differs between learners is the
 :class:`Algorithm` they configure (which coder, which statistics, which dictionary step,
 which constraint set). The step is a pure function of the state and the batch.
+
+A step is split where the work can be split: coding a batch gives **additive** batch sums
+(:meth:`Algorithm.batch_sums`: code products, data-code products, losses, gradients), whose sum
+over any partition of the batch is the sum over the batch; :func:`finish_step` folds them into
+the statistics and moves the dictionary. :func:`online_step` does both on one batch;
+:mod:`tensorstream.engine.distributed` computes the sums of the shards of a batch on workers and
+calls the same :func:`finish_step`.
 """
 
 from __future__ import annotations
@@ -49,12 +56,27 @@ class Algorithm:
         """The weight ``w_t`` of step ``t``'s batch in the statistics."""
         return None
 
-    def accumulate(self, statistics: dict | None, coded: Codes, mask: Any,
-                   w: float | None) -> dict | None:
-        """The statistics after step ``t``: the weighted running means of the surrogate."""
-        return surrogate_statistics(statistics, coded, mask, w)
+    def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
+                   scale: float) -> dict:
+        """What the statistics and the dictionary step need from a coded batch, as sums over
+        its samples (so that sums over shards add up): by default the surrogate's increments
+        ``HH = sum_j h_j h_j^T`` (entrywise with a mask), ``XH = sum_j explained_j o h_j``,
+        ``constant`` and the sample count ``n``."""
+        H = coded.codes
+        n = int(H.shape[0])
+        if mask is None:
+            HH = tl.dot(tl.transpose(H), H)
+        else:
+            R = H.shape[1]
+            HH = tl.reshape(outer_statistic(mask, pairs(H)), (*tuple(mask.shape[1:]), R, R))
+        return {"n": n, "loss": float(tl.sum(coded.losses)), "constant": coded.constant * n,
+                "HH": HH, "XH": outer_statistic(coded.explained, H)}
 
-    def update(self, X: Any, coded: Codes, statistics: dict | None, loadings: list, t: int,
+    def accumulate(self, statistics: dict | None, sums: dict, w: float | None) -> dict | None:
+        """The statistics after step ``t``: the weighted running means of the surrogate."""
+        return surrogate_statistics(statistics, sums, w)
+
+    def update(self, sums: dict, statistics: dict | None, loadings: list, t: int,
                scale: float) -> list:
         """The dictionary after step ``t`` (``scale``: the data scale the batch was coded at)."""
         raise NotImplementedError
@@ -68,33 +90,55 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState,
                 mask: Any = None) -> tuple[OnlineState, Codes, dict]:
     """One step of ``algorithm`` on the validated batch ``X``: ``(new state, codes, info)``.
 
-    Raises ``FloatingPointError`` (and changes nothing: the state is immutable) when the new
-    dictionary is not finite.
+    Raises (and changes nothing: the state is immutable) ``ValueError`` when the batch's
+    values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
     """
-    t = state.n_steps + 1
     scale = algorithm.data_scale(X, state)
     coded = algorithm.encode(X, state.loadings, scale, mask)
+    sums = algorithm.batch_sums(X, coded, mask, state.loadings, scale)
+    if not np.isfinite(sums["loss"]) and _overflows(X):
+        # finite data whose squares overflow (e.g. entries near 1e160)
+        raise ValueError("X: the batch's values are too large for this model's arithmetic (its "
+                         "losses or statistics overflow to inf); rescale the data. The "
+                         "learner's state was left unchanged")
+    new, info = finish_step(algorithm, state, sums, scale)
+    return new, coded, info
+
+
+def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict,
+                scale: float) -> tuple[OnlineState, dict]:
+    """Fold a batch's sums into the statistics and move the dictionary: ``(new state, info)``.
+
+    Raises ``FloatingPointError`` when the losses, statistics or loadings are not finite (the
+    state is immutable: nothing changes).
+    """
+    t = state.n_steps + 1
     w = algorithm.weight(t)
-    statistics = algorithm.accumulate(state.statistics, coded, mask, w)
-    if not (_finite(coded.losses) and (statistics is None or _finite_statistics(statistics))):
-        if _overflows(X):  # finite data whose squares overflow (e.g. entries near 1e160)
-            raise ValueError("X: the batch's values are too large for this model's arithmetic "
-                             "(its losses or statistics overflow to inf); rescale the data. The "
-                             "learner's state was left unchanged")
+    statistics = algorithm.accumulate(state.statistics, sums, w)
+    if not (np.isfinite(sums["loss"]) and (statistics is None or
+                                           _finite_statistics(statistics))):
         raise FloatingPointError(f"the model diverged at step {t} (its losses or statistics "
                                  f"overflow); the learner's state was left unchanged. "
                                  f"{algorithm.divergence_hint}")
-    loadings = algorithm.update(X, coded, statistics, state.loadings, t, scale)
+    loadings = algorithm.update(sums, statistics, state.loadings, t, scale)
     if not all(_finite(U) for U in loadings):
         raise FloatingPointError(f"the dictionary update produced non-finite loadings at step "
                                  f"{t}; the learner's state was left unchanged. "
                                  f"{algorithm.divergence_hint}")
-    b = X.shape[0]
+    n = sums["n"]
     new = OnlineState(loadings=loadings, statistics=statistics, scale=scale, n_steps=t,
-                      n_samples_seen=state.n_samples_seen + b)
-    info = {"step": t, **algorithm.info(t, w), "batch_loss": float(tl.mean(coded.losses)),
-            "n_samples": b}
-    return new, coded, info
+                      n_samples_seen=state.n_samples_seen + n)
+    info = {"step": t, **algorithm.info(t, w), "batch_loss": sums["loss"] / n, "n_samples": n}
+    return new, info
+
+
+def add_sums(parts: list[dict]) -> dict:
+    """The sums of a batch from the sums of its shards."""
+    total = dict(parts[0])
+    for part in parts[1:]:
+        for key, value in part.items():
+            total[key] = total[key] + value
+    return total
 
 
 def _overflows(X: Any) -> bool:
@@ -114,36 +158,27 @@ def _finite_statistics(statistics: dict) -> bool:
         abs(float(statistics["c"])) < float("inf")
 
 
-def surrogate_statistics(statistics: dict, coded: Codes, mask: Any, w: float) -> dict:
-    """``A``, ``B``, ``c`` after folding in a coded batch with weight ``w``::
+def surrogate_statistics(statistics: dict, sums: dict, w: float) -> dict:
+    """``A``, ``B``, ``c`` after folding in a batch's sums with weight ``w``::
 
         A_t = (1 - w) A_{t-1} + w mean_j h_j h_j^T      (entrywise with a mask)
         B_t = (1 - w) B_{t-1} + w mean_j explained_j o h_j
-        c_t = (1 - w) c_{t-1} + w constant
+        c_t = (1 - w) c_{t-1} + w mean_j constant_j
     """
-    H = coded.codes
-    b = H.shape[0]
+    n = sums["n"]
     return {
-        "A": _averaged_code_products(statistics["A"], H, mask, w),
-        "B": (1 - w) * statistics["B"] + (w / b) * outer_statistic(coded.explained, H),
-        "c": (1 - w) * statistics["c"] + w * coded.constant,
+        "A": _averaged_code_products(statistics["A"], sums["HH"], n, w),
+        "B": (1 - w) * statistics["B"] + (w / n) * sums["XH"],
+        "c": (1 - w) * statistics["c"] + w * (sums["constant"] / n),
     }
 
 
-def _averaged_code_products(A: Any, H: Any, mask: Any, w: float) -> Any:
-    """``(1 - w) A + w mean_j h_j h_j^T``, entrywise (``mean_j m_j[i] h_j h_j^T``) with a mask.
-
-    The first batch with missing entries turns ``A`` entrywise: until then every entry had the
-    same ``A``, so broadcasting it is exact.
-    """
-    b, R = H.shape
-    if mask is None and tl.ndim(A) == 2:
-        return (1 - w) * A + (w / b) * tl.dot(tl.transpose(H), H)
-    if mask is None:
-        increment = tl.reshape(tl.dot(tl.transpose(H), H), (1,) * (tl.ndim(A) - 2) + (R, R))
-    else:
-        sample_shape = tuple(mask.shape[1:])
-        increment = tl.reshape(outer_statistic(mask, pairs(H)), (*sample_shape, R, R))
-        if tl.ndim(A) == 2:
-            A = tl.reshape(A, (1,) * len(sample_shape) + (R, R))
-    return (1 - w) * A + (w / b) * increment
+def _averaged_code_products(A: Any, HH: Any, n: int, w: float) -> Any:
+    """``(1 - w) A + (w / n) HH``, where an entrywise ``HH`` (``(I_1..I_n, R, R)``, a batch with
+    missing entries) turns ``A`` entrywise: until then every entry had the same ``A``, so
+    broadcasting it is exact."""
+    if tl.ndim(HH) > tl.ndim(A):
+        A = tl.reshape(A, (1,) * (tl.ndim(HH) - 2) + tuple(tl.shape(A)))
+    elif tl.ndim(A) > tl.ndim(HH):
+        HH = tl.reshape(HH, (1,) * (tl.ndim(A) - 2) + tuple(tl.shape(HH)))
+    return (1 - w) * A + (w / n) * HH

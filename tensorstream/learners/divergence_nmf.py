@@ -65,7 +65,7 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes, OnlineState
 from ..losses import Divergence, get_loss
-from ..steps.gradient import mu_preconditioned_step, projected_gradient_step
+from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
 from ._base import OnlineLearner
 
 __all__ = ["DivergenceCP", "OnlineDivergenceNMF"]
@@ -223,17 +223,27 @@ class DivergenceCP(Algorithm):
             losses = loss.per_sample(X, reconstruct(loadings, codes))
         return Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)))
 
-    def accumulate(self, statistics: None, coded: Codes, mask: Any, w: None) -> None:
+    def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
+                   scale: float) -> dict:
+        """The batch's dictionary gradient and code sums at the normalized scale."""
+        Hn = coded.codes / scale
+        return {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
+                "gradient": batch_gradient(_scaled(X, scale), Hn, loadings, self.loss),
+                "code_sums": tl.sum(Hn, axis=0)}
+
+    def accumulate(self, statistics: None, sums: dict, w: None) -> None:
         return None
 
-    def update(self, X: Any, coded: Codes, statistics: None, loadings: list, t: int,
+    def update(self, sums: dict, statistics: None, loadings: list, t: int,
                scale: float) -> list:
         """One projected stochastic-gradient step on every loading, at the normalized scale
         (the paper's step, or the MU-preconditioned one with ``dict_step="mu"``)."""
-        p = self.params
-        step = mu_preconditioned_step if p.dict_step == "mu" else projected_gradient_step
-        return step(_scaled(X, scale), coded.codes / scale, loadings, self.loss,
-                    self.step_size(t), self.project, reduction=p.grad_reduction)
+        eta, B = self.step_size(t), sums["gradient"]
+        if self.params.dict_step == "mu":
+            return mu_preconditioned_step(B, sums["code_sums"], loadings, eta, self.project)
+        if self.params.grad_reduction == "mean":
+            B = B / sums["n"]
+        return projected_gradient_step(B, loadings, eta, self.project)
 
     def info(self, t: int, w: None) -> dict:
         return {"step_size": self.step_size(t)}

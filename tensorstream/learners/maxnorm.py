@@ -231,10 +231,10 @@ class RobustMatrixAlgorithm(Algorithm):
     def weight(self, t: int) -> float:
         return checked_weight(self.weights, t)
 
-    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:
         """The paper's sum-form step, penalties scaled by one sample's weight."""
-        kappa = checked_weight(self.weights, t) / X.shape[0]
+        kappa = checked_weight(self.weights, t) / sums["n"]
         return [self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa)]
 
     def info(self, t: int, w: float | None) -> dict:

@@ -512,7 +512,7 @@ class NMFAlgorithm(SurrogateCP):
         sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
         return H, 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
 
-    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:
         """Exact column steps on the surrogate plus the components' penalty."""
         l1, l2 = self.dictionary_penalties

@@ -363,7 +363,7 @@ class SurrogateCP(Algorithm):
         """The search radius of step ``t`` (None: unrestricted)."""
         return None if self.radius is None else float(self.radius(t))
 
-    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:
         """One block-coordinate pass on the surrogate, each loading within the radius."""
         return surrogate_bcd_step(

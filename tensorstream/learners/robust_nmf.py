@@ -442,7 +442,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         return Codes(codes=H, explained=explained, losses=coding.losses, constant=constant,
                      outliers=R)
 
-    def update(self, X: Any, coded: Codes, statistics: dict, loadings: list, t: int,
+    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:
         """The spec's W-step (PGD or ADMM, warm-started) on the statistics."""
         p = self.params

@@ -33,38 +33,33 @@ def batch_gradient(X: Any, H: Any, loadings: list, loss: Divergence) -> Any:
     return outer_statistic(G, H)
 
 
-def projected_gradient_step(X: Any, H: Any, loadings: list, loss: Divergence, eta: float,
-                            project: Callable[[Any], Any], *, reduction: str = "mean") -> list:
-    """``U^(k) <- project(U^(k) - eta grad_k)`` for every loading (the paper's step).
+def projected_gradient_step(B: Any, loadings: list, eta: float,
+                            project: Callable[[Any], Any]) -> list:
+    """``U^(k) <- project(U^(k) - eta grad_k)`` for every loading (the paper's step), from the
+    batch gradient ``B`` (mean or sum over the batch, see :func:`batch_gradient`).
 
-    ``reduction`` takes the mean (or the sum) of the per-sample gradients over the batch. For
-    tensors the step of loading ``k`` is divided by the fiber size ``prod_{l != k} I_l`` (1 for a
-    matrix): without it the canonical step overshoots by that factor and rows collapse onto the
-    row-sum floor.
+    For tensors the step of loading ``k`` is divided by the fiber size ``prod_{l != k} I_l``
+    (1 for a matrix): without it the canonical step overshoots by that factor and rows collapse
+    onto the row-sum floor.
     """
-    B = batch_gradient(X, H, loadings, loss)
-    if reduction == "mean":
-        B = B / X.shape[0]
     size = int(np.prod([tl.shape(U)[0] for U in loadings]))
     return [project(U - (eta * tl.shape(U)[0] / size) * contract_except(B, loadings, k))
             for k, U in enumerate(loadings)]
 
 
-def mu_preconditioned_step(X: Any, H: Any, loadings: list, loss: Divergence, eta: float,
-                           project: Callable[[Any], Any], *, reduction: str = "mean") -> list:
+def mu_preconditioned_step(B: Any, code_sums: Any, loadings: list, eta: float,
+                           project: Callable[[Any], Any]) -> list:
     """``U^(k) <- project(U^(k) - eta U^(k) / D_k * grad_k)``, the MU-preconditioned step.
 
-    ``D_k[r] = sum_j h_jr prod_{l != k} sum_i U^(l)[i, r]`` is the denominator of the KL
-    multiplicative update (the gradient of ``sum(W H)`` in ``U^(k)``), so ``eta = 1`` is one
-    multiplicative update on the batch. The batch reduction cancels out (``reduction`` is
-    accepted for a common signature and ignored).
+    ``D_k[r] = sum_j h_jr prod_{l != k} sum_i U^(l)[i, r]`` (``code_sums`` holds
+    ``sum_j h_jr``) is the denominator of the KL multiplicative update (the gradient of
+    ``sum(W H)`` in ``U^(k)``), so ``eta = 1`` is one multiplicative update on the batch. ``B``
+    is the summed gradient: the batch size cancels out.
     """
-    B = batch_gradient(X, H, loadings, loss)
-    totals = tl.sum(H, axis=0)
     sums = [tl.sum(U, axis=0) for U in loadings]
     new = []
     for k, U in enumerate(loadings):
-        D = totals
+        D = code_sums
         for other, column_sums in enumerate(sums):
             if other != k:
                 D = D * column_sums
