@@ -92,3 +92,25 @@ def test_codes_never_worse_than_zero_and_feasible(seed, alpha, R):
     objective = np.sum((X - H @ W.T) ** 2, axis=1) + alpha * H.sum(1)
     assert np.all(H >= 0)
     assert np.all(objective <= np.sum(X**2, axis=1) + 1e-9)
+
+
+def test_a_sample_is_coded_the_same_in_any_batch():
+    """Per-sample stopping: a code does not depend on the other samples of its batch (which
+    makes a batch coded in shards on a cluster equal the batch coded at once)."""
+    import numpy as np
+
+    from tensorstream.coders.lasso import sparse_code
+
+    rng = np.random.default_rng(0)
+    W = rng.random((30, 6))
+    X = rng.random((40, 30))
+    X[::7] *= 50  # samples of very different sizes converge at different sweeps
+    G, P = W.T @ W, X @ W
+    whole, _ = sparse_code(G, P, alpha=0.1, tol=1e-4)
+    order = rng.permutation(40)
+    shuffled, _ = sparse_code(G, P[order], alpha=0.1, tol=1e-4)
+    # to rounding: BLAS blocks products of different batch sizes differently
+    np.testing.assert_allclose(shuffled, whole[order], rtol=0, atol=1e-13)
+    for part in (slice(0, 13), slice(13, 40), slice(5, 6)):
+        alone, _ = sparse_code(G, P[part], alpha=0.1, tol=1e-4)
+        np.testing.assert_allclose(alone, whole[part], rtol=0, atol=1e-13)

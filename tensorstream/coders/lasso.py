@@ -56,7 +56,8 @@ def sparse_code(
     max_iter : int
         Maximum number of sweeps over the R coordinates.
     tol : float
-        Stop when no code moved by more than ``tol`` times the largest code in a sweep.
+        A sample stops when none of its codes moved by more than ``tol`` times its largest
+        code in a sweep (per sample: a code does not depend on the rest of the batch).
 
     Returns
     -------
@@ -80,6 +81,8 @@ def sparse_code(
     curvature = tl.clip(_diagonal(gram) + ridge, _TINY, None)  # (R,) or (b, R)
     threshold = alpha / (2 * curvature)
     n_sweeps = 0
+    # each sample stops on its own: a code never depends on the other samples of its batch
+    running = None  # (b, 1) 1.0 while the sample is not converged
     while n_sweeps < max_iter:
         n_sweeps += 1
         previous = tl.copy(codes)
@@ -94,8 +97,13 @@ def sparse_code(
                 step = (projections[:, k] - coupling) / curvature[k]
                 new = _shrink(step, threshold[k], nonnegative)
             codes = tl.index_update(codes, tl.index[:, k], new)
-        largest_move = float(tl.max(tl.abs(codes - previous)))
-        if largest_move <= tol * max(float(tl.max(tl.abs(codes))), _TINY):
+        if running is not None:  # converged samples keep the codes they converged to
+            codes = previous + running * (codes - previous)
+        moves = tl.max(tl.abs(codes - previous), axis=1)
+        sizes = tl.clip(tl.max(tl.abs(codes), axis=1), _TINY, None)
+        still = tl.reshape(tl.tensor(moves > tol * sizes, **tl.context(codes)), (-1, 1))
+        running = still if running is None else running * still
+        if not bool(tl.any(running > 0)):
             break
     return codes, n_sweeps
 

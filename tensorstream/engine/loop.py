@@ -48,6 +48,11 @@ class Algorithm:
         """The scale step ``t = state.n_steps + 1`` codes at (kept from the first step)."""
         return state.scale
 
+    def scale_sums(self, X: Any) -> tuple[float, float] | None:
+        """``(sum, count)`` of a first batch's entries that its data scale is the ratio of, so
+        that shards can add them up; None when the scale does not depend on the data."""
+        return None
+
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
         """Codes of the validated batch against ``loadings``."""
         raise NotImplementedError
@@ -130,6 +135,11 @@ def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict,
                       n_samples_seen=state.n_samples_seen + n)
     info = {"step": t, **algorithm.info(t, w), "batch_loss": sums["loss"] / n, "n_samples": n}
     return new, info
+
+
+def usable_scale(scale: float) -> float:
+    """A data scale, or 1.0 for all-zero (or degenerate) data."""
+    return scale if scale > 0 and np.isfinite(scale) else 1.0
 
 
 def add_sums(parts: list[dict]) -> dict:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Iterable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,7 @@ from ..engine.checkpoint import (
     tensor_context,
     write_checkpoint,
 )
+from ..engine.distributed import connect, distributed_step
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
 
@@ -103,7 +106,8 @@ class OnlineEstimator:
     # -- fitting -------------------------------------------------------------------------------
 
     def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
-            sample_dim: str | None = None, modes: Any = None) -> OnlineEstimator:
+            sample_dim: str | None = None, modes: Any = None,
+            client: Any = None) -> OnlineEstimator:
         """Learn from scratch.
 
         Parameters
@@ -125,6 +129,12 @@ class OnlineEstimator:
             For DataArray input: one entry per CP mode, a dim name or a tuple of dims stacked
             into one mode (their joint features are learned); None makes every other dim a mode.
             See :mod:`tensorstream.labels`.
+        client : dask.distributed.Client, str or None, optional
+            Fit on a Dask cluster (array input): every step's batch is split across the
+            workers, which code their shards and return additive statistics; the result
+            equals the single-process fit. A client, a scheduler address, or ``"local"``
+            (a local cluster of one worker process per core, closed afterwards). See
+            :mod:`tensorstream.engine.distributed`.
 
         Returns
         -------
@@ -133,7 +143,13 @@ class OnlineEstimator:
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
         with self._all_or_nothing("fit"):
+            if client is not None:
+                return self._fit_distributed(X, mask, n_steps, sample_dim, modes, client)
             return self._fit(X, mask, n_steps, sample_dim, modes)
+
+    def _fit_distributed(self, X: Any, mask: Any, n_steps: int | None, sample_dim: Any,
+                         modes: Any, client: Any) -> OnlineEstimator:
+        raise TypeError(f"{type(self).__name__} does not fit on a cluster (client=)")
 
     @contextlib.contextmanager
     def _all_or_nothing(self, method: str) -> Iterator[None]:
@@ -337,6 +353,12 @@ class OnlineLearner(OnlineEstimator):
 
     def _algorithm(self) -> Algorithm:
         raise NotImplementedError
+
+    def _params(self) -> SimpleNamespace:
+        """The parameters an algorithm is configured with (not the live objects ``callback``
+        and ``verbose``: an algorithm is shipped to cluster workers)."""
+        return SimpleNamespace(**{k: v for k, v in self.get_params().items()
+                                  if k not in ("callback", "verbose")})
 
     def _check_params(self) -> None:
         raise NotImplementedError
@@ -554,6 +576,90 @@ class OnlineLearner(OnlineEstimator):
             self.layout_ = layout
         return self
 
+    def _fit_distributed(self, X: Any, mask: Any, n_steps: int | None, sample_dim: Any,
+                         modes: Any, client: Any) -> OnlineLearner:
+        """``fit`` with every step's batch split across the workers of a Dask cluster."""
+        if not is_array_like(X) or is_sparse(X):
+            raise TypeError("client= needs dense array input (numpy, torch, dask, or an "
+                            "xarray.DataArray); streams are read by one process")
+        self._check_params()
+        client, owned = connect(client)
+        try:
+            self._reset()
+            self._init_random_state()
+            layout = make_layout(X, sample_dim, modes) if is_labelled(X) else None
+            n_samples = layout.n_samples if layout is not None else X.shape[0]
+            batch_size = check_positive_int(self.batch_size, "batch_size")
+            n_epochs = check_positive_int(self.max_iter, "max_iter")
+            total = n_epochs * -(-n_samples // batch_size)
+            n_steps = total if n_steps is None else min(n_steps, total)
+            positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
+            batches = ((self._rows(X, rows, layout), None if mask is None else
+                        self._rows(mask, rows, layout)) for rows in positions)
+            return self._consume_distributed(client, batches, n_steps, layout)
+        finally:
+            if owned:
+                cluster = getattr(client, "cluster", None)
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+
+    @staticmethod
+    def _rows(X: Any, rows: np.ndarray, layout: Any) -> Any:
+        """Rows of ``X`` (lazily for dask-backed data), samples first."""
+        if layout is None:
+            return X[rows]
+        return to_samples(X.isel({layout.sample_dim: rows}), layout)
+
+    def _cluster_step(self, client: Any, X: Any, mask: Any, checks: dict,
+                      attempts: int = 3) -> tuple[OnlineState, dict]:
+        """One step on the cluster. A step is a pure function of the state and the batch, so
+        a step that lost a worker (and the shards it held) is simply run again."""
+        lost = _lost_worker_errors()
+        for attempt in range(attempts):
+            try:
+                n_workers = max(1, len(client.scheduler_info()["workers"]))
+                shards = _shards(client, X, mask, n_workers)
+                with using(self.backend_), no_grad(self.backend_):
+                    return distributed_step(client, self._algorithm(), shards, self.state_,
+                                            checks)
+            except lost:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(1.0)  # the scheduler notices the lost worker meanwhile
+
+    def _consume_distributed(self, client: Any, batches: Iterator, n_steps: int,
+                             layout: Any) -> OnlineLearner:
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        progress = _progress_bar(n_steps) if self.verbose else None
+        try:
+            for step, (X, mask) in enumerate(batches, 1):
+                if not self._fitted:  # the first batch initialises the model on the driver
+                    first, first_mask = self._validate_masked(_local(X), _local(mask))
+                    self.__dict__.update(self._initial_state(first))
+                    if layout is not None:
+                        self.layout_ = layout
+                checks = {"missing": self.missing, "backend": self.backend_,
+                          "context": self._context, "sample_shape": self.sample_shape_,
+                          "nonnegative": self._nonnegative_data()}
+                try:
+                    self.state_, self._last_info = self._cluster_step(client, X, mask, checks)
+                except Exception as error:
+                    error.add_note(f"(at mini-batch {step}, on the cluster)")
+                    raise
+                if progress is not None:
+                    progress.update(1)
+                    progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}",
+                                         workers=n_workers)
+                if self.callback is not None and self.callback(self, dict(self._last_info)):
+                    break
+                if step >= n_steps:
+                    break
+        finally:
+            if progress is not None:
+                progress.close()
+        return self
+
     def _initial_state(self, X: Any, algorithm: Algorithm | None = None) -> dict:
         """The state before the first step, for samples shaped like the validated batch ``X``
         (draws from the learner's random generator)."""
@@ -710,6 +816,41 @@ def _restore_layout(meta: dict, arrays: dict, path: Any, sample_shape: tuple) ->
         raise ValueError(f"cannot read checkpoint {str(path)!r}: the mode layout's shape "
                          f"{layout.shape} differs from the loadings' {sample_shape}")
     return layout
+
+
+def _lost_worker_errors() -> tuple:
+    """What a step raises when a worker died under it (Dask's own retries exhausted, or the
+    shards it held lost)."""
+    from distributed import KilledWorker
+    from distributed.comm.core import CommClosedError
+
+    try:
+        from distributed.client import FutureCancelledError
+    except ImportError:  # older dask.distributed
+        from concurrent.futures import CancelledError as FutureCancelledError
+    return KilledWorker, CommClosedError, FutureCancelledError, OSError
+
+
+def _local(X: Any) -> Any:
+    """An array in this process (dask arrays computed)."""
+    if X is None:
+        return None
+    return X.compute() if type(X).__module__.startswith("dask") else X
+
+
+def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
+    """The batch cut into one contiguous shard per worker: ``(data, mask, (start, end))``.
+    Dask-backed shards are computed on the workers (their chunks are read there); in-memory
+    ones are scattered."""
+    bounds = np.linspace(0, X.shape[0], min(n_workers, X.shape[0]) + 1).astype(int)
+    shards = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        parts = [X[start:end], None if mask is None else mask[start:end]]
+        parts = [part if part is None else (
+            client.compute(part) if type(part).__module__.startswith("dask")
+            else client.scatter(part, hash=False)) for part in parts]
+        shards.append((parts[0], parts[1], (int(start), int(end))))
+    return shards
 
 
 def _progress_bar(total: int | None):

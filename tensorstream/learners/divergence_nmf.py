@@ -39,7 +39,6 @@ nonzeros. Every other loss, and tensor samples, densify each batch (one batch at
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -64,6 +63,7 @@ from ..core.validation import (
     is_sparse,
 )
 from ..engine import Algorithm, Codes, OnlineState
+from ..engine.loop import usable_scale
 from ..losses import Divergence, get_loss
 from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
 from ._base import OnlineLearner
@@ -193,7 +193,13 @@ class DivergenceCP(Algorithm):
             scale = float(np.sum(np.abs(X.data))) / float(np.prod(X.shape))
         else:
             scale = float(tl.mean(tl.abs(X)))
-        return scale if scale > 0 and np.isfinite(scale) else 1.0
+        return usable_scale(scale)
+
+    def scale_sums(self, X: Any) -> tuple[float, float] | None:
+        if not self.params.normalize:
+            return None
+        total = np.sum(np.abs(X.data)) if is_sparse(X) else tl.sum(tl.abs(X))
+        return float(total), float(np.prod(X.shape))
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None,
                init: Any = None) -> Codes:
@@ -387,7 +393,7 @@ class OnlineDivergenceNMF(OnlineLearner):
         return get_loss(self.loss, **(params or {}))
 
     def _algorithm(self) -> DivergenceCP:
-        return DivergenceCP(SimpleNamespace(**self.get_params()), self.loss_)
+        return DivergenceCP(self._params(), self.loss_)
 
     def _check_params(self) -> None:
         check_divergence_params(self, self.loss_)

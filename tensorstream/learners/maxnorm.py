@@ -27,7 +27,6 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -62,7 +61,7 @@ class RobustMatrixLearner(OnlineLearner):
     # -- parameters ----------------------------------------------------------------------------
 
     def _algorithm(self) -> RobustMatrixAlgorithm:
-        return self._algorithm_class(SimpleNamespace(**self.get_params()))
+        return self._algorithm_class(self._params())
 
     def _check_params(self) -> None:
         check_n_components(self.n_components)

@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -334,7 +333,7 @@ class OnlineNMF(OnlineLearner):
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _algorithm(self) -> NMFAlgorithm:
-        return NMFAlgorithm(SimpleNamespace(**self.get_params()),
+        return NMFAlgorithm(self._params(),
                             epoch_samples=self.__dict__.get("_epoch_samples"))
 
     def _nonnegative_data(self) -> bool:

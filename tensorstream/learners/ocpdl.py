@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import tensorly as tl
@@ -251,7 +250,7 @@ dict_row_min, normalize, dict_step
 
     def _algorithm(self) -> Algorithm:
         """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
-        params = SimpleNamespace(**self.get_params())
+        params = self._params()
         if is_squared_loss(self.loss):
             return SurrogateCP(params)
         return DivergenceCP(params, self.loss_)

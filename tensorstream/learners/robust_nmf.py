@@ -31,7 +31,6 @@ import math
 import numbers
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -317,7 +316,7 @@ class RobustOnlineNMF(OnlineLearner):
         make_weights(self.weights)
 
     def _algorithm(self) -> RobustNMFAlgorithm:
-        return RobustNMFAlgorithm(SimpleNamespace(**self.get_params()))
+        return RobustNMFAlgorithm(self._params())
 
     def _nonnegative_data(self) -> bool:
         return True
