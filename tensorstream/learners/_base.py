@@ -143,13 +143,10 @@ class OnlineEstimator:
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
         with self._all_or_nothing("fit"):
-            if client is not None:
-                return self._fit_distributed(X, mask, n_steps, sample_dim, modes, client)
-            return self._fit(X, mask, n_steps, sample_dim, modes)
-
-    def _fit_distributed(self, X: Any, mask: Any, n_steps: int | None, sample_dim: Any,
-                         modes: Any, client: Any) -> OnlineEstimator:
-        raise TypeError(f"{type(self).__name__} does not fit on a cluster (client=)")
+            if client is None:
+                return self._fit(X, mask, n_steps, sample_dim, modes)
+            with _connected(client) as connected:
+                return self._fit(X, mask, n_steps, sample_dim, modes, connected)
 
     @contextlib.contextmanager
     def _all_or_nothing(self, method: str) -> Iterator[None]:
@@ -170,9 +167,12 @@ class OnlineEstimator:
             raise
 
     def _fit(self, X: Any, mask: Any, n_steps: int | None, sample_dim: str | None,
-             modes: Any) -> OnlineEstimator:
+             modes: Any, client: Any = None) -> OnlineEstimator:
         self._reset()
         labels = {"sample_dim": sample_dim, "modes": modes}
+        if client is not None and not (is_array_like(X) and not is_sparse(X)):
+            raise TypeError("client= needs dense array input (numpy, torch, dask, or an "
+                            "xarray.DataArray); streams are read by one process")
         if is_array_like(X):
             batch_size = check_positive_int(self.batch_size, "batch_size")
             n_epochs = check_positive_int(self.max_iter, "max_iter")
@@ -199,15 +199,17 @@ class OnlineEstimator:
             batches = iter(X)
         else:
             raise TypeError(f"X must be an array or an iterable of batches, got {type(X)!r}")
-        return self._consume(batches, n_steps, labels)
+        return self._consume(batches, n_steps, labels, client)
 
     def _consume(self, batches: Iterator, n_steps: int | None,
-                 labels: dict | None = None) -> OnlineEstimator:
+                 labels: dict | None = None, client: Any = None) -> OnlineEstimator:
         progress = _progress_bar(n_steps) if self.verbose else None
         try:
             for step, batch in enumerate(batches, 1):
                 batch, mask = batch if isinstance(batch, tuple) else (batch, None)
                 extra = {"mask": mask} if mask is not None else {}
+                if client is not None:
+                    extra["client"] = client
                 try:
                     self.partial_fit(batch, **extra, **(labels if is_labelled(batch) else {}))
                 except Exception as error:
@@ -215,7 +217,9 @@ class OnlineEstimator:
                     raise
                 if progress is not None:
                     progress.update(1)
-                    progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}")
+                    progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}",
+                                         **({} if client is None else
+                                            {"workers": self._last_info["workers"]}))
                 if self.callback is not None and self.callback(self, dict(self._last_info)):
                     break
                 if n_steps is not None and step >= n_steps:
@@ -531,7 +535,8 @@ class OnlineLearner(OnlineEstimator):
         return super().fit(X, y, **fit_params)
 
     def partial_fit(self, X: Any, y: Any = None, *, mask: Any = None,
-                    sample_dim: str | None = None, modes: Any = None) -> OnlineLearner:
+                    sample_dim: str | None = None, modes: Any = None,
+                    client: Any = None) -> OnlineLearner:
         """Learn from one mini-batch.
 
         Parameters
@@ -544,6 +549,9 @@ class OnlineLearner(OnlineEstimator):
             True where an entry is observed; missing entries never influence the result.
         sample_dim, modes : optional
             Labelled input only (see :meth:`fit`).
+        client : dask.distributed.Client, str or None, optional
+            Take the step on a Dask cluster: the batch is split across the workers (see
+            :meth:`fit`); the result equals the step in this process.
 
         Returns
         -------
@@ -553,6 +561,9 @@ class OnlineLearner(OnlineEstimator):
         generator included) is left as it was.
         """
         self._check_params()
+        if client is not None:
+            with _connected(client) as connected:
+                return self._partial_fit_on(connected, X, mask, sample_dim, modes)
         algorithm = self._algorithm()
         data, layout = self._unlabel(X, sample_dim, modes)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
@@ -576,43 +587,43 @@ class OnlineLearner(OnlineEstimator):
             self.layout_ = layout
         return self
 
-    def _fit_distributed(self, X: Any, mask: Any, n_steps: int | None, sample_dim: Any,
-                         modes: Any, client: Any) -> OnlineLearner:
-        """``fit`` with every step's batch split across the workers of a Dask cluster."""
-        if not is_array_like(X) or is_sparse(X):
-            raise TypeError("client= needs dense array input (numpy, torch, dask, or an "
-                            "xarray.DataArray); streams are read by one process")
-        self._check_params()
-        client, owned = connect(client)
-        try:
-            self._reset()
+    def _partial_fit_on(self, client: Any, X: Any, mask: Any, sample_dim: Any,
+                        modes: Any) -> OnlineLearner:
+        """``partial_fit`` with the batch split across the workers of ``client``: the shards
+        are validated and coded there (dask-backed data read there too)."""
+        if is_sparse(X):
+            raise TypeError("client= needs dense batches")
+        data, layout = self._unlabel(X, sample_dim, modes)
+        mask = self._unlabel_mask(mask, layout)
+        fresh = {}
+        if not self._fitted:  # the first batch initialises the model here
+            first, _ = self._validate_masked(_local(data), _local(mask))
             self._init_random_state()
-            layout = make_layout(X, sample_dim, modes) if is_labelled(X) else None
-            n_samples = layout.n_samples if layout is not None else X.shape[0]
-            batch_size = check_positive_int(self.batch_size, "batch_size")
-            n_epochs = check_positive_int(self.max_iter, "max_iter")
-            total = n_epochs * -(-n_samples // batch_size)
-            n_steps = total if n_steps is None else min(n_steps, total)
-            positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
-            batches = ((self._rows(X, rows, layout), None if mask is None else
-                        self._rows(mask, rows, layout)) for rows in positions)
-            return self._consume_distributed(client, batches, n_steps, layout)
-        finally:
-            if owned:
-                cluster = getattr(client, "cluster", None)
-                client.close()
-                if cluster is not None:
-                    cluster.close()
+            saved = self._rng.bit_generator.state
+            try:
+                fresh = self._initial_state(first)
+            except BaseException:
+                self._rng.bit_generator.state = saved
+                raise
+        fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_",
+                                                   "state_") if k in self.__dict__}, **fresh}
+        sample_shape = fitted["sample_shape_"]
+        if tuple(data.shape[1:]) != tuple(sample_shape):
+            raise ValueError(f"X has samples of shape {tuple(data.shape[1:])}, but this learner "
+                             f"was fitted on samples of shape {tuple(sample_shape)}")
+        backend, state = fitted["backend_"], fitted["state_"]
+        checks = {"missing": self.missing, "backend": backend, "context": fitted["_context"],
+                  "sample_shape": sample_shape, "nonnegative": self._nonnegative_data()}
+        new, info = self._cluster_step(client, data, mask, checks, backend, state)
+        self.__dict__.update(fresh)
+        self.state_ = new
+        self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
+        if layout is not None:
+            self.layout_ = layout
+        return self
 
-    @staticmethod
-    def _rows(X: Any, rows: np.ndarray, layout: Any) -> Any:
-        """Rows of ``X`` (lazily for dask-backed data), samples first."""
-        if layout is None:
-            return X[rows]
-        return to_samples(X.isel({layout.sample_dim: rows}), layout)
-
-    def _cluster_step(self, client: Any, X: Any, mask: Any, checks: dict,
-                      attempts: int = 3) -> tuple[OnlineState, dict]:
+    def _cluster_step(self, client: Any, X: Any, mask: Any, checks: dict, backend: str,
+                      state: OnlineState, attempts: int = 3) -> tuple[OnlineState, dict]:
         """One step on the cluster. A step is a pure function of the state and the batch, so
         a step that lost a worker (and the shards it held) is simply run again."""
         lost = _lost_worker_errors()
@@ -620,45 +631,12 @@ class OnlineLearner(OnlineEstimator):
             try:
                 n_workers = max(1, len(client.scheduler_info()["workers"]))
                 shards = _shards(client, X, mask, n_workers)
-                with using(self.backend_), no_grad(self.backend_):
-                    return distributed_step(client, self._algorithm(), shards, self.state_,
-                                            checks)
+                with using(backend), no_grad(backend):
+                    return distributed_step(client, self._algorithm(), shards, state, checks)
             except lost:
                 if attempt == attempts - 1:
                     raise
                 time.sleep(1.0)  # the scheduler notices the lost worker meanwhile
-
-    def _consume_distributed(self, client: Any, batches: Iterator, n_steps: int,
-                             layout: Any) -> OnlineLearner:
-        n_workers = max(1, len(client.scheduler_info()["workers"]))
-        progress = _progress_bar(n_steps) if self.verbose else None
-        try:
-            for step, (X, mask) in enumerate(batches, 1):
-                if not self._fitted:  # the first batch initialises the model on the driver
-                    first, first_mask = self._validate_masked(_local(X), _local(mask))
-                    self.__dict__.update(self._initial_state(first))
-                    if layout is not None:
-                        self.layout_ = layout
-                checks = {"missing": self.missing, "backend": self.backend_,
-                          "context": self._context, "sample_shape": self.sample_shape_,
-                          "nonnegative": self._nonnegative_data()}
-                try:
-                    self.state_, self._last_info = self._cluster_step(client, X, mask, checks)
-                except Exception as error:
-                    error.add_note(f"(at mini-batch {step}, on the cluster)")
-                    raise
-                if progress is not None:
-                    progress.update(1)
-                    progress.set_postfix(loss=f"{self._last_info['batch_loss']:.4g}",
-                                         workers=n_workers)
-                if self.callback is not None and self.callback(self, dict(self._last_info)):
-                    break
-                if step >= n_steps:
-                    break
-        finally:
-            if progress is not None:
-                progress.close()
-        return self
 
     def _initial_state(self, X: Any, algorithm: Algorithm | None = None) -> dict:
         """The state before the first step, for samples shaped like the validated batch ``X``
@@ -816,6 +794,21 @@ def _restore_layout(meta: dict, arrays: dict, path: Any, sample_shape: tuple) ->
         raise ValueError(f"cannot read checkpoint {str(path)!r}: the mode layout's shape "
                          f"{layout.shape} differs from the loadings' {sample_shape}")
     return layout
+
+
+@contextlib.contextmanager
+def _connected(client: Any) -> Iterator[Any]:
+    """A connected ``dask.distributed.Client`` for the block; one this call opened (from an
+    address or ``"local"``) is closed afterwards, with its cluster."""
+    client, owned = connect(client)
+    try:
+        yield client
+    finally:
+        if owned:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
 
 
 def _lost_worker_errors() -> tuple:
