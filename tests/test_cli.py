@@ -412,3 +412,30 @@ def test_demo_bad_arguments_give_one_line_errors(capsys):
     assert "unknown demo parts ['movies']" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["no-such-command"])
+
+
+# -- on a Dask cluster -----------------------------------------------------------------------
+
+
+@pytest.mark.xdist_group("dask-cluster")
+def test_fit_on_local_workers_equals_the_single_process_fit(climate_file, tmp_path):
+    pytest.importorskip("distributed")
+    path, _ = climate_file
+    one, two = tmp_path / "one.nc", tmp_path / "two.nc"
+    assert main(["fit", str(path), *FIT, "--steps", "4", "--quiet", "--out", str(one)]) == 0
+    assert main(["fit", str(path), *FIT, "--steps", "4", "--quiet", "--out", str(two),
+                 "--workers", "2"]) == 0
+    with xr.open_dataset(one) as a, xr.open_dataset(two) as b:
+        assert a["lat_lon_loadings"].dtype == np.float32  # the file's data are float32:
+        for name in a.data_vars:  # sums in another order agree to float32's rounding
+            np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-7)
+
+
+def test_an_unreachable_scheduler_is_one_line(climate_file, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    path, _ = climate_file
+    out = tmp_path / "never.nc"
+    assert main(["fit", str(path), *FIT, "--steps", "2", "--out", str(out),
+                 "--scheduler", "tcp://127.0.0.1:9"]) != 0
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+    assert not out.exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -100,9 +101,11 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
     recent: collections.deque = collections.deque(maxlen=min(per_epoch, 100))
     progress = _progress(total, start, plan["model"], args.quiet)
     step = start
+    cluster = contextlib.ExitStack()
     try:
+        client = cluster.enter_context(_cluster(args))
         for rows in shuffled_batches(n_samples, batch_size, seed, start, total):
-            _learn(learner, da, rows, sample_dim, modes)
+            _learn(learner, da, rows, sample_dim, modes, client)
             step += 1
             info = dict(getattr(learner, "_last_info", None) or {"step": step})
             history.append(info)
@@ -124,16 +127,45 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
     finally:
         if progress is not None:  # also on errors (closing twice is harmless)
             progress.close()
+        cluster.close()
     if checkpoint is not None and step > start:
         learner.save(checkpoint)
     return history, False
 
 
-def _learn(learner: Any, da: Any, rows: np.ndarray, sample_dim: str, modes: Any) -> None:
-    """One mini-batch: read these samples (once, only them) and learn from them."""
-    batch = da.isel({sample_dim: rows}).compute()
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace) -> Iterator[Any]:
+    """The Dask client of ``--scheduler``/``--workers`` (None without either), closed after."""
+    scheduler, workers = getattr(args, "scheduler", None), getattr(args, "workers", None)
+    if scheduler is None and workers is None:
+        yield None
+        return
+    if workers is not None and workers < 1:
+        raise CLIError("--workers must be >= 1")
+    from ..engine.distributed import connected
+
+    try:
+        context = connected(scheduler or "local", n_workers=workers)
+        client = context.__enter__()
+    except ValueError as error:
+        raise CLIError(str(error).replace("client:", "--scheduler:")) from None
+    try:
+        yield client
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _learn(learner: Any, da: Any, rows: np.ndarray, sample_dim: str, modes: Any,
+           client: Any = None) -> None:
+    """One mini-batch: read these samples (once, only them) and learn from them (on a cluster,
+    the workers read them)."""
+    batch = da.isel({sample_dim: rows})
+    if client is None:
+        batch = batch.compute()
     # the first batch fixes the layout; later ones are checked against it
     labels = {} if "layout_" in learner.__dict__ else {"sample_dim": sample_dim, "modes": modes}
+    if client is not None:
+        labels["client"] = client
     try:
         learner.partial_fit(batch, **labels)
     except ValueError as error:  # a rejected batch: say which samples, keep the state
@@ -155,7 +187,9 @@ def _show(progress: Any, info: dict, recent: collections.deque) -> None:
     loss = info.get("batch_loss")
     if loss is not None:
         recent.append(float(loss))
-        progress.set_postfix(loss=f"{loss:.4g}", mean=f"{np.mean(recent):.4g}", refresh=False)
+        workers = {"workers": info["workers"]} if "workers" in info else {}
+        progress.set_postfix(loss=f"{loss:.4g}", mean=f"{np.mean(recent):.4g}", **workers,
+                             refresh=False)
 
 
 def _batch_error(error: Exception, rows: np.ndarray, da: Any, sample_dim: str) -> str:

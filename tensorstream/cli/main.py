@@ -154,6 +154,12 @@ def _add_fit_run(run: Any) -> None:
     run.add_argument("--resume", action="store_true",
                      help="continue from --checkpoint (the same data and batch order)")
     run.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    cluster = run.add_mutually_exclusive_group()
+    cluster.add_argument("--scheduler", metavar="ADDRESS",
+                         help="fit on this Dask cluster (e.g. tcp://host:8786): every batch is "
+                              "split across its workers, which read their samples themselves")
+    cluster.add_argument("--workers", type=int, metavar="N",
+                         help="fit on a local Dask cluster of N worker processes")
 
 
 def _add_fit_output(out: Any) -> None:

@@ -16,6 +16,8 @@ run.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -86,11 +88,11 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     return finish_step(algorithm, state, sums, scale)
 
 
-def connect(client: Any, timeout: float = 10.0) -> tuple[Any, bool]:
+def connect(client: Any, timeout: float = 10.0, n_workers: int | None = None) -> tuple[Any, bool]:
     """A ``dask.distributed.Client`` from ``client``: a client (used as is), a scheduler
     address (connected, within ``timeout`` seconds), or ``"local"`` (a ``LocalCluster`` of
-    one single-threaded worker process per core). Returns ``(client, owned)``; an owned client
-    (and its cluster) is closed by the caller.
+    ``n_workers`` single-threaded worker processes, default one per core). Returns
+    ``(client, owned)``; an owned client (and its cluster) is the caller's to close.
     """
     try:
         from distributed import Client, LocalCluster
@@ -103,8 +105,8 @@ def connect(client: Any, timeout: float = 10.0) -> tuple[Any, bool]:
         import os
 
         # worker processes start with one BLAS/OpenMP thread (Dask's nanny sets it)
-        cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1,
+                               threads_per_worker=1, processes=True, dashboard_address=None)
         return Client(cluster), True
     if isinstance(client, str):
         try:
@@ -114,3 +116,18 @@ def connect(client: Any, timeout: float = 10.0) -> tuple[Any, bool]:
                              f"{timeout:g} s ({error})") from None
     raise TypeError(f"client must be a dask.distributed.Client, a scheduler address or "
                     f"'local', got {client!r}")
+
+
+@contextlib.contextmanager
+def connected(client: Any, n_workers: int | None = None) -> Iterator[Any]:
+    """:func:`connect` for the block: a client this call opened is closed afterwards, with its
+    cluster."""
+    client, owned = connect(client, n_workers=n_workers)
+    try:
+        yield client
+    finally:
+        if owned:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()

@@ -44,7 +44,7 @@ from ..engine.checkpoint import (
     tensor_context,
     write_checkpoint,
 )
-from ..engine.distributed import connect, distributed_step
+from ..engine.distributed import connected, distributed_step
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
 
@@ -145,8 +145,8 @@ class OnlineEstimator:
         with self._all_or_nothing("fit"):
             if client is None:
                 return self._fit(X, mask, n_steps, sample_dim, modes)
-            with _connected(client) as connected:
-                return self._fit(X, mask, n_steps, sample_dim, modes, connected)
+            with connected(client) as open_client:
+                return self._fit(X, mask, n_steps, sample_dim, modes, open_client)
 
     @contextlib.contextmanager
     def _all_or_nothing(self, method: str) -> Iterator[None]:
@@ -562,8 +562,8 @@ class OnlineLearner(OnlineEstimator):
         """
         self._check_params()
         if client is not None:
-            with _connected(client) as connected:
-                return self._partial_fit_on(connected, X, mask, sample_dim, modes)
+            with connected(client) as open_client:
+                return self._partial_fit_on(open_client, X, mask, sample_dim, modes)
         algorithm = self._algorithm()
         data, layout = self._unlabel(X, sample_dim, modes)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
@@ -794,21 +794,6 @@ def _restore_layout(meta: dict, arrays: dict, path: Any, sample_shape: tuple) ->
         raise ValueError(f"cannot read checkpoint {str(path)!r}: the mode layout's shape "
                          f"{layout.shape} differs from the loadings' {sample_shape}")
     return layout
-
-
-@contextlib.contextmanager
-def _connected(client: Any) -> Iterator[Any]:
-    """A connected ``dask.distributed.Client`` for the block; one this call opened (from an
-    address or ``"local"``) is closed afterwards, with its cluster."""
-    client, owned = connect(client)
-    try:
-        yield client
-    finally:
-        if owned:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
 
 
 def _lost_worker_errors() -> tuple:
