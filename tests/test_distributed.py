@@ -12,15 +12,30 @@ import pytest
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
 
-from tensorstream import OnlineCPDL, OnlineMaxNormMD, OnlineNMF, OnlineRobustPCA  # noqa: E402
+from tensorstream import (  # noqa: E402
+    OnlineCPDL,
+    OnlineDivergenceNMF,
+    OnlineMaxNormMD,
+    OnlineNMF,
+    OnlineRobustPCA,
+    RobustOnlineNMF,
+)
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 pytestmark = pytest.mark.xdist_group("dask-cluster")
 
-# per-sample stopping rules: these coders code a sample the same whatever its batch
+# every coder codes a sample the same whatever its batch (per-sample starts and stopping rules)
 LEARNERS = {
     "cpdl": (lambda **kw: OnlineCPDL(3, batch_size=20, max_iter=2, random_state=0, **kw),
              (90, 6, 5)),
+    "cpdl-kl": (lambda **kw: OnlineCPDL(3, loss="kl", batch_size=20, max_iter=2,
+                                        random_state=0, **kw), (90, 6, 5)),
+    "nmf-admm": (lambda **kw: OnlineNMF(3, batch_size=20, max_iter=2, random_state=0, **kw),
+                 (90, 12)),
+    "robust-nmf": (lambda **kw: RobustOnlineNMF(3, batch_size=20, max_iter=2, random_state=0,
+                                                **kw), (90, 12)),
+    "divergence": (lambda **kw: OnlineDivergenceNMF(3, batch_size=20, max_iter=2,
+                                                    random_state=0, **kw), (90, 12)),
     "nmf": (lambda **kw: OnlineNMF(3, batch_size=20, max_iter=2, coder="hals",
                                    random_state=0, **kw), (90, 12)),
     "maxnorm": (lambda **kw: OnlineMaxNormMD(3, batch_size=20, max_iter=1, random_state=0,

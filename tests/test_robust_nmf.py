@@ -216,7 +216,7 @@ def _onmfo_reference(X, K, W0, solver, lam, tau):
     history = []
     for start in range(0, len(X), tau):
         V = X[start:start + tau].T
-        H0 = np.random.default_rng(0).random((V.shape[1], K)).T
+        H0 = np.full((K, V.shape[1]), 0.5)  # the coders start every code at 1/2
         H, R = np.zeros((K, 0)), np.zeros((V.shape[0], 0))
         for j in range(V.shape[1]):  # sample by sample: the library's per-sample stopping rule
             solve = hr_pgd if solver == "pgd" else hr_admm
