@@ -305,5 +305,5 @@ def test_mu_step_stays_feasible_and_recovers_sparse_topics():
 
 
 def test_bad_dict_step_is_refused():
-    with pytest.raises(ValueError, match="dict_step must be 'sgd' or 'mu'"):
+    with pytest.raises(ValueError, match="dict_step must be one of 'sgd', 'mu'"):
         OnlineDivergenceNMF(2, dict_step="newton").fit(np.ones((4, 3)))

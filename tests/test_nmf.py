@@ -355,7 +355,7 @@ def test_bad_batches_leave_the_state(batch, error, message):
 @pytest.mark.parametrize("params, error, message", [
     (dict(alpha_W=-1.0), ValueError, "alpha_W must be >= 0"),
     (dict(alpha_H=-0.1), ValueError, "alpha_H must be >= 0"),
-    (dict(alpha_H="different"), TypeError, "alpha_H"),
+    (dict(alpha_H="different"), ValueError, "alpha_H must be >= 0 or one of .same."),
     (dict(l1_ratio=1.5), ValueError, "l1_ratio"),
     (dict(forget_factor=0.0), ValueError, "forget_factor"),
     (dict(forget_factor=1.5), ValueError, "forget_factor"),

@@ -86,7 +86,7 @@ def test_sgd_auto_step_and_smm_has_none():
     assert smm.step_size_ is None
 
 
-@pytest.mark.parametrize("bad, message", [("fast", "step_size must be a number > 0 or 'auto'"),
+@pytest.mark.parametrize("bad, message", [("fast", "step_size must be > 0 or one of 'auto'"),
                                           (0.0, "step_size must be > 0")])
 def test_bad_step_size_is_refused_and_state_kept(bad, message):
     X = _data(n=60)
@@ -114,5 +114,5 @@ def test_zero_epochs_initialise_and_the_gradient_mapping_matches_history():
     assert np.allclose(model.history_[0]["snapshot_loss"], f0, rtol=1e-8)
     # the epoch-0 grad_map_sq is computed at W^{0,0} from G_0: same as the public method
     assert np.isclose(start.gradient_mapping(X), model.history_[0]["grad_map_sq"], rtol=1e-6)
-    with pytest.raises(ValueError, match="n_epochs must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"n_epochs must be >= 0 \(an integer\)"):
         VarianceReducedMF(3, n_epochs=-1).fit(X)

@@ -359,7 +359,7 @@ def test_bad_data_is_refused_and_state_is_kept(X, error, match):
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"epoch_length": 0}, "epoch_length must be an integer >= 1"),
+    ({"epoch_length": 0}, r"epoch_length must be >= 1 \(an integer\)"),
     ({"inner_batch": 0}, "inner_batch"),
     ({"step_size": 0.0}, "step_size must be > 0"),
     ({"step_size": -1.0}, "step_size"),

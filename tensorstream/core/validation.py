@@ -262,3 +262,134 @@ def check_sample_weight(sample_weight: Any, n_samples: int) -> np.ndarray | None
     if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() == 0:
         raise ValueError("sample_weight must be finite, nonnegative and not all zero")
     return weights
+
+
+# -- parameters, declared as data --------------------------------------------------------------
+#
+# Every learner declares ``_parameter_constraints``: for each parameter of ``__init__``, the list
+# of what it may be (any one suffices). :func:`validate_params` checks them all, in one place,
+# with messages that name the parameter, what it may be, and what it was given.
+
+
+class Constraint:
+    """One thing a parameter may be."""
+
+    def accepts_type(self, value: Any) -> bool:
+        """Whether ``value`` has a type this constraint is about."""
+        raise NotImplementedError
+
+    def accepts(self, value: Any) -> bool:
+        return self.accepts_type(value)
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class Interval(Constraint):
+    """A number of ``kind`` (``"int"`` or ``"real"``) in an interval; NaN never is.
+
+    Examples
+    --------
+    >>> Interval("real", 0, None, closed="neither").describe()
+    '> 0'
+    >>> Interval("int", 1, None).describe()
+    '>= 1 (an integer)'
+    """
+
+    def __init__(self, kind: str, low: float | None = None, high: float | None = None,
+                 closed: str = "both"):
+        self.kind, self.low, self.high, self.closed = kind, low, high, closed
+
+    def accepts_type(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return False
+        if self.kind == "int":
+            return isinstance(value, numbers.Integral)
+        return isinstance(value, numbers.Real)
+
+    def accepts(self, value: Any) -> bool:
+        if not self.accepts_type(value) or not np.isfinite(float(value)):
+            return False
+        low_ok = self.low is None or (value >= self.low if self.closed in ("both", "left")
+                                      else value > self.low)
+        high_ok = self.high is None or (value <= self.high if self.closed in ("both", "right")
+                                        else value < self.high)
+        return bool(low_ok and high_ok)
+
+    def describe(self) -> str:
+        bounds = []
+        if self.low is not None:
+            bounds.append(f"{'>=' if self.closed in ('both', 'left') else '>'} {self.low:g}")
+        if self.high is not None:
+            bounds.append(f"{'<=' if self.closed in ('both', 'right') else '<'} {self.high:g}")
+        if self.kind == "int":
+            return f"{' and '.join(bounds)} (an integer)" if bounds else "an integer"
+        return " and ".join(bounds) if bounds else "a finite number"
+
+
+class Options(Constraint):
+    """One of a set of strings."""
+
+    def __init__(self, *options: str):
+        self.options = options
+
+    def accepts_type(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and value in self.options
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(repr(option) for option in self.options)
+
+
+class Instance(Constraint):
+    """An instance of one of ``types`` (arrays, callables, schedules, ...), described as
+    ``description``."""
+
+    def __init__(self, description: str, *types: type, check: Any = None):
+        self.description, self.types, self.check = description, types, check
+
+    def accepts_type(self, value: Any) -> bool:
+        if self.check is not None:
+            return bool(self.check(value))
+        return isinstance(value, self.types)
+
+    def describe(self) -> str:
+        return self.description
+
+
+BOOLEAN = Instance("True or False", check=lambda value: value is True or value is False)
+NONE = Instance("None", check=lambda value: value is None)
+CALLABLE = Instance("a callable", check=callable)
+ARRAY = Instance("an array", check=lambda value: hasattr(value, "shape") and
+                 not isinstance(value, (str, bytes)))
+SEQUENCE = Instance("a list of arrays", list, tuple)
+RANDOM_STATE = [Interval("int", 0, None), NONE,
+                Instance("a numpy Generator", np.random.Generator)]
+BACKEND = [Options("numpy", "pytorch"), NONE]
+
+
+def validate_params(params: dict, constraints: dict, owner: str) -> None:
+    """Check every parameter against its declared constraints.
+
+    Raises ``TypeError`` when no constraint is about the value's type, ``ValueError`` when one
+    is but the value is out of range; the message names the parameter, what it may be and what
+    it was given.
+
+    Examples
+    --------
+    >>> validate_params({"alpha": -1.0}, {"alpha": [Interval("real", 0, None)]}, "Model")
+    Traceback (most recent call last):
+    ...
+    ValueError: alpha must be >= 0, got -1.0 (Model)
+    """
+    for name, value in params.items():
+        if name not in constraints:
+            raise TypeError(f"{owner} declares no constraint for its parameter {name!r}")
+        allowed = constraints[name]
+        if any(constraint.accepts(value) for constraint in allowed):
+            continue
+        expected = " or ".join(constraint.describe() for constraint in allowed)
+        kind = ValueError if any(c.accepts_type(value) for c in allowed) else TypeError
+        raise kind(f"{name} must be {expected}, got {value!r} ({owner})")

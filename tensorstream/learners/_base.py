@@ -27,6 +27,13 @@ import xarray as xr
 from ..core.backend import as_tensor, backend_of, float_dtype_of, no_grad, to_numpy, using
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
+    BACKEND,
+    BOOLEAN,
+    CALLABLE,
+    NONE,
+    RANDOM_STATE,
+    Interval,
+    Options,
     check_batch,
     check_masked_batch,
     check_n_components,
@@ -34,6 +41,7 @@ from ..core.validation import (
     check_sample_weight,
     check_sparse_batch,
     is_sparse,
+    validate_params,
 )
 from ..engine import Algorithm, Codes, OnlineState, online_step
 from ..engine.checkpoint import (
@@ -73,7 +81,38 @@ def epoch_indices(n: int, batch_size: int, n_epochs: int, rng: np.random.Generat
             yield order[start:start + batch_size]
 
 
-class OnlineEstimator:
+#: Constraints of the parameters that mean the same in every learner (see the glossary).
+SHARED_CONSTRAINTS = {
+    "n_components": [Interval("int", 1, None)],
+    "batch_size": [Interval("int", 1, None)],
+    "max_iter": [Interval("int", 1, None)],
+    "code_max_iter": [Interval("int", 1, None)],
+    "code_tol": [Interval("real", 0, None)],
+    "missing": [Options("nan"), NONE],
+    "random_state": RANDOM_STATE,
+    "backend": BACKEND,
+    "verbose": [BOOLEAN],
+    "callback": [CALLABLE, NONE],
+    "blas_threads": [Interval("int", 1, None), NONE],
+}
+
+
+class CheckedParameters:
+    """Parameters validated from the constraints a learner declares as data
+    (``_parameter_constraints``, checked by :func:`~..core.validation.validate_params`), then
+    by the rules that relate several parameters (``_check_rules``)."""
+
+    _parameter_constraints: dict = {}
+
+    def _check_params(self) -> None:
+        validate_params(self.get_params(), self._parameter_constraints, type(self).__name__)
+        self._check_rules()
+
+    def _check_rules(self) -> None:
+        """Rules between parameters that constraints on one parameter cannot say."""
+
+
+class OnlineEstimator(CheckedParameters):
     """Base class: parameters, ``fit`` over an array or a stream, progress bar and callback."""
 
     @classmethod
@@ -343,7 +382,7 @@ class OnlineLearner(OnlineEstimator):
     Subclasses say which algorithm they run and what data they accept:
 
     - ``_algorithm()``: the :class:`~..engine.Algorithm` configured by the parameters;
-    - ``_check_params()``: raise ``ValueError``/``TypeError`` for invalid parameters;
+    - ``_parameter_constraints`` (and ``_check_rules()``): what the parameters may be;
     - ``_nonnegative_data()``, ``_keeps_sparse(X, backend)``, ``_check_samples(X, name)``:
       what a batch must be (defaults: nonnegative when the model is; dense; any shape).
 
@@ -363,9 +402,6 @@ class OnlineLearner(OnlineEstimator):
         and ``verbose``: an algorithm is shipped to cluster workers)."""
         return SimpleNamespace(**{k: v for k, v in self.get_params().items()
                                   if k not in ("callback", "verbose")})
-
-    def _check_params(self) -> None:
-        raise NotImplementedError
 
     def _nonnegative_data(self) -> bool:
         return bool(getattr(self, "nonnegative", False))

@@ -56,17 +56,20 @@ from ..core.backend import using
 from ..core.constraints import project_rows_box_sum
 from ..core.dictionary import gram, project, reconstruct
 from ..core.validation import (
+    BOOLEAN,
+    NONE,
+    SEQUENCE,
+    Instance,
+    Interval,
+    Options,
     check_batch,
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
     is_sparse,
 )
 from ..engine import Algorithm, Codes, OnlineState
 from ..engine.loop import usable_scale
 from ..losses import Divergence, get_loss
 from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
-from ._base import OnlineLearner
+from ._base import SHARED_CONSTRAINTS, OnlineLearner
 
 __all__ = ["DivergenceCP", "OnlineDivergenceNMF"]
 
@@ -80,32 +83,35 @@ def _scaled(X: Any, scale: float) -> Any:
     return X / scale
 
 
-def check_divergence_params(learner: Any, loss: Divergence) -> None:
-    """Validate a learner's parameters of the OL algorithm (``ValueError``/``TypeError``)."""
-    check_n_components(learner.n_components)
-    for name in ("step_a", "step_b"):
-        if check_nonnegative_number(getattr(learner, name), name) == 0 and name == "step_a":
-            raise ValueError("step_a must be > 0")
-    if learner.step_tau is not None:
-        check_nonnegative_number(learner.step_tau, "step_tau")
-    check_positive_int(learner.batch_size, "batch_size")
-    if not DivergenceCP(learner, loss).step_size(1) < float("inf"):
+#: The parameters of the divergence (OL) algorithm and what they may be.
+DIVERGENCE_CONSTRAINTS = {
+    "loss": [Instance("a loss name", str), Interval("real"),
+             Instance("a Divergence", Divergence)],
+    "loss_params": [Instance("a dict", dict), Instance("a JSON string", str), NONE],
+    "step_a": [Interval("real", 0, None, closed="neither")],
+    "step_b": [Interval("real", 0, None)],
+    "step_tau": [Interval("real", 0, None), NONE],
+    "grad_reduction": [Options("mean", "sum")],
+    "dict_step": [Options("sgd", "mu")],
+    "code_step": [Options("auto", "constant", "armijo", "polyak"),
+                  Instance("a step rule", check=lambda rule: hasattr(rule, "_step"))],
+    "code_lower": [Interval("real", 0, None)],
+    "code_upper": [Interval("real", 0, None, closed="neither")],
+    "dict_upper": [Interval("real", 0, None, closed="neither")],
+    "dict_row_min": [Interval("real", 0, None)],
+    "ridge": [Interval("real", 0, None)],
+    "normalize": [BOOLEAN],
+    "init": [Options("random"), SEQUENCE],
+}
+
+
+def check_divergence_rules(learner: Any) -> None:
+    """The OL algorithm's rules between parameters (after the declared constraints)."""
+    learner.loss_  # noqa: B018 - an unknown loss, or bad loss_params, raise here
+    if not DivergenceCP(learner, None).step_size(1) < float("inf"):
         raise ValueError("step_tau + step_b must be > 0")
-    if learner.grad_reduction not in ("mean", "sum"):
-        raise ValueError(f"grad_reduction must be 'mean' or 'sum', "
-                         f"got {learner.grad_reduction!r}")
-    if learner.dict_step not in ("sgd", "mu"):
-        raise ValueError(f"dict_step must be 'sgd' or 'mu', got {learner.dict_step!r}")
-    if check_nonnegative_number(learner.dict_upper, "dict_upper") == 0:
-        raise ValueError("dict_upper must be > 0")
-    if check_nonnegative_number(learner.dict_row_min, "dict_row_min") > learner.dict_upper:
+    if learner.dict_row_min > learner.dict_upper:
         raise ValueError("dict_row_min must be <= dict_upper")
-    check_nonnegative_number(learner.ridge, "ridge")
-    check_positive_int(learner.code_max_iter, "code_max_iter")
-    check_nonnegative_number(learner.code_tol, "code_tol")
-    if learner.backend not in (None, "numpy", "pytorch"):
-        raise ValueError(f"backend must be 'numpy', 'pytorch' or None, "
-                         f"got {learner.backend!r}")
 
 
 class DivergenceCP(Algorithm):
@@ -395,8 +401,10 @@ class OnlineDivergenceNMF(OnlineLearner):
     def _algorithm(self) -> DivergenceCP:
         return DivergenceCP(self._params(), self.loss_)
 
-    def _check_params(self) -> None:
-        check_divergence_params(self, self.loss_)
+    _parameter_constraints = {**SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS}
+
+    def _check_rules(self) -> None:
+        check_divergence_rules(self)
 
     def _nonnegative_data(self) -> bool:
         return bool(self.loss_.needs_nonnegative_data)

@@ -35,14 +35,18 @@ import tensorly as tl
 from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
 from ..core.backend import to_numpy, using
 from ..core.validation import (
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
+    ARRAY,
+    CALLABLE,
+    NONE,
+    SEQUENCE,
+    Instance,
+    Interval,
+    Options,
 )
 from ..engine import Algorithm, Codes
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
-from ._base import OnlineLearner
+from ._base import SHARED_CONSTRAINTS, OnlineLearner
 
 MODES = ("authors", "paper")
 BASIS_SOLVERS = ("bcd_subgrad", "prox_grad")
@@ -63,24 +67,21 @@ class RobustMatrixLearner(OnlineLearner):
     def _algorithm(self) -> RobustMatrixAlgorithm:
         return self._algorithm_class(self._params())
 
-    def _check_params(self) -> None:
-        check_n_components(self.n_components)
-        for name in ("lambda1", "lambda2"):
-            value = getattr(self, name)
-            if value is not None and check_nonnegative_number(value, name) == 0:
-                raise ValueError(f"{name} must be > 0 or None (1/sqrt(n_features)), got {value!r}")
-        check_nonnegative_number(self.inner_tol, "inner_tol")
-        if self.max_inner_iter is not None:
-            check_positive_int(self.max_inner_iter, "max_inner_iter")
-        bound = self._algorithm_class.column_bound_of(self)
-        if bound is not None and check_nonnegative_number(bound, "column_norm_bound") == 0:
-            raise ValueError("column_norm_bound must be > 0 or None")
-        if self.missing not in (None, "nan"):
-            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
-        if not (isinstance(self.init, str) and self.init in (*INITS, "random")):
-            init_matrix(self.init)  # raises for anything that is not a matrix
+    _parameter_constraints = {
+        **SHARED_CONSTRAINTS,
+        "lambda1": [Interval("real", 0, None, closed="neither"), NONE],
+        "lambda2": [Interval("real", 0, None, closed="neither"), NONE],
+        "column_norm_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "inner_tol": [Interval("real", 0, None)],
+        "max_inner_iter": [Interval("int", 1, None), NONE],
+        "init": [Options(*INITS, "random"), ARRAY, SEQUENCE],
+        "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
+                    CALLABLE],
+    }
+
+    def _check_rules(self) -> None:
+        if not isinstance(self.init, str):
+            init_matrix(self.init)  # a list must hold one matrix
         make_weights(self.weights)  # validates the schedule's type (values: at every step)
 
     def _nonnegative_data(self) -> bool:
@@ -407,18 +408,17 @@ class OnlineMaxNormMD(RobustMatrixLearner):
 
     _algorithm_class = MaxNormAlgorithm
 
-    def _check_params(self) -> None:
-        for name, value, allowed in (("mode", self.mode, MODES), ("noise", self.noise,
-                                     NOISE_MODELS), ("basis_solver", self.basis_solver,
-                                     BASIS_SOLVERS), ("ball_solver", self.ball_solver,
-                                     BALL_SOLVERS)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        super()._check_params()
-        if self.basis_sweeps is not None:
-            check_positive_int(self.basis_sweeps, "basis_sweeps")
-        check_nonnegative_number(self.eps, "eps")
-        check_nonnegative_number(self.basis_jitter, "basis_jitter")
-        if check_nonnegative_number(self.ball_tol, "ball_tol") == 0:
-            raise ValueError("ball_tol must be > 0")
-        check_positive_int(self.max_ball_iter, "max_ball_iter")
+    _parameter_constraints = {
+        **RobustMatrixLearner._parameter_constraints,
+        "mode": [Options(*MODES)],
+        "noise": [Options(*NOISE_MODELS)],
+        "column_norm_bound": [Interval("real", 0, None, closed="neither"), Options("auto"),
+                              NONE],
+        "basis_solver": [Options(*BASIS_SOLVERS)],
+        "basis_sweeps": [Interval("int", 1, None), NONE],
+        "eps": [Interval("real", 0, None)],
+        "basis_jitter": [Interval("real", 0, None)],
+        "ball_solver": [Options(*BALL_SOLVERS)],
+        "ball_tol": [Interval("real", 0, None, closed="neither")],
+        "max_ball_iter": [Interval("int", 1, None)],
+    }

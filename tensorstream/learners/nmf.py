@@ -40,15 +40,19 @@ from ..core.backend import using
 from ..core.constraints import project_columns
 from ..core.dictionary import gram, masked_gram, project
 from ..core.validation import (
+    ARRAY,
+    CALLABLE,
+    NONE,
+    SEQUENCE,
+    Instance,
+    Interval,
+    Options,
     check_batch,
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
 )
 from ..engine import Codes
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import penalty_value, surrogate_bcd_step, surrogate_value
-from ._base import OnlineLearner, is_array_like, is_labelled
+from ._base import SHARED_CONSTRAINTS, OnlineLearner, is_array_like, is_labelled
 from .ocpdl import SurrogateCP, checked_init
 
 __all__ = ["Discounted", "OnlineNMF", "blas_threads"]
@@ -147,11 +151,6 @@ def _shared_limit(limit: Any, key: str) -> Iterator[None]:
             state["active"] -= 1
             if state["active"] == 0:
                 state["restore"]()
-
-
-def check_blas_threads(value: Any) -> None:
-    if value is not None:
-        check_positive_int(value, "blas_threads")
 
 
 def loadings_from_init(init: Any, sample_shape: tuple, R: int, backend: str,
@@ -296,40 +295,26 @@ class OnlineNMF(OnlineLearner):
 
     # -- parameters ----------------------------------------------------------------------------
 
-    def _check_params(self) -> None:
-        check_n_components(self.n_components)
-        check_nonnegative_number(self.alpha_W, "alpha_W")
-        if not (isinstance(self.alpha_H, str) and self.alpha_H == "same"):
-            check_nonnegative_number(self.alpha_H, "alpha_H")
-        if check_nonnegative_number(self.l1_ratio, "l1_ratio") > 1:
-            raise ValueError(f"l1_ratio must lie in [0, 1], got {self.l1_ratio!r}")
-        if self.forget_factor is not None:
-            factor = check_nonnegative_number(self.forget_factor, "forget_factor")
-            if not 0 < factor <= 1:
-                raise ValueError(f"forget_factor must lie in (0, 1] or be None, "
-                                 f"got {self.forget_factor!r}")
-            if not isinstance(self.weights, (str, Discounted)) or (
-                    isinstance(self.weights, str) and self.weights != "balanced"):
-                raise ValueError("give either forget_factor or weights, not both")
-        check_positive_int(self.dict_passes, "dict_passes")
-        if self.coder not in ("admm", "hals"):
-            raise ValueError(f"coder must be 'admm' or 'hals', got {self.coder!r}")
-        check_positive_int(self.code_max_iter, "code_max_iter")
-        check_nonnegative_number(self.code_tol, "code_tol")
-        check_blas_threads(self.blas_threads)
-        if self.radius_mode not in ("frobenius", "column"):
-            raise ValueError(f"radius_mode must be 'frobenius' or 'column', "
-                             f"got {self.radius_mode!r}")
-        if self.column_bound is not None and \
-                check_nonnegative_number(self.column_bound, "column_bound") == 0:
-            raise ValueError("column_bound must be > 0 or None")
-        if self.missing not in (None, "nan"):
-            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
-        if isinstance(self.init, str) and self.init not in ("random", "nndsvda"):
-            raise ValueError(f"init must be 'random', 'nndsvda', an array of shape "
-                             f"(n_components, n_features) or a list [W], got {self.init!r}")
+    _parameter_constraints = {
+        **SHARED_CONSTRAINTS,
+        "init": [Options("random", "nndsvda"), ARRAY, SEQUENCE],
+        "alpha_W": [Interval("real", 0, None)],
+        "alpha_H": [Interval("real", 0, None), Options("same")],
+        "l1_ratio": [Interval("real", 0, 1)],
+        "forget_factor": [Interval("real", 0, 1, closed="right"), NONE],
+        "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
+                    CALLABLE],
+        "search_radius": [NONE, Interval("real", 0, None, closed="neither"), CALLABLE],
+        "radius_mode": [Options("frobenius", "column")],
+        "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "dict_passes": [Interval("int", 1, None)],
+        "coder": [Options("admm", "hals")],
+    }
+
+    def _check_rules(self) -> None:
+        if self.forget_factor is not None and not isinstance(self.weights, Discounted) and (
+                not isinstance(self.weights, str) or self.weights != "balanced"):
+            raise ValueError("give either forget_factor or weights, not both")
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _algorithm(self) -> NMFAlgorithm:

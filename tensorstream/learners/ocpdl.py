@@ -39,17 +39,20 @@ from ..core.backend import using
 from ..core.constraints import project_columns
 from ..core.dictionary import gram, masked_gram, project
 from ..core.validation import (
+    BOOLEAN,
+    CALLABLE,
+    NONE,
+    Instance,
+    Interval,
+    Options,
     check_batch,
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
 )
 from ..engine import Algorithm, Codes
 from ..losses import Divergence, get_loss
 from ..schedules import checked_weight, make_radius, make_weights
 from ..steps.surrogate import surrogate_bcd_step, surrogate_value
-from ._base import OnlineLearner
-from .divergence_nmf import DivergenceCP, check_divergence_params
+from ._base import SHARED_CONSTRAINTS, OnlineLearner
+from .divergence_nmf import DIVERGENCE_CONSTRAINTS, DivergenceCP, check_divergence_rules
 
 SQUARED_ONLY = {"alpha": 0.0, "weights": "balanced", "search_radius": None,
                 "radius_mode": "frobenius", "nonnegative": True, "column_bound": 1.0,
@@ -255,28 +258,24 @@ dict_row_min, normalize, dict_step
             return SurrogateCP(params)
         return DivergenceCP(params, self.loss_)
 
-    def _check_params(self) -> None:
+    _parameter_constraints = {
+        **SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS,
+        "alpha": [Interval("real", 0, None)],
+        "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
+                    CALLABLE],
+        "search_radius": [NONE, Interval("real", 0, None, closed="neither"), CALLABLE],
+        "radius_mode": [Options("frobenius", "column")],
+        "nonnegative": [BOOLEAN],
+        "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "dict_passes": [Interval("int", 1, None)],
+    }
+
+    def _check_rules(self) -> None:
         if not is_squared_loss(self.loss):
             check_at_defaults(self, SQUARED_ONLY, "the squared loss")
-            check_divergence_params(self, self.loss_)
+            check_divergence_rules(self)
             return
-        check_n_components(self.n_components)
         check_at_defaults(self, DIVERGENCE_ONLY, "divergence losses")
-        check_nonnegative_number(self.alpha, "alpha")
-        check_nonnegative_number(self.ridge, "ridge")
-        check_positive_int(self.dict_passes, "dict_passes")
-        check_positive_int(self.code_max_iter, "code_max_iter")
-        check_nonnegative_number(self.code_tol, "code_tol")
-        if self.radius_mode not in ("frobenius", "column"):
-            raise ValueError(f"radius_mode must be 'frobenius' or 'column', "
-                             f"got {self.radius_mode!r}")
-        if self.column_bound is not None:
-            if check_nonnegative_number(self.column_bound, "column_bound") == 0:
-                raise ValueError("column_bound must be > 0 or None")
-        if self.missing not in (None, "nan"):
-            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _nonnegative_data(self) -> bool:

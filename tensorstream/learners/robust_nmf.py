@@ -28,7 +28,6 @@ a little more).
 from __future__ import annotations
 
 import math
-import numbers
 import time
 from collections.abc import Callable
 from typing import Any
@@ -54,17 +53,22 @@ from ..core.constraints import (
 )
 from ..core.dictionary import spectral_norm_psd
 from ..core.validation import (
+    ARRAY,
+    BOOLEAN,
+    CALLABLE,
+    NONE,
+    SEQUENCE,
+    Instance,
+    Interval,
+    Options,
     check_batch,
-    check_n_components,
-    check_nonnegative_number,
-    check_positive_int,
     densify,
 )
 from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
-from ._base import ArrayCheckpoint, OnlineEstimator, OnlineLearner
-from .nmf import blas_threads, check_blas_threads, loadings_from_init
+from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, OnlineLearner
+from .nmf import blas_threads, loadings_from_init
 from .ocpdl import SurrogateCP
 
 __all__ = ["RobustNMF", "RobustOnlineNMF"]
@@ -75,33 +79,18 @@ CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
 # -- parameter checks shared by the online and batch learners ------------------------------------
 
 
-def _check_lam(lam: Any, lam_scale: Any) -> None:
-    if lam is not None:
-        if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or math.isnan(lam):
-            raise TypeError(f"lam must be a positive number (inf: no outliers) or None, "
-                            f"got {lam!r}")
-        if not lam > 0:
-            raise ValueError(f"lam must be > 0 (the outliers' l1 weight), got {lam!r}")
-    if check_nonnegative_number(lam_scale, "lam_scale") == 0:
-        raise ValueError("lam_scale must be > 0")
-
-
-def _check_box(M: Any) -> None:
-    if M is None:
-        return
-    if isinstance(M, bool) or not isinstance(M, numbers.Real) or math.isnan(M):
-        raise TypeError(f"M must be a positive number, inf or None, got {M!r}")
-    if not M > 0:
-        raise ValueError(f"M must be > 0 (the outliers' box |r| <= M), got {M!r}")
-
-
-def _check_solver(solver: Any, kappa: Any, rho: Any) -> None:
-    if solver not in ("pgd", "admm"):
-        raise ValueError(f"solver must be 'pgd' or 'admm', got {solver!r}")
-    if not 0 < check_nonnegative_number(kappa, "kappa") <= 1:
-        raise ValueError(f"kappa must lie in (0, 1], got {kappa!r}")
-    if check_nonnegative_number(rho, "rho") == 0:
-        raise ValueError("rho must be > 0")
+#: What the online and batch learners' outlier and solver parameters may be.
+ROBUST_CONSTRAINTS = {
+    "lam": [Interval("real", 0, None, closed="neither"),
+            Instance("inf (no outliers)", check=lambda value: value == float("inf")), NONE],
+    "lam_scale": [Interval("real", 0, None, closed="neither")],
+    "M": [Interval("real", 0, None, closed="neither"),
+          Instance("inf (unbounded outliers)", check=lambda value: value == float("inf")), NONE],
+    "solver": [Options("pgd", "admm")],
+    "kappa": [Interval("real", 0, 1, closed="right")],
+    "rho": [Interval("real", 0, None, closed="neither")],
+    "init": [Options("random"), ARRAY, SEQUENCE],
+}
 
 
 def _default_lam(lam: float | None, lam_scale: float, n_features: int) -> float:
@@ -285,38 +274,31 @@ class RobustOnlineNMF(OnlineLearner):
 
     # -- parameters ----------------------------------------------------------------------------
 
-    def _check_params(self) -> None:
-        check_n_components(self.n_components)
-        _check_lam(self.lam, self.lam_scale)
-        _check_box(self.M)
-        _check_solver(self.solver, self.kappa, self.rho)
-        if self.accelerated not in (True, False):
-            raise TypeError(f"accelerated must be a bool, got {self.accelerated!r}")
-        for name in ("code_tol", "dict_tol", "dict_l1", "dict_l2", "code_l1", "code_l2",
-                     "code_group", "outlier_l2", "gamma1", "gamma2"):
-            check_nonnegative_number(getattr(self, name), name)
-        for name in ("code_max_iter", "dict_max_iter", "group_size"):
-            check_positive_int(getattr(self, name), name)
-        if self.constraint not in CONSTRAINTS:
-            raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {self.constraint!r}")
+    _parameter_constraints = {
+        **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
+        "accelerated": [BOOLEAN],
+        "dict_tol": [Interval("real", 0, None)],
+        "dict_max_iter": [Interval("int", 1, None)],
+        "constraint": [Options(*CONSTRAINTS)],
+        "gamma1": [Interval("real", 0, None)],
+        "gamma2": [Interval("real", 0, None)],
+        "dict_l1": [Interval("real", 0, None)],
+        "dict_l2": [Interval("real", 0, None)],
+        "code_l1": [Interval("real", 0, None)],
+        "code_l2": [Interval("real", 0, None)],
+        "code_group": [Interval("real", 0, None)],
+        "group_size": [Interval("int", 1, None)],
+        "outlier_l2": [Interval("real", 0, None)],
+        "nonnegative_outliers": [BOOLEAN],
+        "code_init": [Options("uniform", "zero")],
+        "outlier_init": [Options("zero", "uniform")],
+        "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
+                    CALLABLE],
+    }
+
+    def _check_rules(self) -> None:
         if self.constraint == "elasticnet" and self.gamma1 == self.gamma2 == 0:
             raise ValueError("constraint='elasticnet' needs gamma1 > 0 or gamma2 > 0")
-        if self.nonnegative_outliers not in (True, False):
-            raise TypeError(f"nonnegative_outliers must be a bool, "
-                            f"got {self.nonnegative_outliers!r}")
-        if self.code_init not in ("uniform", "zero"):
-            raise ValueError(f"code_init must be 'uniform' or 'zero', got {self.code_init!r}")
-        if self.outlier_init not in ("zero", "uniform"):
-            raise ValueError(f"outlier_init must be 'zero' or 'uniform', "
-                             f"got {self.outlier_init!r}")
-        if self.missing not in (None, "nan"):
-            raise ValueError(f"missing must be None or 'nan', got {self.missing!r}")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
-        check_blas_threads(self.blas_threads)
-        if isinstance(self.init, str) and self.init != "random":
-            raise ValueError(f"init must be 'random', a list of loadings or an array of shape "
-                             f"(n_components, n_features), got {self.init!r}")
         make_weights(self.weights)
 
     def _algorithm(self) -> RobustNMFAlgorithm:
@@ -545,24 +527,13 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         self.blas_threads = blas_threads
         self.callback = callback
 
-    def _check_params(self) -> None:
-        check_n_components(self.n_components)
-        _check_lam(self.lam, self.lam_scale)
-        _check_box(self.M)
-        _check_solver(self.solver, self.kappa, self.rho)
-        check_positive_int(self.max_iter, "max_iter")
-        check_positive_int(self.transform_max_iter, "transform_max_iter")
-        check_nonnegative_number(self.tol, "tol")
-        check_nonnegative_number(self.transform_tol, "transform_tol")
-        if self.max_time is not None and check_nonnegative_number(self.max_time,
-                                                                  "max_time") == 0:
-            raise ValueError("max_time must be > 0 or None")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
-        check_blas_threads(self.blas_threads)
-        if isinstance(self.init, str) and self.init != "random":
-            raise ValueError(f"init must be 'random', an array of shape (n_components, "
-                             f"n_features) or a list [W], got {self.init!r}")
+    _parameter_constraints = {
+        **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
+        "tol": [Interval("real", 0, None)],
+        "max_time": [Interval("real", 0, None, closed="neither"), NONE],
+        "transform_tol": [Interval("real", 0, None)],
+        "transform_max_iter": [Interval("int", 1, None)],
+    }
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         fitted = "components_" in self.__dict__

@@ -21,9 +21,9 @@ import tensorly as tl
 
 from ..core.backend import backend_of, float_dtype_of, using
 from ..core.constraints import soft_threshold
-from ..core.validation import check_batch, check_nonnegative_number, check_positive_int
+from ..core.validation import BACKEND, NONE, Interval, check_batch
 from ..steps.surrogate import penalized_column_bcd
-from ._base import ArrayCheckpoint, OnlineEstimator
+from ._base import ArrayCheckpoint, CheckedParameters, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 
 
@@ -128,12 +128,11 @@ class OnlineRobustPCA(RobustMatrixLearner):
 
     _algorithm_class = RobustPCAAlgorithm
 
-    def _check_params(self) -> None:
-        super()._check_params()
-        check_positive_int(self.basis_sweeps, "basis_sweeps")
+    _parameter_constraints = {**RobustMatrixLearner._parameter_constraints,
+                              "basis_sweeps": [Interval("int", 1, None)]}
 
 
-class RobustPCA(ArrayCheckpoint):
+class RobustPCA(ArrayCheckpoint, CheckedParameters):
     """Principal component pursuit (batch robust PCA) by the inexact augmented Lagrangian method.
 
     Solves ``min ||A||_* + lam ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) with the
@@ -207,18 +206,15 @@ class RobustPCA(ArrayCheckpoint):
         self.max_iter = max_iter
         self.backend = backend
 
-    def _check_params(self) -> None:
-        if self.n_components is not None:
-            check_positive_int(self.n_components, "n_components")
-        if self.lam is not None and check_nonnegative_number(self.lam, "lam") == 0:
-            raise ValueError(f"lam must be > 0 or None, got {self.lam!r}")
-        for name in ("tol", "change_tol"):
-            check_nonnegative_number(getattr(self, name), name)
-        if check_nonnegative_number(self.rho, "rho") < 1:
-            raise ValueError(f"rho must be >= 1, got {self.rho!r}")
-        check_positive_int(self.max_iter, "max_iter")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+    _parameter_constraints = {
+        "n_components": [Interval("int", 1, None), NONE],
+        "lam": [Interval("real", 0, None, closed="neither"), NONE],
+        "tol": [Interval("real", 0, None)],
+        "change_tol": [Interval("real", 0, None)],
+        "rho": [Interval("real", 1, None)],
+        "max_iter": [Interval("int", 1, None)],
+        "backend": BACKEND,
+    }
 
     def fit(self, X: Any, y: Any = None) -> RobustPCA:
         """Split ``X`` (``(n_samples, n_features)``) into a low-rank and a sparse part."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import numbers
 import time
 import warnings
 from typing import Any
@@ -30,7 +29,15 @@ import tensorly as tl
 
 from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
 from ..core.dictionary import spectral_norm_psd
-from ..core.validation import check_n_components, check_positive_int, check_positive_number
+from ..core.validation import (
+    ARRAY,
+    BOOLEAN,
+    NONE,
+    Instance,
+    Interval,
+    Options,
+    check_positive_number,
+)
 from ..engine.checkpoint import tensor_context
 from ..finite.formulations import (
     FORMULATIONS,
@@ -54,7 +61,7 @@ from ..finite.variance_reduction import (
     vr_direction,
 )
 from ..streams import Epochs, Stream
-from ._base import OnlineEstimator, _progress_bar
+from ._base import SHARED_CONSTRAINTS, OnlineEstimator, _progress_bar
 
 METHODS = ("vr", "sgd", "smm")
 AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (spec 2.2)
@@ -220,45 +227,36 @@ class VarianceReducedMF(OnlineEstimator):
 
     # -- parameters ------------------------------------------------------------------------------
 
-    def _check_params(self) -> None:
-        check_n_components(self.n_components)
-        if self.formulation not in FORMULATIONS:
-            raise ValueError(f"formulation must be one of {list(FORMULATIONS)}, got "
-                             f"{self.formulation!r}")
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {list(METHODS)}, got {self.method!r}")
-        if isinstance(self.n_epochs, bool) or not isinstance(self.n_epochs, numbers.Integral) \
-                or self.n_epochs < 0:
-            raise ValueError(f"n_epochs must be an integer >= 0, got {self.n_epochs!r}")
-        if isinstance(self.step_size, str):
-            if self.step_size != "auto":
-                raise ValueError(f"step_size must be a number > 0 or 'auto', got "
-                                 f"{self.step_size!r}")
-        else:
-            check_positive_number(self.step_size, "step_size")
-        check_positive_int(self.auto_samples, "auto_samples")
-        if self.step_offset is not None:
-            check_positive_number(self.step_offset, "step_offset")
-        for name in ("inner_batch", "epoch_length"):
-            if getattr(self, name) is not None:
-                check_positive_int(getattr(self, name), name)
-        for name in ("tau", "c_tol"):
-            check_positive_number(getattr(self, name), name)
-        for name in ("code_tol", "eval_tol"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
-                raise ValueError(f"{name} must be a real number >= 0, got {value!r}")
-        for name in ("smm_steps", "chunk_size", "code_max_iter", "eval_max_iter"):
-            check_positive_int(getattr(self, name), name)
-        if self.code_solver not in ("fista", "bsum"):
-            raise ValueError(f"code_solver must be 'fista' or 'bsum', got {self.code_solver!r}")
-        if self.output not in ("last", "random"):
-            raise ValueError(f"output must be 'last' or 'random', got {self.output!r}")
-        if isinstance(self.init, str) and self.init not in ("random", "gaussian", "ones"):
-            raise ValueError(f"init must be 'random', 'gaussian', 'ones' or an array, got "
-                             f"{self.init!r}")
-        if self.backend not in (None, "numpy", "pytorch"):
-            raise ValueError(f"backend must be 'numpy', 'pytorch' or None, got {self.backend!r}")
+    _parameter_constraints = {
+        **SHARED_CONSTRAINTS,
+        "formulation": [Options(*FORMULATIONS)],
+        "method": [Options(*METHODS)],
+        "n_epochs": [Interval("int", 0, None)],
+        "step_size": [Interval("real", 0, None, closed="neither"), Options("auto")],
+        "step_offset": [Interval("real", 0, None, closed="neither"), NONE],
+        "auto_samples": [Interval("int", 1, None)],
+        "inner_batch": [Interval("int", 1, None), NONE],
+        "epoch_length": [Interval("int", 1, None), NONE],
+        "inexact": [BOOLEAN],
+        "tau": [Interval("real", 0, None, closed="neither")],
+        "c_tol": [Interval("real", 0, None, closed="neither")],
+        # the formulations' own penalties: checked when the formulation is built
+        **{name: [Interval("real"), NONE] for name in ("lam", "lam1", "lam2", "lam3", "M",
+                                                        "M_prime", "nu")},
+        "groups": [Instance("a list of index groups", list, tuple), NONE],
+        "laplacian": [ARRAY, NONE],
+        "lrr_A": [ARRAY, NONE],
+        "lrr_B": [ARRAY, NONE],
+        "allow_negative": [BOOLEAN],
+        "init": [Options("random", "gaussian", "ones"), ARRAY],
+        "output": [Options("last", "random")],
+        "store_snapshot_codes": [BOOLEAN],
+        "smm_steps": [Interval("int", 1, None)],
+        "chunk_size": [Interval("int", 1, None)],
+        "code_solver": [Options("fista", "bsum")],
+        "eval_tol": [Interval("real", 0, None)],
+        "eval_max_iter": [Interval("int", 1, None)],
+    }
 
     def _make_formulation(self, d: int):
         return make_formulation(

@@ -1,0 +1,69 @@
+"""Parameters are declared as data: every parameter of every learner has its constraints, and
+bad values (NaN, a bool flag set to 'bogus', out of range) are refused before anything changes."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from tensorstream.core.validation import Interval, validate_params
+from tensorstream.learners.registry import learner_class, registered
+
+CLASSES = sorted({learner_class(entry.class_name) for entry in registered()},
+                 key=lambda cls: cls.__name__)
+
+
+def _parameters(cls):
+    return [p.name for p in inspect.signature(cls.__init__).parameters.values()
+            if p.name != "self"]
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_every_parameter_has_constraints(cls):
+    assert set(_parameters(cls)) <= set(cls._parameter_constraints)  # shared ones may be extra
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_defaults_satisfy_the_constraints(cls):
+    defaults = {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name != "self"}
+    defaults["n_components"] = 2 if defaults.get("n_components") is inspect.Parameter.empty \
+        else defaults["n_components"]
+    validate_params(defaults, cls._parameter_constraints, cls.__name__)
+
+
+def _numeric(cls):
+    return [(cls, name) for name in _parameters(cls)
+            if any(isinstance(c, Interval) for c in cls._parameter_constraints[name])]
+
+
+@pytest.mark.parametrize("cls, name", [pair for cls in CLASSES for pair in _numeric(cls)],
+                         ids=lambda value: getattr(value, "__name__", value))
+def test_nan_is_refused_wherever_a_number_is_expected(cls, name):
+    model = cls(2) if "n_components" in _parameters(cls) else cls()
+    model.set_params(**{name: float("nan")})
+    with pytest.raises((ValueError, TypeError), match=name):
+        model._check_params()
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_flags_take_booleans_only(cls):
+    flags = [name for name in _parameters(cls)
+             if any(getattr(c, "description", "") == "True or False"
+                    for c in cls._parameter_constraints[name])]
+    for name in flags:
+        model = cls(2).set_params(**{name: "bogus"})
+        with pytest.raises(TypeError, match=name):
+            model._check_params()
+
+
+def test_a_refused_parameter_leaves_a_fitted_learner_as_it_was():
+    from tensorstream import OnlineCPDL
+
+    X = np.random.default_rng(0).random((20, 4, 3))
+    model = OnlineCPDL(2, batch_size=5, max_iter=1, random_state=0).fit(X)
+    state = model.state_
+    model.set_params(code_tol=float("nan"))
+    with pytest.raises(ValueError, match="code_tol"):
+        model.partial_fit(X[:5])
+    assert model.state_ is state
