@@ -8,6 +8,7 @@ from . import accessor as _accessor  # noqa: F401  (registers DataArray.tensorst
 from .io import load_checkpoint as load
 from .io import open_dataarray, write_factors
 from .labels import stack_modes, unfold, unstack_modes
+from .learners._base import NotFittedError
 from .learners.divergence_nmf import OnlineDivergenceNMF
 from .learners.maxnorm import OnlineMaxNormMD
 from .learners.nmf import OnlineNMF
@@ -17,7 +18,8 @@ from .learners.robust_pca import OnlineRobustPCA, RobustPCA
 from .learners.variance_reduced import VarianceReducedMF
 
 __all__ = [
-    "OnlineCPDL", "OnlineDivergenceNMF", "OnlineMaxNormMD", "OnlineNMF", "OnlineRobustPCA",
+    "NotFittedError", "OnlineCPDL", "OnlineDivergenceNMF", "OnlineMaxNormMD", "OnlineNMF",
+    "OnlineRobustPCA",
     "RobustNMF", "RobustOnlineNMF", "RobustPCA", "load", "open_dataarray", "stack_modes", "unfold",
     "unstack_modes", "write_factors",
 ]

@@ -50,7 +50,7 @@ def _inf_batch():
     (np.ones((3, 12)), ValueError, "samples of shape"),
     (np.ones((0, 4, 3)), ValueError, "empty batch"),
     (np.ones(5), ValueError, "n_samples"),
-    (np.ones((3, 4, 3), dtype=complex), TypeError, "real numbers"),
+    (np.ones((3, 4, 3), dtype=complex), ValueError, "Complex data not supported"),
     (np.full((3, 4, 3), "a"), TypeError, "real numbers"),
     (None, TypeError, "got None"),
 ])
@@ -119,7 +119,7 @@ def test_unfitted_use_is_explained():
 def test_transform_and_score_check_their_input(fitted):
     with pytest.raises(ValueError, match="samples of shape"):
         fitted.transform(np.ones((2, 3, 4)))
-    with pytest.raises(ValueError, match="codes has samples of shape"):
+    with pytest.raises(ValueError, match="codes has 5 features, but OnlineCPDL is expecting 2"):
         fitted.inverse_transform(np.ones((2, 5)))
     with pytest.raises(ValueError, match="sample_weight"):
         fitted.score(np.ones((2, 4, 3)), sample_weight=[1.0])

@@ -184,7 +184,7 @@ def _bad_batches(X):
         (negative, ValueError, "negative"),
         (nan, ValueError, "NaN"),
         (inf, ValueError, "NaN or infinite"),
-        (scipy.sparse.csr_matrix(X[:, :5]), ValueError, "shape"),
+        (scipy.sparse.csr_matrix(X[:, :5]), ValueError, "features, but OnlineDivergenceNMF"),
         (scipy.sparse.csr_matrix((0, X.shape[1])), ValueError, "empty"),
         (scipy.sparse.csr_matrix(X.astype(complex)), TypeError, "real"),
     ]

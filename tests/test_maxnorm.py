@@ -774,7 +774,7 @@ def fitted():
     (np.ones((3, 10)), np.ones((3, 10)), TypeError, "mask.*boolean"),
     (np.ones((3, 10)), np.eye(3, 10, dtype=bool) * False, ValueError, "observed"),
     (np.full((2, 10), np.nan), None, ValueError, "NaN"),
-    (np.ones((3, 11)), None, ValueError, "samples of shape"),
+    (np.ones((3, 11)), None, ValueError, "features, but OnlineMaxNormMD is expecting"),
     (np.ones((3, 5, 2)), None, ValueError, "samples of shape|matrix"),
 ])
 def test_bad_batches_are_refused_and_keep_state(fitted, batch, mask, error, message):

@@ -337,7 +337,7 @@ def _snapshot(model):
 @pytest.mark.parametrize("batch, error, message", [
     (-np.ones((4, 15)), ValueError, "negative entries"),
     (np.full((4, 15), np.nan), ValueError, "NaN or infinite"),
-    (np.ones((4, 16)), ValueError, "samples of shape"),
+    (np.ones((4, 16)), ValueError, "features, but OnlineNMF is expecting"),
     (np.ones((4, 3, 5)), ValueError, "samples of shape"),
     (None, TypeError, "got None"),
 ])

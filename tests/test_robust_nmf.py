@@ -538,7 +538,7 @@ def fitted():
 @pytest.mark.parametrize("batch, error, message", [
     (-np.ones((3, 20)), ValueError, "negative entries"),
     (np.full((3, 20), np.inf), ValueError, "NaN or infinite"),
-    (np.ones((3, 21)), ValueError, "samples of shape"),
+    (np.ones((3, 21)), ValueError, "features, but RobustOnlineNMF is expecting"),
     (np.ones((0, 20)), ValueError, "empty batch"),
 ])
 def test_bad_batches_leave_the_state(fitted, batch, error, message):

@@ -340,7 +340,7 @@ def _same(model, before):
     ((np.ones((2, 8)) for _ in range(3)), TypeError, "finite data set"),
     (np.ones(8), ValueError, "matrix"),
     (np.ones((4, 2, 4)), ValueError, "matrix"),
-    (np.ones((40, 5)), ValueError, "shape"),
+    (np.ones((40, 5)), ValueError, "features, but VarianceReducedMF is expecting"),
     (np.where(np.eye(40, 8) > 0, np.nan, 1.0), ValueError, "NaN"),
     (np.where(np.eye(40, 8) > 0, np.inf, 1.0), ValueError, "NaN or infinite"),
     (-np.ones((40, 8)), ValueError, "negative"),

@@ -12,8 +12,22 @@ import tensorly as tl
 from .backend import as_tensor, backend_of, is_real_dtype, using
 
 
+def as_array(X: Any) -> Any:
+    """One array from what scikit-learn accepts as one: a pandas DataFrame (its values), an
+    object with ``__array__`` but no shape, a nested list of numbers. Anything else (arrays,
+    tensors, DataArrays, streams, lists of batches) is returned as it is."""
+    if type(X).__module__.split(".")[0] == "pandas":
+        return X.to_numpy()
+    if hasattr(X, "__array__") and not hasattr(X, "shape"):
+        return np.asarray(X)
+    if isinstance(X, list) and X and isinstance(X[0], (list, numbers.Number)):
+        return np.asarray(X)
+    return X
+
+
 def densify(X: Any) -> Any:
     """Plain array data from the containers the learners accept (sparse, xarray, dask)."""
+    X = as_array(X)
     if hasattr(X, "todense") and not hasattr(X, "dims"):  # sparse.COO, scipy.sparse
         return np.asarray(X.todense())
     if hasattr(X, "dims") and hasattr(X, "data"):  # xarray.DataArray, positional use
@@ -23,11 +37,19 @@ def densify(X: Any) -> Any:
     return X
 
 
-def _check_samples(shape: tuple, sample_shape: tuple | None, name: str) -> None:
-    """At least one sample, and samples of the fitted shape."""
+def _check_samples(shape: tuple, sample_shape: tuple | None, name: str,
+                   owner: str = "this learner") -> None:
+    """At least one sample and one feature, and samples of the fitted shape."""
     if shape[0] == 0:
-        raise ValueError(f"{name} is an empty batch (0 samples)")
+        raise ValueError(f"{name} is an empty batch: 0 sample(s) (shape={shape}) while a "
+                         f"minimum of 1 is required.")
+    if int(np.prod(shape[1:])) == 0:
+        raise ValueError(f"{name} has 0 feature(s) (shape={shape}) while a minimum of 1 is "
+                         f"required.")
     if sample_shape is not None and shape[1:] != tuple(sample_shape):
+        if len(shape) == len(sample_shape) + 1 == 2:
+            raise ValueError(f"{name} has {shape[1]} features, but {owner} is expecting "
+                             f"{sample_shape[0]} features as input")
         raise ValueError(f"{name} has samples of shape {shape[1:]}, but this learner was fitted "
                          f"on samples of shape {tuple(sample_shape)}")
 
@@ -40,6 +62,7 @@ def check_batch(
     sample_shape: tuple | None = None,
     nonnegative: bool = False,
     name: str = "X",
+    owner: str = "this learner",
 ) -> Any:
     """Return ``X`` as a finite float tensor of ``backend`` with samples on the first axis.
 
@@ -56,13 +79,18 @@ def check_batch(
                         f"backend; convert it, or use a new learner with backend={source!r}")
     if source == "numpy":
         X = np.asarray(X)
+        if X.dtype.kind == "O":  # numbers stored as objects (a pandas column, a ragged build)
+            X = X.astype(np.float64)
+        if X.dtype.kind == "c":
+            raise ValueError(f"{name}: Complex data not supported (got dtype {X.dtype})")
     if not is_real_dtype(X):
         raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
     shape = tuple(X.shape)
     if len(shape) < 2:
         raise ValueError(f"{name} must have shape (n_samples, I_1, ..., I_n) with at least one "
-                         f"data mode, got shape {shape}; reshape a single sample to (1, ...)")
-    _check_samples(shape, sample_shape, name)
+                         f"data mode, got shape {shape}; Reshape your data: a single sample as "
+                         f"(1, ...), a single feature as (-1, 1)")
+    _check_samples(shape, sample_shape, name, owner)
     if context is not None and source == backend == "pytorch" and X.device != context["device"]:
         raise TypeError(f"{name} is on device {X.device} but the learner's state is on "
                         f"{context['device']}")
@@ -72,7 +100,8 @@ def check_batch(
             raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "
                              f"entries, use missing='nan' or pass a mask")
         if nonnegative and bool(tl.min(tensor) < 0):
-            raise ValueError(f"{name} has negative entries (min {float(tl.min(tensor)):.3g}), but "
+            raise ValueError(f"Negative values in data passed to {name} (min "
+                             f"{float(tl.min(tensor)):.3g}): {name} has negative entries, but "
                              f"the model is nonnegative (nonnegative=True)")
     return tensor
 
@@ -94,6 +123,7 @@ def check_sparse_batch(
     sample_shape: tuple | None = None,
     nonnegative: bool = False,
     name: str = "X",
+    owner: str = "this learner",
 ) -> Any:
     """Return a sparse batch ``(n_samples, n_features)`` as a canonical float CSR matrix.
 
@@ -147,7 +177,7 @@ def check_sparse_batch(
     if len(shape) != 2:
         raise ValueError(f"sparse {name} must have shape (n_samples, n_features), got shape "
                          f"{shape}")
-    _check_samples(shape, sample_shape, name)
+    _check_samples(shape, sample_shape, name, owner)
     dtype = np.dtype(X.dtype) if np.dtype(X.dtype) in (np.float32, np.float64) else np.float64
     dtype = np.dtype((context or {}).get("dtype", dtype))
     csr = scipy.sparse.csr_matrix(X.tocsr(), dtype=dtype, copy=True)  # pydata: via scipy
@@ -155,14 +185,15 @@ def check_sparse_batch(
     if not np.all(np.isfinite(csr.data)):
         raise ValueError(f"{name} contains NaN or infinite values")
     if nonnegative and csr.nnz and csr.data.min() < 0:
-        raise ValueError(f"{name} has negative entries (min {float(csr.data.min()):.3g}), but "
-                         f"the model is nonnegative")
+        raise ValueError(f"Negative values in data passed to {name} (min "
+                         f"{float(csr.data.min()):.3g}): the model is nonnegative")
     return csr
 
 
 def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
                        context: dict | None = None, sample_shape: tuple | None = None,
-                       nonnegative: bool = False, name: str = "X") -> tuple[Any, Any]:
+                       nonnegative: bool = False, name: str = "X",
+                       owner: str = "this learner") -> tuple[Any, Any]:
     """``(X, mask)`` for a batch with missing entries; ``mask`` is None when nothing is missing.
 
     ``mask`` (boolean, X's shape, True = observed) and/or ``missing="nan"`` (NaN = missing)
@@ -174,13 +205,13 @@ def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
         raise ValueError(f"missing must be None or 'nan', got {missing!r}")
     if mask is None and missing is None:
         return check_batch(X, backend=backend, context=context, sample_shape=sample_shape,
-                           nonnegative=nonnegative, name=name), None
+                           nonnegative=nonnegative, name=name, owner=owner), None
     X = densify(X)
     shape = tuple(getattr(X, "shape", np.shape(X)))
     observed = _observed(X, mask, missing, shape)
     zeroed = np.where(observed, X, 0.0) if backend_of(X) == "numpy" else _zero_missing(X, observed)
     tensor = check_batch(zeroed, backend=backend, context=context, sample_shape=sample_shape,
-                         nonnegative=nonnegative, name=name)
+                         nonnegative=nonnegative, name=name, owner=owner)
     with using(backend):
         mask_tensor = as_tensor(observed, backend, **tl.context(tensor))
     return tensor, mask_tensor

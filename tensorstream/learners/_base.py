@@ -34,6 +34,7 @@ from ..core.validation import (
     RANDOM_STATE,
     Interval,
     Options,
+    as_array,
     check_batch,
     check_masked_batch,
     check_n_components,
@@ -97,12 +98,44 @@ SHARED_CONSTRAINTS = {
 }
 
 
+class NotFittedError(ValueError, AttributeError):
+    """A learner was used before ``fit`` or ``partial_fit`` (``hasattr`` then returns False)."""
+
+
 class CheckedParameters:
-    """Parameters validated from the constraints a learner declares as data
-    (``_parameter_constraints``, checked by :func:`~..core.validation.validate_params`), then
-    by the rules that relate several parameters (``_check_rules``)."""
+    """What every learner shares with scikit-learn: parameters validated from the constraints
+    it declares as data (``_parameter_constraints``, checked by
+    :func:`~..core.validation.validate_params`, then the rules that relate several parameters,
+    ``_check_rules``), one "not fitted" error, and scikit-learn's estimator tags.
+
+    A learner names the attribute that exists once it is fitted (``_fitted_attribute``).
+    """
 
     _parameter_constraints: dict = {}
+    _fitted_attribute = "state_"
+    #: the data a learner models must be nonnegative (scikit-learn's ``positive_only`` tag)
+    _positive_data = False
+
+    @property
+    def _fitted(self) -> bool:
+        return self._fitted_attribute in self.__dict__
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit or "
+                                 f"partial_fit first")
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._fitted
+
+    def __sklearn_tags__(self) -> Any:
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        # sparse data are accepted everywhere (densified batch by batch where a coder needs it)
+        return Tags(estimator_type="transformer", target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(),
+                    input_tags=InputTags(positive_only=self._positive_data, sparse=True,
+                                         allow_nan=getattr(self, "missing", None) == "nan"))
 
     def _check_params(self) -> None:
         validate_params(self.get_params(), self._parameter_constraints, type(self).__name__)
@@ -181,6 +214,7 @@ class OnlineEstimator(CheckedParameters):
         """
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
+        X = as_array(X)
         with self._all_or_nothing("fit"):
             if client is None:
                 return self._fit(X, mask, n_steps, sample_dim, modes)
@@ -227,6 +261,9 @@ class OnlineEstimator(CheckedParameters):
 
                 def take(data, rows):
                     return data[rows]
+            if n_samples == 0:
+                raise ValueError(f"X is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
+                                 f"minimum of 1 is required.")
             positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
             batches = (take(X, rows) if mask is None else (take(X, rows), take(mask, rows))
                        for rows in positions)
@@ -275,6 +312,7 @@ class OnlineEstimator(CheckedParameters):
         feature labels). Nothing is stored here: ``partial_fit`` keeps the layout on success.
         """
         layout = self.__dict__.get("layout_")
+        X = as_array(X)
         if not is_labelled(X):
             if sample_dim is not None or modes is not None:
                 raise TypeError("sample_dim and modes apply to xarray.DataArray input only")
@@ -372,10 +410,6 @@ class ArrayCheckpoint:
         return learner
 
 
-class NotFittedError(ValueError, AttributeError):
-    """A learner was used before ``fit`` or ``partial_fit`` (``hasattr`` then returns False)."""
-
-
 class OnlineLearner(OnlineEstimator):
     """An estimator holding the engine's :class:`~..engine.OnlineState`.
 
@@ -414,16 +448,11 @@ class OnlineLearner(OnlineEstimator):
     def _check_samples(self, X: Any, name: str) -> None:
         """Raise ``ValueError`` for samples this learner cannot model (e.g. not vectors)."""
 
-    # -- the learned state ---------------------------------------------------------------------
-
     @property
-    def _fitted(self) -> bool:
-        return "state_" in self.__dict__
+    def _positive_data(self) -> bool:
+        return self._nonnegative_data()
 
-    def _check_fitted(self) -> None:
-        if not self._fitted:
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit or "
-                                 f"partial_fit first")
+    # -- the learned state ---------------------------------------------------------------------
 
     def _fitted_state(self) -> OnlineState:
         self._check_fitted()
@@ -453,6 +482,17 @@ class OnlineLearner(OnlineEstimator):
     def n_components_(self) -> int:
         """Number of atoms of the learned dictionary."""
         return int(tl.shape(self.loadings_[0])[1])
+
+    @property
+    def n_features_in_(self) -> int:
+        """Entries of one sample (``prod(I_k)``; features of a data matrix)."""
+        self._check_fitted()
+        return int(np.prod(self.sample_shape_))
+
+    @property
+    def n_iter_(self) -> int:
+        """Mini-batches learned from (scikit-learn's name for ``n_steps_``)."""
+        return self.n_steps_
 
     def _reset(self) -> None:
         for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
@@ -524,7 +564,7 @@ class OnlineLearner(OnlineEstimator):
 
     def _checked_against_fit(self) -> dict:
         return {"context": self.__dict__.get("_context"),
-                "sample_shape": self.__dict__.get("sample_shape_")}
+                "sample_shape": self.__dict__.get("sample_shape_"), "owner": type(self).__name__}
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         """``X`` as a tensor of the learner's backend, checked against the fitted state (a
@@ -724,7 +764,8 @@ class OnlineLearner(OnlineEstimator):
             layout = layout.with_samples(codes)
             codes = codes.transpose(layout.sample_dim, ...).data
         codes = check_batch(codes, backend=self.backend_, context=self._context,
-                            sample_shape=(self.n_components_,), name="codes")
+                            sample_shape=(self.n_components_,), name="codes",
+                            owner=type(self).__name__)
         with using(self.backend_):
             samples = reconstruct(self.loadings_, codes)
         return samples if layout is None else from_samples(samples, layout)

@@ -353,10 +353,6 @@ class OnlineNMF(OnlineLearner):
         """The components ``H``, shape ``(n_components, n_features)`` (scikit-learn's layout)."""
         return self.loadings_[0].T
 
-    @property
-    def n_features_in_(self) -> int:
-        return int(self.loadings_[0].shape[0])
-
     def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes ``W`` of ``X``, shape ``(n_samples, n_components)`` (see OnlineCPDL)."""
         with blas_threads(self.blas_threads):

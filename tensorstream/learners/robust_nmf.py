@@ -500,8 +500,10 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     True
     """
 
+    _fitted_attribute = "components_"
+    _positive_data = True
     _fitted_arrays = ("components_", "codes_", "outliers_")
-    _fitted_values = ("n_iter_", "history_")
+    _fitted_values = ("n_iter_", "history_", "n_features_in_")
 
     def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
                  M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
@@ -540,7 +542,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         backend = self.backend_ if fitted else (self.backend or backend_of(densify(X)))
         X = check_batch(X, backend=backend, context=self.__dict__.get("_context"),
                         sample_shape=(self.components_.shape[1],) if fitted else None,
-                        nonnegative=True, name=name)
+                        nonnegative=True, name=name, owner=type(self).__name__)
         if len(X.shape) != 2:
             raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
                              f"{tuple(X.shape)}")
@@ -569,7 +571,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch."""
         self._check_params()
         for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
-                     "_context"):
+                     "_context", "n_features_in_"):
             self.__dict__.pop(name, None)
         X = self._validate(X)
         backend = backend_of(X)
@@ -583,7 +585,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             W, H, R, history = run(X, W, H, self._penalties(X.shape[1]))
         self.__dict__.update(components_=tl.transpose(W), codes_=H, outliers_=R,
                              n_iter_=len(history), history_=history, backend_=backend,
-                             _context=context)
+                             _context=context, n_features_in_=int(X.shape[1]))
         return self
 
     def _objective(self, X, W, H, R, penalties) -> float:
@@ -669,10 +671,6 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     # -- using the factorization ---------------------------------------------------------------
 
-    def _check_fitted(self) -> None:
-        if "components_" not in self.__dict__:
-            raise ValueError("this RobustNMF is not fitted yet; call fit first")
-
     def decompose(self, X: Any) -> tuple[Any, Any]:
         """``(codes, outliers)`` of new samples against the learned components."""
         self._check_fitted()
@@ -696,8 +694,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         return self.decompose(X)[1]
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
-        """``fit(X)`` and the fitted codes of ``X``."""
-        return self.fit(X).codes_
+        """``fit(X)``, then the codes of ``X`` against the learned components (as ``transform``
+        gives them; the factorization's own codes are ``codes_``)."""
+        return self.fit(X).transform(X)
 
     def inverse_transform(self, codes: Any) -> Any:
         """``codes @ components_``: the low-rank part of samples with these codes."""

@@ -186,8 +186,9 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     1.0
     """
 
+    _fitted_attribute = "components_"
     _fitted_arrays = ("low_rank_", "sparse_", "singular_values_", "loadings_", "components_")
-    _fitted_values = ("n_iter_",)
+    _fitted_values = ("n_iter_", "n_features_in_")
 
     # the scikit-learn parameter contract, shared with the online learners
     _param_names = classmethod(OnlineEstimator._param_names.__func__)
@@ -235,6 +236,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
                 if float(s[0]) > 0 else 0
             d = rank if self.n_components is None else self.n_components
             self.low_rank_, self.sparse_, self.n_iter_ = A, E, n_iter
+            self.n_features_in_ = int(Z.shape[1])
             self.singular_values_ = s[:rank]
             self.loadings_ = [tl.transpose(Vt[:d])]
             self.components_ = Vt[:d]

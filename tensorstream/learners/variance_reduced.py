@@ -36,7 +36,9 @@ from ..core.validation import (
     Instance,
     Interval,
     Options,
+    as_array,
     check_positive_number,
+    is_sparse,
 )
 from ..engine.checkpoint import tensor_context
 from ..finite.formulations import (
@@ -227,6 +229,13 @@ class VarianceReducedMF(OnlineEstimator):
 
     # -- parameters ------------------------------------------------------------------------------
 
+    _fitted_attribute = "loadings_"
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False  # dense data only (a clear TypeError for sparse)
+        return tags
+
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
         "formulation": [Options(*FORMULATIONS)],
@@ -270,6 +279,10 @@ class VarianceReducedMF(OnlineEstimator):
     def _finite_data(self, X: Any, context: dict | None = None, backend: str | None = None,
                      form=None) -> FiniteData:
         """The finite data set behind ``X``, or a clear error (VR needs a finite sum)."""
+        X = as_array(X)
+        if is_sparse(X):
+            raise TypeError(f"{type(self).__name__} does not support sparse input: its "
+                            f"formulations' proximal steps need dense data; pass X.toarray()")
         if isinstance(X, Epochs):
             X = X.sample_space()
         elif isinstance(X, Stream) or (not hasattr(X, "shape") and hasattr(X, "__iter__")):
@@ -283,9 +296,15 @@ class VarianceReducedMF(OnlineEstimator):
                             f"{type(X).__name__}")
         if hasattr(X, "dims") and hasattr(X, "data"):
             X = X.data
-        if len(X.shape) != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(f"X must be a non-empty matrix (n_samples, n_features), got shape "
-                             f"{tuple(X.shape)}")
+        if len(X.shape) != 2:
+            raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
+                             f"{tuple(X.shape)}; Reshape your data")
+        if X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"X has {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
+                             f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
+        if X.shape[1] != self.__dict__.get("n_features_in_", X.shape[1]):
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                             f"expecting {self.n_features_in_} features as input")
         if backend is None:
             backend = self.backend or backend_of(X)
             with using(backend):
@@ -424,7 +443,8 @@ class VarianceReducedMF(OnlineEstimator):
         W_out = state["W_out"] if self.output == "random" and self.method == "vr" else state["W"]
         self.__dict__.update(
             _fit_state=state, loadings_=[state["W"]], history_=list(state["history"]),
-            n_epochs_=state["epochs"], n_steps_=state["steps"], inner_batch_=state["b"],
+            n_epochs_=state["epochs"], n_iter_=state["epochs"], n_steps_=state["steps"],
+            inner_batch_=state["b"],
             epoch_length_=state["m"], formulation_=state["form"], backend_=state["backend"],
             step_size_=state.get("eta"),
             _context=state["context"], _W_output=W_out, n_features_in_=state["d"],
@@ -604,10 +624,6 @@ class VarianceReducedMF(OnlineEstimator):
     def score(self, X: Any, y: Any = None) -> float:
         """``-f(W)`` (higher is better)."""
         return -self.objective(X)
-
-    def _check_fitted(self) -> None:
-        if "loadings_" not in self.__dict__:
-            raise AttributeError(f"this {type(self).__name__} is not fitted; call fit first")
 
     # -- checkpoints (the format of tensorstream.engine.checkpoint) ---------------------------
 
