@@ -285,7 +285,7 @@ def perf_check(setup: Setup, model: VarianceReducedMF, repeats: int = 3) -> list
 
         def online():
             learner = OnlineRobustPCA(setup.n_components, lambda1=lam, lambda2=lam,
-                                      batch_size=1024, max_inner_iter=100, random_state=0)
+                                      batch_size=1024, code_max_iter=100, random_state=0)
             learner.partial_fit(X)
 
         lines.append(f"| {setup.name} | OnlineRobustPCA.partial_fit (batch 1024, <= 100 it) | "

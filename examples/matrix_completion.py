@@ -11,7 +11,7 @@ Two settings matter for completion (see docs/maxnorm.md):
 
 * ``noise="none"``: no sparse-corruption term (pure completion); with ``"l1"`` and the default
   ``lambda2 = 1/sqrt(p)``, ordinary rating deviations would be taken for corruptions;
-* ``mode="paper"``: the authors' column projection caps ``||L r|| <= sqrt(d)``, far below the
+* ``variant="paper"``: the authors' column projection caps ``||L r|| <= sqrt(d)``, far below the
   norm of a row of ratings (about ``3 sqrt(p)``), so its reconstructions are shrunk towards 0
   (fine for subspaces, wrong for predictions). ``basis_solver="prox_grad"`` keeps the
   unprojected basis step stable.
@@ -55,12 +55,12 @@ def main() -> None:
     runs = [
         ("OMRMC, one pass, one user per step", dict(batch_size=1, max_iter=1)),
         ("OMRMC, 3 passes, batches of 10 users", dict(batch_size=10, max_iter=3)),
-        ("same in the authors' mode (shrunk)", dict(batch_size=10, max_iter=3,
-                                                     mode="authors", basis_solver="bcd_subgrad")),
+        ("same in the authors' variant (shrunk)",
+         dict(batch_size=10, max_iter=3, variant="authors", basis_solver="bcd_subgrad")),
     ]
     with threadpool_limits(1):  # per-user products are tiny
         for name, params in runs:
-            settings = dict(noise="none", mode="paper", basis_solver="prox_grad", missing="nan",
+            settings = dict(noise="none", variant="paper", basis_solver="prox_grad", missing="nan",
                             random_state=0)
             model = OnlineMaxNormMD(6, **{**settings, **params})
             tic = time.perf_counter()
@@ -70,9 +70,9 @@ def main() -> None:
             print(f"  {name:<40} RMSE {error:.3f}  ({seconds:.1f} s)")
     # the values behind the mask are never read: the same fit from a mask and garbage values
     garbage = np.where(observed, X, 1e6)
-    masked = OnlineMaxNormMD(6, noise="none", mode="paper", basis_solver="prox_grad",
+    masked = OnlineMaxNormMD(6, noise="none", variant="paper", basis_solver="prox_grad",
                              random_state=0, batch_size=10).fit(garbage, mask=observed)
-    nan_marked = OnlineMaxNormMD(6, noise="none", mode="paper", basis_solver="prox_grad",
+    nan_marked = OnlineMaxNormMD(6, noise="none", variant="paper", basis_solver="prox_grad",
                                  random_state=0, batch_size=10, missing="nan").fit(data)
     same = np.array_equal(masked.loadings_[0], nan_marked.loadings_[0])
     print(f"mask + garbage values gives the same basis as NaN-marked data: {same}")

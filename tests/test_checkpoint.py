@@ -308,3 +308,26 @@ def test_temporaries_of_killed_saves_are_removed_by_the_next_save(tmp_path):
         holder.kill()
         holder.wait()
     assert load(tmp_path / "run.npz").n_steps_ == model.n_steps_
+
+
+def test_checkpoints_with_the_old_parameter_names_still_load(tmp_path):
+    """Parameters renamed to the glossary's names (column_bound, code_tol, code_max_iter,
+    variant, init='random') load from checkpoints written with the old ones."""
+    from tensorstream import OnlineMaxNormMD
+
+    Z = np.random.default_rng(0).standard_normal((30, 8))
+    model = OnlineMaxNormMD(2, variant="paper", code_tol=1e-5, random_state=0).fit(Z)
+
+    def old_names(meta):
+        params = meta["params"]
+        params["column_norm_bound"] = params.pop("column_bound")
+        params["inner_tol"] = params.pop("code_tol")
+        params["max_inner_iter"] = params.pop("code_max_iter")
+        params["max_ball_iter"] = params.pop("ball_max_iter")
+        params["mode"] = params.pop("variant")
+        params["init"] = "rand"
+
+    loaded = load(_rewritten(model.save(tmp_path / "new.npz"), tmp_path, meta_change=old_names))
+    assert loaded.get_params()["variant"] == "paper" and loaded.init == "random"
+    assert loaded.code_tol == 1e-5
+    np.testing.assert_array_equal(loaded.loadings_[0], model.loadings_[0])

@@ -382,7 +382,7 @@ def test_paper_mode_reproduces_the_oracle_without_projection():
     stats = model.statistics_
     L, A, B, _ = oracle_run(data.Z[30:], model.loadings_[0], lam, lam, project=False,
                             A0=stats["A"] * 30, B0=stats["B"] * 30)
-    stream(model.set_params(mode="paper"), data.Z[30:])
+    stream(model.set_params(variant="paper"), data.Z[30:])
     assert np.linalg.norm(model.loadings_[0], axis=0).max() > 1.5  # no projection happened
     np.testing.assert_allclose(model.loadings_[0], L, rtol=1e-8, atol=1e-10)
 
@@ -576,7 +576,7 @@ def test_all_true_mask_matches_no_mask():
 def test_impute_and_outliers_with_missing_entries():
     data, _ = small_problem(seed=6, p=20, d=3, n=80, rho=0.05)
     mask = np.random.default_rng(2).random(data.Z.shape) < 0.7
-    model = stream(OnlineMaxNormMD(3, random_state=0, mode="paper"), data.Z, mask)
+    model = stream(OnlineMaxNormMD(3, random_state=0, variant="paper"), data.Z, mask)
     filled = model.impute(data.Z, mask=mask)
     np.testing.assert_array_equal(filled[mask], data.Z[mask])
     low_rank = model.inverse_transform(model.transform(data.Z, mask=mask))
@@ -655,8 +655,8 @@ def test_paper_mode_divergence_is_a_clear_error_and_keeps_state():
     """Algorithm 4 without the projection can blow up while A is rank-deficient (spec 6.9)."""
     data = corrupted_low_rank(50, 5, 300, 0.1, random_state=0)
     order = np.random.default_rng(1).permutation(300)  # an order that diverges (at t = 62)
-    model = OnlineMaxNormMD(5, random_state=0, mode="paper")
-    with pytest.raises(FloatingPointError, match="mode='authors'") as raised, \
+    model = OnlineMaxNormMD(5, random_state=0, variant="paper")
+    with pytest.raises(FloatingPointError, match="variant='authors'") as raised, \
             np.errstate(all="ignore"):
         for t in order:
             before = copy.deepcopy(model.__dict__)
@@ -685,7 +685,7 @@ def test_default_lambdas_and_inits():
     model = OnlineMaxNormMD(4, random_state=0).partial_fit(data.Z)
     assert model._algorithm().lambdas(64) == (0.125, 0.125)
     rng = np.random.default_rng(0)
-    orth = OnlineMaxNormMD(4, init="orth_randn", max_inner_iter=1)._algorithm()
+    orth = OnlineMaxNormMD(4, init="orthogonal", code_max_iter=1)._algorithm()
     L0 = orth.initial_loadings(data.Z, {"dtype": np.float64}, rng)[0]
     np.testing.assert_allclose(L0.T @ L0, np.eye(4), atol=1e-12)
     rand = OnlineMaxNormMD(4)._algorithm()
@@ -696,7 +696,7 @@ def test_default_lambdas_and_inits():
 def test_prox_grad_basis_solver_without_projection_is_stable():
     data = corrupted_low_rank(50, 5, 300, 0.1, random_state=0)
     order = np.random.default_rng(1).permutation(300)  # the order that breaks paper mode
-    model = OnlineMaxNormMD(5, random_state=0, mode="paper", basis_solver="prox_grad")
+    model = OnlineMaxNormMD(5, random_state=0, variant="paper", basis_solver="prox_grad")
     stream(model, data.Z[order])
     assert np.all(np.isfinite(model.loadings_[0]))
     assert expressed_variance(data.U, model.loadings_[0]) > 0.9
@@ -722,9 +722,9 @@ def test_other_noise_models_fit():
 def test_estimator_contract():
     from sklearn.base import clone
 
-    model = OnlineMaxNormMD(3, lambda1=0.2, mode="paper")
+    model = OnlineMaxNormMD(3, lambda1=0.2, variant="paper")
     assert clone(model).get_params() == model.get_params()
-    assert repr(model) == "OnlineMaxNormMD(n_components=3, lambda1=0.2, mode='paper')"
+    assert repr(model) == "OnlineMaxNormMD(n_components=3, lambda1=0.2, variant='paper')"
     with pytest.raises(ValueError, match="invalid parameter"):
         model.set_params(alpha=1.0)
     data = corrupted_low_rank(20, 3, 30, 0.1)
@@ -789,15 +789,15 @@ def test_bad_batches_are_refused_and_keep_state(fitted, batch, mask, error, mess
     (dict(lambda1=-1.0), ValueError, "lambda1 must be >= 0|lambda1 must be > 0"),
     (dict(lambda2=0.0), ValueError, "lambda2 must be > 0"),
     (dict(lambda2="big"), TypeError, "lambda2"),
-    (dict(mode="exact"), ValueError, "mode must be one of"),
+    (dict(variant="exact"), ValueError, "variant must be one of"),
     (dict(noise="l2"), ValueError, "noise must be one of"),
     (dict(basis_solver="admm"), ValueError, "basis_solver"),
     (dict(ball_solver="secant"), ValueError, "ball_solver"),
-    (dict(column_norm_bound="on"), ValueError, "column_norm_bound"),
-    (dict(column_norm_bound=0.0), ValueError, "column_norm_bound must be > 0"),
+    (dict(column_bound="on"), ValueError, "column_bound"),
+    (dict(column_bound=0.0), ValueError, "column_bound must be > 0"),
     (dict(eps=-0.1), ValueError, "eps"),
     (dict(ball_tol=0.0), ValueError, "ball_tol"),
-    (dict(max_inner_iter=0), ValueError, "max_inner_iter"),
+    (dict(code_max_iter=0), ValueError, "code_max_iter"),
     (dict(basis_sweeps=0), ValueError, "basis_sweeps"),
     (dict(missing="zero"), ValueError, "missing"),
     (dict(init="zeros"), ValueError, "init"),
@@ -915,11 +915,11 @@ def test_s12_the_column_projection_is_load_bearing():
     seed 0). The gap is there from the start: measured 0.907 vs 0.601 at t = 300, 0.954 vs 0.712
     at t = 1000."""
     authors = _ev_run("omrmd", 100, 10, 1000, 0.3, 0)[300]  # S2's run
-    paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("mode", "paper"),), length=300)[300]
+    paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"),), length=300)[300]
     assert authors >= paper + 0.1
     # several sweeps per sample ("until convergence"): the unsafeguarded step reaches 1e8 after
     # one sample; the early samples are where it blows up
-    multi = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("mode", "paper"), ("basis_sweeps", 5)),
+    multi = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"), ("basis_sweeps", 5)),
                     length=300)
     assert np.all(np.isfinite(list(multi.values())))
 
@@ -966,5 +966,5 @@ def test_s9_figure_5b_prefix():
     "L_0 = orth for both") is not reproduced with an orthonormal start: this OR-PCA, which
     matches the reference loop and the spec's Figure-4 numbers, reaches 0.953 from
     orth(randn) and 0.662 from rand(p, d); the threshold is checked from rand(p, d)."""
-    assert _final("omrmd", 1000, 100, 3000, 0.3, (0,), (("init", "orth_randn"),)) >= 0.78
+    assert _final("omrmd", 1000, 100, 3000, 0.3, (0,), (("init", "orthogonal"),)) >= 0.78
     assert _final("orpca", 1000, 100, 3000, 0.3, (0,)) <= 0.68

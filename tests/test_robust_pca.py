@@ -50,8 +50,8 @@ def test_orpca_backend_parity(backend):
     (dict(lambda1=0.0), "lambda1 must be > 0"),
     (dict(lambda2=-1.0), "lambda2"),
     (dict(basis_sweeps=0), "basis_sweeps"),
-    (dict(column_norm_bound=0.0), "column_norm_bound"),
-    (dict(max_inner_iter=0), "max_inner_iter"),
+    (dict(column_bound=0.0), "column_bound"),
+    (dict(code_max_iter=0), "code_max_iter"),
 ])
 def test_orpca_bad_parameters(params, message):
     model = OnlineRobustPCA(2, **params)

@@ -127,7 +127,7 @@ def _maxnorm(backend, mode):
     from tensorstream.datasets.maxnorm import corrupted_low_rank
 
     Z = _as_backend(corrupted_low_rank(20, 3, 60, 0.1, random_state=0).Z, backend)
-    model = OnlineMaxNormMD(3, mode=mode, batch_size=2, random_state=0).fit(Z)
+    model = OnlineMaxNormMD(3, variant=mode, batch_size=2, random_state=0).fit(Z)
     return {"loadings": model.loadings_, "outliers": model.outliers(Z[:4])}
 
 

@@ -297,7 +297,7 @@ def ball_coefficients(
 def robust_code(
     Z: Tensor, L: Tensor, lambda2: Any, *, noise: str = "l1", ball: bool = True,
     ridge: float = 0.01, mask: Tensor | None = None, tol: float = 1e-6, max_iter: int | None = 100,
-    ball_solver: str = "newton", ball_tol: float = 1e-3, max_ball_iter: int = 60,
+    ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
 ) -> RobustCodes:
     """Coefficients and noise of a batch by block coordinate descent (spec Algorithm 3).
 
@@ -327,7 +327,7 @@ def robust_code(
         code's rule; note the ``1/p``).
     max_iter : int or None
         Cap on the iterations per sample (``None``: none, as in the OR-PCA reference code).
-    ball_solver, ball_tol, max_ball_iter
+    ball_solver, ball_tol, ball_max_iter
         See :func:`ball_multipliers`.
 
     Returns
@@ -365,7 +365,7 @@ def robust_code(
         M_a = None if mask is None else (mask if whole else mask[index])
         threshold = lambda2[index] if _is_tensor(lambda2) and not whole else lambda2
         new = _bcd_iteration(Z_a, M_a, old, local, threshold, noise, ball, ridge,
-                             ball_solver, ball_tol, max_ball_iter)
+                             ball_solver, ball_tol, ball_max_iter)
         # max(||de||, ||dr||) < tol p, in squares; ||dr|| = ||V^T dr|| as V is orthogonal
         dE, dR = new["E"] - old["E"], new["R"] - old["R"]
         change = tl.maximum(tl.sum(dE * dE, axis=1), tl.sum(dR * dR, axis=1))
@@ -388,14 +388,14 @@ def robust_code(
 
 
 def _bcd_iteration(Z, mask, old, spectrum, threshold, noise, ball, ridge, ball_solver,
-                   ball_tol, max_ball_iter) -> dict:
+                   ball_tol, ball_max_iter) -> dict:
     """One pass of the r-step then the e-step for the samples in ``Z`` (all still running)."""
     Y = Z - old["E"] if mask is None else (Z - old["E"]) * mask
     rotated = spectrum.project(Y)
     eta = old["eta"]
     if ball:
         eta = ball_multipliers(rotated, spectrum, ridge, solver=ball_solver, tol=ball_tol,
-                               max_iter=max_ball_iter, start=eta)
+                               max_iter=ball_max_iter, start=eta)
     R = spectrum.solve(rotated, eta)
     LR = spectrum.expand(R)
     residual = Z - LR if mask is None else (Z - LR) * mask

@@ -522,11 +522,22 @@ class OnlineLearner(OnlineEstimator):
             arrays.update(layout_arrays)
         return meta, arrays
 
+    #: parameters renamed since version 0.1 (old name: new name; old value: new value), so
+    #: that checkpoints written with the old names still load
+    _renamed_parameters: dict = {}
+    _renamed_values: dict = {}
+
+    @classmethod
+    def _renamed(cls, params: dict) -> dict:
+        renamed = {cls._renamed_parameters.get(k, k): v for k, v in params.items()}
+        return {k: cls._renamed_values.get((k, v), v) if isinstance(v, str) else v
+                for k, v in renamed.items()}
+
     @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
                          path: Any) -> OnlineLearner:
         try:
-            params = {k: decode_param(v) for k, v in meta["params"].items()}
+            params = cls._renamed({k: decode_param(v) for k, v in meta["params"].items()})
             learner = cls(**{**params, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])

@@ -48,9 +48,9 @@ from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
 
-MODES = ("authors", "paper")
+VARIANTS = ("authors", "paper")
 BASIS_SOLVERS = ("bcd_subgrad", "prox_grad")
-INITS = ("rand", "orth_randn")
+INITS = ("random", "orthogonal")
 
 
 class RobustMatrixLearner(OnlineLearner):
@@ -61,6 +61,10 @@ class RobustMatrixLearner(OnlineLearner):
     """
 
     _algorithm_class: type
+    _renamed_parameters = {"column_norm_bound": "column_bound", "inner_tol": "code_tol",
+                           "max_inner_iter": "code_max_iter", "mode": "variant",
+                           "max_ball_iter": "ball_max_iter"}
+    _renamed_values = {("init", "rand"): "random", ("init", "orth_randn"): "orthogonal"}
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -71,10 +75,10 @@ class RobustMatrixLearner(OnlineLearner):
         **SHARED_CONSTRAINTS,
         "lambda1": [Interval("real", 0, None, closed="neither"), NONE],
         "lambda2": [Interval("real", 0, None, closed="neither"), NONE],
-        "column_norm_bound": [Interval("real", 0, None, closed="neither"), NONE],
-        "inner_tol": [Interval("real", 0, None)],
-        "max_inner_iter": [Interval("int", 1, None), NONE],
-        "init": [Options(*INITS, "random"), ARRAY, SEQUENCE],
+        "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "code_tol": [Interval("real", 0, None)],
+        "code_max_iter": [Interval("int", 1, None), NONE],
+        "init": [Options(*INITS), ARRAY, SEQUENCE],
         "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
                     CALLABLE],
     }
@@ -172,7 +176,7 @@ class RobustMatrixAlgorithm(Algorithm):
     @classmethod
     def column_bound_of(cls, params: Any) -> float | None:
         """The bound on the basis' column norms (None: unbounded)."""
-        return params.column_norm_bound
+        return params.column_bound
 
     def lambdas(self, n_features: int) -> tuple[float, float]:
         """``(lambda1, lambda2)``, ``None`` resolved to ``1/sqrt(p)`` (the paper's choice)."""
@@ -196,8 +200,8 @@ class RobustMatrixAlgorithm(Algorithm):
     def robust_codes(self, X: Any, L: Any, mask: Any = None) -> RobustCodes:
         """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``."""
         lambda1, lambda2 = self.lambdas(X.shape[1])
-        return robust_code(X, L, lambda2, mask=mask, tol=self.params.inner_tol,
-                           max_iter=self.params.max_inner_iter, **self.coder_options(lambda1))
+        return robust_code(X, L, lambda2, mask=mask, tol=self.params.code_tol,
+                           max_iter=self.params.code_max_iter, **self.coder_options(lambda1))
 
     # -- the engine's hooks --------------------------------------------------------------------
 
@@ -206,7 +210,7 @@ class RobustMatrixAlgorithm(Algorithm):
         given matrix; drawn in numpy so that every backend starts from the same values."""
         p, R, init = X.shape[1], self.params.n_components, self.params.init
         if isinstance(init, str):
-            if init in ("rand", "random"):
+            if init == "random":
                 L = rng.random((p, R))
             else:
                 L = np.linalg.svd(rng.standard_normal((p, R)), full_matrices=False)[0]
@@ -245,22 +249,22 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
     """OMRMD: coefficients in the unit ball, the basis' largest row norm penalized."""
 
     divergence_hint = ("The paper's Algorithm 4 without the column projection can blow up while "
-                       "the statistic A is rank-deficient: use mode='authors' or "
+                       "the statistic A is rank-deficient: use variant='authors' or "
                        "basis_solver='prox_grad'")
 
     @classmethod
     def column_bound_of(cls, params: Any) -> float | None:
-        if isinstance(params.column_norm_bound, str):
-            if params.column_norm_bound != "auto":
-                raise ValueError(f"column_norm_bound must be 'auto', a float > 0 or None, got "
-                                 f"{params.column_norm_bound!r}")
-            return 1.0 if params.mode == "authors" else None
-        return params.column_norm_bound
+        if isinstance(params.column_bound, str):
+            if params.column_bound != "auto":
+                raise ValueError(f"column_bound must be 'auto', a float > 0 or None, got "
+                                 f"{params.column_bound!r}")
+            return 1.0 if params.variant == "authors" else None
+        return params.column_bound
 
     def coder_options(self, lambda1: float) -> dict:
         p = self.params
         return dict(noise=p.noise, ball=True, ridge=p.eps, ball_solver=p.ball_solver,
-                    ball_tol=p.ball_tol, max_ball_iter=p.max_ball_iter)
+                    ball_tol=p.ball_tol, ball_max_iter=p.ball_max_iter)
 
     def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
         p = self.params
@@ -294,7 +298,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         Max-norm weight; ``None`` is ``1/sqrt(n_features)`` (the paper's choice).
     lambda2 : float > 0 or None, default None
         Weight of the noise penalty; ``None`` is ``1/sqrt(n_features)``.
-    mode : {"authors", "paper"}, default "authors"
+    variant : {"authors", "paper"}, default "authors"
         ``"authors"`` reproduces the authors' released code, which projects every basis column
         onto the unit ball after its update; ``"paper"`` is the paper's Algorithm 4, without it.
         The projection is not in the paper but the method's accuracy at high corruption
@@ -303,9 +307,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     noise : {"l1", "l21", "fro", "none"}, default "l1"
         The penalty ``h(e)``: entrywise sparse corruption (max-norm RPCA, the paper's
         experiments), whole-sample outliers (``||e||_2``), dense ``||e||^2`` noise, or no ``e``.
-    column_norm_bound : "auto", float or None, default "auto"
-        Bound on every basis column's norm; ``"auto"`` is 1.0 in ``"authors"`` mode and None in
-        ``"paper"`` mode.
+    column_bound : "auto", float or None, default "auto"
+        Bound on every basis column's norm; ``"auto"`` is 1.0 in the ``"authors"`` variant and
+        None in the ``"paper"`` variant.
     basis_solver : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
         Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
         exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
@@ -319,16 +323,16 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     basis_jitter : float, default 1e-3
         Added to the curvature ``A_jj`` in the basis step (the reference code's guard against
         ``A_jj = 0``), on the paper's sum scale.
-    inner_tol : float, default 1e-6
-        A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < inner_tol``.
-    max_inner_iter : int, default 100
+    code_tol : float, default 1e-6
+        A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < code_tol``.
+    code_max_iter : int, default 100
         Cap on those iterations (often reached: it is effectively a hyper-parameter).
     ball_solver : {"newton", "bisection"}, default "newton"
         How the multiplier of ``||r|| <= 1`` is found: the reference code's bisection, or
         Newton's method on the secular equation (same answer to ``ball_tol``, a few steps).
     ball_tol : float, default 1e-3
         Stop when ``| ||r|| - 1 | < ball_tol``.
-    max_ball_iter : int, default 60
+    ball_max_iter : int, default 60
         Cap on bracket doublings and bisection/Newton steps.
     missing : {None, "nan"}, default None
         ``"nan"``: NaN entries are missing. Missing entries (these, and those a ``mask`` marks)
@@ -341,7 +345,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         batches share one basis update and run the coding step vectorised).
     max_iter : int, default 1
         Passes over an array given to ``fit`` (the paper makes one).
-    init : {"rand", "orth_randn"} or array of shape (n_features, n_components), default "rand"
+    init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
         ``L_0``: U[0, 1] entries (the authors' Figures 1-4), an orthonormalized Gaussian matrix
         (their large-scale runs), or the given matrix (also accepted as a list holding it).
     random_state : int, Generator or None
@@ -373,29 +377,29 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     """
 
     def __init__(self, n_components: int, *, lambda1: float | None = None,
-                 lambda2: float | None = None, mode: str = "authors", noise: str = "l1",
-                 column_norm_bound="auto", basis_solver: str = "bcd_subgrad",
+                 lambda2: float | None = None, variant: str = "authors", noise: str = "l1",
+                 column_bound="auto", basis_solver: str = "bcd_subgrad",
                  basis_sweeps: int | None = None, eps: float = 0.01, basis_jitter: float = 1e-3,
-                 inner_tol: float = 1e-6, max_inner_iter: int = 100,
-                 ball_solver: str = "newton", ball_tol: float = 1e-3, max_ball_iter: int = 60,
+                 code_tol: float = 1e-6, code_max_iter: int = 100,
+                 ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
                  missing: str | None = None, weights="balanced", batch_size: int = 1,
-                 max_iter: int = 1, init="rand", random_state=None, backend: str | None = None,
+                 max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
-        self.mode = mode
+        self.variant = variant
         self.noise = noise
-        self.column_norm_bound = column_norm_bound
+        self.column_bound = column_bound
         self.basis_solver = basis_solver
         self.basis_sweeps = basis_sweeps
         self.eps = eps
         self.basis_jitter = basis_jitter
-        self.inner_tol = inner_tol
-        self.max_inner_iter = max_inner_iter
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
         self.ball_solver = ball_solver
         self.ball_tol = ball_tol
-        self.max_ball_iter = max_ball_iter
+        self.ball_max_iter = ball_max_iter
         self.missing = missing
         self.weights = weights
         self.batch_size = batch_size
@@ -410,9 +414,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
 
     _parameter_constraints = {
         **RobustMatrixLearner._parameter_constraints,
-        "mode": [Options(*MODES)],
+        "variant": [Options(*VARIANTS)],
         "noise": [Options(*NOISE_MODELS)],
-        "column_norm_bound": [Interval("real", 0, None, closed="neither"), Options("auto"),
+        "column_bound": [Interval("real", 0, None, closed="neither"), Options("auto"),
                               NONE],
         "basis_solver": [Options(*BASIS_SOLVERS)],
         "basis_sweeps": [Interval("int", 1, None), NONE],
@@ -420,5 +424,5 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         "basis_jitter": [Interval("real", 0, None)],
         "ball_solver": [Options(*BALL_SOLVERS)],
         "ball_tol": [Interval("real", 0, None, closed="neither")],
-        "max_ball_iter": [Interval("int", 1, None)],
+        "ball_max_iter": [Interval("int", 1, None)],
     }

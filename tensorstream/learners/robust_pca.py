@@ -38,7 +38,7 @@ class RobustPCAAlgorithm(RobustMatrixAlgorithm):
         lambda1, _ = self.lambdas(L.shape[0])
         # the reference code's A + lambda1 I (sum scale) is A + kappa lambda1 I on the mean scale
         return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1,
-                                    column_bound=self.params.column_norm_bound,
+                                    column_bound=self.params.column_bound,
                                     n_sweeps=self.params.basis_sweeps)
 
     def penalty_value(self, L: Any) -> float:
@@ -62,13 +62,13 @@ class OnlineRobustPCA(RobustMatrixLearner):
         ``1/sqrt(n_features)``, the max-norm paper's setting.
     lambda2 : float > 0 or None, default None
         l1 weight of the sparse corruption; ``None`` is ``1/sqrt(n_features)``.
-    column_norm_bound : float or None, default 1.0
+    column_bound : float or None, default 1.0
         Bound on every basis column's norm (the reference code's projection).
     basis_sweeps : int, default 1
         Column sweeps per batch (further sweeps are kept only while they lower the surrogate).
-    inner_tol : float, default 1e-6
-        A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < inner_tol``.
-    max_inner_iter : int or None, default None
+    code_tol : float, default 1e-6
+        A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < code_tol``.
+    code_max_iter : int or None, default None
         Cap on those iterations; the reference code has none (at high corruption a sample may
         then take hundreds).
     missing : {None, "nan"}, default None
@@ -77,7 +77,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
     batch_size : int, default 1
     max_iter : int, default 1
         Passes over an array given to ``fit``.
-    init : {"rand", "orth_randn"} or array of shape (n_features, n_components), default "rand"
+    init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
     random_state : int, Generator or None
     backend : {"numpy", "pytorch", None}, default None
     verbose : bool, default False
@@ -103,19 +103,19 @@ class OnlineRobustPCA(RobustMatrixLearner):
     """
 
     def __init__(self, n_components: int, *, lambda1: float | None = None,
-                 lambda2: float | None = None, column_norm_bound: float | None = 1.0,
-                 basis_sweeps: int = 1, inner_tol: float = 1e-6,
-                 max_inner_iter: int | None = None, missing: str | None = None,
-                 weights="balanced", batch_size: int = 1, max_iter: int = 1, init="rand",
+                 lambda2: float | None = None, column_bound: float | None = 1.0,
+                 basis_sweeps: int = 1, code_tol: float = 1e-6,
+                 code_max_iter: int | None = None, missing: str | None = None,
+                 weights="balanced", batch_size: int = 1, max_iter: int = 1, init="random",
                  random_state=None, backend: str | None = None, verbose: bool = False,
                  callback=None):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
-        self.column_norm_bound = column_norm_bound
+        self.column_bound = column_bound
         self.basis_sweeps = basis_sweeps
-        self.inner_tol = inner_tol
-        self.max_inner_iter = max_inner_iter
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
         self.missing = missing
         self.weights = weights
         self.batch_size = batch_size
