@@ -1,7 +1,7 @@
 """Latent motifs of a network: online dictionary learning on motif-sampled mesoscale patches.
 
 A Markov chain on homomorphisms of the k-node path into the graph (the pivot chain of
-:class:`tensorstream.motifs.MotifSampler`) yields k x k adjacency patches ``A[x_a, x_b]``;
+:class:`tensorstream.streams.motifs.MotifSampler`) yields k x k adjacency patches ``A[x_a, x_b]``;
 nonnegative online CP-dictionary learning on them (Lyu, Needell & Balzano's network dictionary
 learning) finds "latent motifs": a few k x k patterns whose nonnegative combinations
 reconstruct the patches. The learner reads every MCMC sample, with no burn-in or thinning,
@@ -29,7 +29,7 @@ import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tensorstream import OnlineCPDL  # noqa: E402
-from tensorstream.motifs import MotifSampler  # noqa: E402
+from tensorstream.streams.motifs import MotifSampler  # noqa: E402
 
 GRAPHS = {
     "karate": nx.karate_club_graph,

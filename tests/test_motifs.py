@@ -10,8 +10,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorstream.motifs import MotifSampler
 from tensorstream.streams import Restarted, Thinned, empirical_distribution, total_variation
+from tensorstream.streams.motifs import MotifSampler
 
 CHAINS = ["pivot", "glauber"]
 

@@ -8,7 +8,6 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorstream.motifs import MotifSampler
 from tensorstream.streams import (
     Epochs,
     IIDSlices,
@@ -24,6 +23,7 @@ from tensorstream.streams import (
     integrated_autocorrelation_time,
     total_variation,
 )
+from tensorstream.streams.motifs import MotifSampler
 
 torch = pytest.importorskip("torch")
 
@@ -119,7 +119,7 @@ def test_ising_3x3_hits_pi():
 
 
 def test_ising_small_lattice_path_matches_vectorized_sweep(monkeypatch):
-    import tensorstream.streams as streams
+    import tensorstream.streams.mcmc as streams
 
     fast = Ising((3, 4), beta=0.5, batch_size=30, sweeps_per_sample=2, random_state=3)
     monkeypatch.setattr(streams, "_SMALL_LATTICE", 0)

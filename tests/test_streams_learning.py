@@ -7,7 +7,6 @@ import pytest
 
 from tensorstream import OnlineCPDL
 from tensorstream.datasets import low_rank_tensor, synthetic_ncpd_tensor
-from tensorstream.motifs import MotifSampler
 from tensorstream.streams import (
     Epochs,
     IIDSlices,
@@ -19,6 +18,7 @@ from tensorstream.streams import (
     Thinned,
     expected_loss,
 )
+from tensorstream.streams.motifs import MotifSampler
 
 torch = pytest.importorskip("torch")
 

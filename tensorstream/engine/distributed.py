@@ -61,8 +61,9 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     ----------
     client : dask.distributed.Client
     algorithm : Algorithm
-    shards : list of (X, mask, (first_row, end_row))
-        The batch's shards, in order: arrays, dask arrays or futures (``mask`` may be None).
+    shards : list of (X, mask, (first_row, end_row), worker)
+        The batch's shards, in order: arrays, dask arrays or futures (``mask`` may be None),
+        and the address of the worker that holds (or reads) it (None: any).
     state : OnlineState
         The state before the step (its loadings are broadcast to the workers).
     checks : dict
@@ -75,17 +76,23 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     """
     scale = state.scale
     if state.n_steps == 0:
-        parts = client.gather([client.submit(shard_scale_sums, algorithm, X, checks, pure=False)
-                               for X, _, _ in shards])
+        parts = client.gather([client.submit(shard_scale_sums, algorithm, X, checks, pure=False,
+                                             **_on(worker))
+                               for X, _, _, worker in shards])
         if parts[0] is not None:
             total, count = np.sum([p[0] for p in parts]), np.sum([p[1] for p in parts])
             scale = usable_scale(float(total) / float(count))
     loadings = client.scatter(list(state.loadings), broadcast=True, hash=False)
     futures = [client.submit(shard_sums, algorithm, X, mask, loadings, scale, checks, rows,
-                             pure=False)
-               for X, mask, rows in shards]
+                             pure=False, **_on(worker))
+               for X, mask, rows, worker in shards]
     sums = add_sums(client.gather(futures))
     return finish_step(algorithm, state, sums, scale)
+
+
+def _on(worker: str | None) -> dict:
+    """Run where the shard is (any other worker if that one is gone)."""
+    return {} if worker is None else {"workers": [worker], "allow_other_workers": True}
 
 
 def connect(client: Any, timeout: float = 10.0, n_workers: int | None = None) -> tuple[Any, bool]:

@@ -905,17 +905,24 @@ def _local(X: Any) -> Any:
 
 
 def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
-    """The batch cut into one contiguous shard per worker: ``(data, mask, (start, end))``.
-    Dask-backed shards are computed on the workers (their chunks are read there); in-memory
-    ones are scattered."""
-    bounds = np.linspace(0, X.shape[0], min(n_workers, X.shape[0]) + 1).astype(int)
+    """The batch cut into one contiguous shard per worker: ``(data, mask, (start, end),
+    worker)``. Dask-backed shards are cut between chunks and computed on their worker (each
+    worker reads its own chunks: nothing moves between workers or through the driver);
+    in-memory ones are scattered to their worker."""
+    workers = sorted(client.scheduler_info()["workers"])[:max(1, n_workers)]
+    bounds = np.linspace(0, X.shape[0], min(len(workers), X.shape[0]) + 1).astype(int)
+    if type(X).__module__.startswith("dask"):
+        # cut between the batch's chunks, so that no two workers read the same chunk
+        edges = np.cumsum((0, *X.chunks[0]))
+        bounds = np.unique(edges[np.abs(edges[:, None] - bounds[None, :]).argmin(axis=0)])
     shards = []
-    for start, end in zip(bounds[:-1], bounds[1:]):
+    for worker, start, end in zip(workers, bounds[:-1], bounds[1:]):
         parts = [X[start:end], None if mask is None else mask[start:end]]
         parts = [part if part is None else (
-            client.compute(part) if type(part).__module__.startswith("dask")
-            else client.scatter(part, hash=False)) for part in parts]
-        shards.append((parts[0], parts[1], (int(start), int(end))))
+            client.compute(part, workers=[worker], allow_other_workers=True)
+            if type(part).__module__.startswith("dask")
+            else client.scatter(part, workers=[worker], hash=False)) for part in parts]
+        shards.append((parts[0], parts[1], (int(start), int(end)), worker))
     return shards
 
 

@@ -49,7 +49,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .streams import MarkovStream, _adjacency, _check_int, _RowSampler, _walk_sampler
+from .base import _check_int
+from .chains import MarkovStream
+from .graphs import _adjacency, _RowSampler, _walk_sampler
 
 __all__ = ["MotifSampler"]
 
