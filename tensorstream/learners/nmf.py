@@ -1,4 +1,4 @@
-"""OnlineNMF: online NMF with the squared loss, the one-mode case of the CP-dictionary engine.
+"""OnlineNMF: online NMF with the squared loss, the two-mode case of the CP-dictionary engine.
 
 A drop-in for scikit-learn's :class:`~sklearn.decomposition.MiniBatchNMF` where the ideas
 overlap: ``X`` is ``(n_samples, n_features)``, ``components_`` is ``(n_components, n_features)``,
