@@ -431,7 +431,8 @@ def test_fit_on_local_workers_equals_the_single_process_fit(climate_file, tmp_pa
             np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-7)
 
 
-def test_an_unreachable_scheduler_is_one_line(climate_file, tmp_path, capsys):
+def test_an_unreachable_scheduler_is_one_line(climate_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("tensorstream.engine.distributed.CONNECT_TIMEOUT", 1.0)
     pytest.importorskip("distributed")
     path, _ = climate_file
     out = tmp_path / "never.nc"

@@ -117,7 +117,8 @@ def test_a_bad_value_on_a_worker_rejects_the_step_and_keeps_the_state(cluster):
     assert model.state_ is before
 
 
-def test_an_unreachable_scheduler_is_a_clear_error():
+def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr("tensorstream.engine.distributed.CONNECT_TIMEOUT", 1.0)
     model = OnlineNMF(2)
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
         model.fit(np.ones((10, 4)), client="tcp://127.0.0.1:9")

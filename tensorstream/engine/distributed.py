@@ -95,7 +95,12 @@ def _on(worker: str | None) -> dict:
     return {} if worker is None else {"workers": [worker], "allow_other_workers": True}
 
 
-def connect(client: Any, timeout: float = 10.0, n_workers: int | None = None) -> tuple[Any, bool]:
+#: seconds to wait for a scheduler before giving up with a clear error
+CONNECT_TIMEOUT = 10.0
+
+
+def connect(client: Any, timeout: float | None = None,
+            n_workers: int | None = None) -> tuple[Any, bool]:
     """A ``dask.distributed.Client`` from ``client``: a client (used as is), a scheduler
     address (connected, within ``timeout`` seconds), or ``"local"`` (a ``LocalCluster`` of
     ``n_workers`` single-threaded worker processes, default one per core). Returns
@@ -116,6 +121,7 @@ def connect(client: Any, timeout: float = 10.0, n_workers: int | None = None) ->
                                threads_per_worker=1, processes=True, dashboard_address=None)
         return Client(cluster), True
     if isinstance(client, str):
+        timeout = CONNECT_TIMEOUT if timeout is None else timeout
         try:
             return Client(client, timeout=timeout), True
         except (OSError, TimeoutError) as error:
