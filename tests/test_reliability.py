@@ -191,3 +191,39 @@ def test_a_samples_codes_do_not_depend_on_its_batch(name):
     for part in (slice(0, 7), slice(7, 40), slice(3, 4)):
         np.testing.assert_allclose(np.asarray(model.transform(X[part])), whole[part],
                                    rtol=0, atol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(ONLINE))
+@pytest.mark.parametrize("dtype", ["int64", "bool", "float16", "bfloat16"])
+def test_torch_batches_of_any_real_dtype_learn_like_numpy(name, dtype):
+    """Integer, boolean and half-precision torch batches crashed deep in a matmul while the
+    same numpy data worked: they are computed in float64, like numpy's."""
+    import torch
+
+    X = np.round(_data(n=30) * 3)
+    if dtype == "bool":
+        X = (X > 1).astype(float) + 0.0
+    converted = torch.tensor(X).to(getattr(torch, dtype))
+    exact = np.asarray(converted.to(torch.float64))  # what the batch holds after rounding
+    on_torch = ONLINE[name]().fit(converted)
+    on_numpy = ONLINE[name]().fit(exact)
+    assert on_torch.backend_ == "pytorch" and on_torch.loadings_[0].dtype == torch.float64
+    for U, V in zip(on_torch.loadings_, on_numpy.loadings_):
+        np.testing.assert_allclose(np.asarray(U), V, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(ONLINE))
+def test_scalars_empty_and_boolean_data(name):
+    """np.float64(1.0) raised IndexError, zero features a numpy reduction error, booleans a
+    numpy subtraction TypeError: clear errors (or, for booleans, learning as 0/1)."""
+    with pytest.raises(ValueError, match="Reshape your data"):
+        ONLINE[name]().fit(np.float64(1.0))
+    with pytest.raises(ValueError, match="0 feature"):
+        ONLINE[name]().fit(np.zeros((40, 0)))
+    with pytest.raises(ValueError, match="0 sample"):
+        ONLINE[name]().fit(np.zeros((0, 5)))
+    flags = _data() > 0.6
+    model = ONLINE[name]().fit(flags)
+    np.testing.assert_array_equal(np.asarray(model.transform(flags)),
+                                  np.asarray(model.transform(flags.astype(float))))

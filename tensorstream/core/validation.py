@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .backend import as_tensor, backend_of, is_real_dtype, using
+from .backend import as_tensor, backend_of, float_dtype_of, is_real_dtype, using
 
 
 def as_array(X: Any) -> Any:
@@ -94,7 +94,11 @@ def check_batch(
     if context is not None and source == backend == "pytorch" and X.device != context["device"]:
         raise TypeError(f"{name} is on device {X.device} but the learner's state is on "
                         f"{context['device']}")
-    tensor = as_tensor(X, backend, **(context or {}))
+    if context is None:  # integers, booleans, half precision: computed in float
+        context = {"dtype": float_dtype_of(X, backend)}
+        if source == "pytorch":
+            context["device"] = X.device
+    tensor = as_tensor(X, backend, **context)
     with using(backend):
         if not bool(tl.all(tl.abs(tensor) < float("inf"))):
             raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "

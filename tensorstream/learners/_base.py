@@ -246,6 +246,9 @@ class OnlineEstimator(CheckedParameters):
         if client is not None and not (is_array_like(X) and not is_sparse(X)):
             raise TypeError("client= needs dense array input (numpy, torch, dask, or an "
                             "xarray.DataArray); streams are read by one process")
+        if is_array_like(X) and len(X.shape) < 2:
+            raise ValueError(f"X must have shape (n_samples, I_1, ..., I_n), got shape "
+                             f"{tuple(X.shape)}; Reshape your data: a single sample as (1, ...)")
         if is_array_like(X):
             batch_size = check_positive_int(self.batch_size, "batch_size")
             n_epochs = check_positive_int(self.max_iter, "max_iter")
@@ -710,7 +713,7 @@ class OnlineLearner(OnlineEstimator):
         return self
 
     def _cluster_step(self, client: Any, X: Any, mask: Any, checks: dict, backend: str,
-                      state: OnlineState, attempts: int = 3) -> tuple[OnlineState, dict]:
+                      state: OnlineState, attempts: int = 5) -> tuple[OnlineState, dict]:
         """One step on the cluster. A step is a pure function of the state and the batch, so
         a step that lost a worker (and the shards it held) is simply run again."""
         lost = _lost_worker_errors()
@@ -723,7 +726,7 @@ class OnlineLearner(OnlineEstimator):
             except lost:
                 if attempt == attempts - 1:
                     raise
-                time.sleep(1.0)  # the scheduler notices the lost worker meanwhile
+                time.sleep(1.0 + attempt)  # the scheduler notices the lost worker meanwhile
 
     def _initial_state(self, X: Any, algorithm: Algorithm | None = None) -> dict:
         """The state before the first step, for samples shaped like the validated batch ``X``

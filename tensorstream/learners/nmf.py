@@ -552,4 +552,4 @@ def _n_samples(X: Any, sample_dim: str | None) -> int | None:
     """Number of samples of an array given to ``fit`` (None for a stream)."""
     if is_labelled(X):
         return int(X.sizes[sample_dim]) if sample_dim in X.dims else None
-    return int(X.shape[0]) if is_array_like(X) else None
+    return int(X.shape[0]) if is_array_like(X) and len(X.shape) else None
