@@ -73,8 +73,8 @@ def plot(frames, results, masks, path, shape):
 
     shown = [0, 1, 2, 3]
     columns = 2 + 2 * len(results)
-    fig, axes = plt.subplots(len(shown), columns, figsize=(2.2 * columns, 1.9 * len(shown) + 0.6),
-                             layout="constrained")
+    fig, axes = plt.subplots(len(shown), columns, layout="constrained",
+                             figsize=(1.45 * columns + 1.0, 1.2 * len(shown) + 0.8))
     for row, k in enumerate(shown):
         panels = [("frame", frames[k]), ("true foreground", masks[k])]
         for label, (background, foreground) in results.items():
@@ -86,11 +86,10 @@ def plot(frames, results, masks, path, shape):
             axes[row, col].set_xticks([])
             axes[row, col].set_yticks([])
             if row == 0:
-                axes[row, col].set_title(title, fontsize=9)
-        axes[row, 0].set_ylabel(f"frame {k}", fontsize=9)
-    fig.colorbar(shown_image, ax=axes, shrink=0.6, label="pixel value (frames scaled to [0, 1])")
-    fig.suptitle("Background/foreground separation: RobustOnlineNMF against thresholded "
-                 "OnlineNMF residuals")
+                axes[row, col].set_title(title, fontsize=8)
+        axes[row, 0].set_ylabel(f"frame {k}", fontsize=8)
+    fig.colorbar(shown_image, ax=axes, shrink=0.7, label="pixel value")
+    fig.suptitle("RobustOnlineNMF against thresholded OnlineNMF residuals", fontsize=11)
     fig.savefig(path, dpi=120)
     print(f"saved {path}")
 

@@ -57,7 +57,7 @@ def main() -> None:
     result = run_image_reshapings(None, n_steps=args.steps, n_components=args.atoms,
                                   batch_size=args.batch_size, alpha=args.alpha, image=image)
     path = Path(args.out) / "image_reshapings_example.png"
-    plot_atom_rows(result["atoms"], extra=result["reconstructions"], path=path,
+    plot_atom_rows(result["atoms"], extra=result["reconstructions"], path=path, max_atoms=8,
                    title=f"CP dictionaries of {PATCH}x{PATCH}x3 patches of {source} in three "
                          f"reshapings ({args.atoms} atoms, {args.steps} batches)")
     print(f"figure of the three dictionaries: {path}")
