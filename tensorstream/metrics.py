@@ -39,7 +39,7 @@ def reconstruction_error(model: Any, X: Any) -> float:
 def expressed_variance(L_true: Any, L_est: Any) -> float:
     """Expressed variance ``EV(U, L) = tr(Q^T U U^T Q) / tr(U U^T)`` with ``Q = orth(L)``.
 
-    The subspace-recovery measure of the max-norm paper (spec 002, eq. (6.1)), as its code
+    The subspace-recovery measure of the max-norm paper (Shen, Xu & Li 2014, eq. (6.1)), as its code
     computes it: ``L_est`` (``p x d``, basis vectors as columns, e.g. ``model.loadings_[0]``) is
     first replaced by an orthonormal basis of its range, from an SVD that drops directions
     below the rank tolerance ``max(p, d) * eps * s_max`` (so a rank-deficient ``L_est`` scores
