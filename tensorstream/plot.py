@@ -59,6 +59,7 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Path:
     Returns
     -------
     pathlib.Path
+        The path written.
 
     Examples
     --------
@@ -241,6 +242,7 @@ def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
@@ -292,6 +294,7 @@ def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None =
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
@@ -362,6 +365,7 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
@@ -530,6 +534,7 @@ def plot_convergence(history: Any, *, keys: Sequence[str] | None = None, x: str 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------

@@ -127,6 +127,19 @@ def contaminate(X_clean: np.ndarray, nu: float = 0.7, nu_tilde: float = 0.1,
     entries each, values U[-1, 1] (the paper's "salt and pepper noise" of its face experiments).
     Normalise the clean samples first (:func:`normalize_unit_max`).
 
+    Parameters
+    ----------
+    X_clean : array of shape (n_samples, n_features)
+        Clean data in [0, 1].
+    nu, nu_tilde : float in [0, 1], default 0.7, 0.1
+        Fraction of contaminated samples, and of contaminated entries in each.
+    random_state : int, optional
+
+    Returns
+    -------
+    OutlierData
+        ``X`` (contaminated, clipped), ``X_clean`` and the ``planted`` outliers.
+
     Examples
     --------
     >>> data = contaminate(np.full((10, 8), 0.5), nu=0.5, nu_tilde=0.25)
@@ -149,6 +162,16 @@ def contaminate(X_clean: np.ndarray, nu: float = 0.7, nu_tilde: float = 0.1,
 def normalize_unit_max(X: np.ndarray) -> np.ndarray:
     """Scale every sample (row) to a maximum of 1 (all-zero rows stay zero).
 
+    Parameters
+    ----------
+    X : array of shape (n_samples, ...)
+        Nonnegative samples on the first axis.
+
+    Returns
+    -------
+    ndarray
+        ``X`` divided sample by sample by its maximum.
+
     Examples
     --------
     >>> normalize_unit_max(np.array([[1.0, 4.0], [0.0, 0.0]]))
@@ -164,8 +187,19 @@ def replicate(X: np.ndarray, copies: int, random_state: int | None = 0
               ) -> tuple[np.ndarray, np.ndarray]:
     """The paper's stream: ``copies`` copies of every sample, randomly permuted.
 
-    Returns the stream and, for each of its samples, the index of its source sample
-    (evaluations map every streamed sample back to its source).
+    Parameters
+    ----------
+    X : array of shape (n_samples, ...)
+    copies : int
+        Copies of every sample (the paper's replication factor), at least 1.
+    random_state : int, optional
+
+    Returns
+    -------
+    stream : ndarray of shape (copies * n_samples, ...)
+    source : ndarray of int
+        For each streamed sample, the index of its source sample (evaluations map every
+        streamed sample back to its source).
 
     Examples
     --------
@@ -263,6 +297,18 @@ def psnr(X_clean, X_estimate, peak: float = 1.0) -> float:
     dictionary this is the paper's eq. (48); from codes recomputed with the final dictionary it
     is the "re-encoded" PSNR; for a batch method it is eq. (47).
 
+    Parameters
+    ----------
+    X_clean, X_estimate : array
+        The reference and its estimate, of the same shape.
+    peak : float, default 1.0
+        The largest possible value (1 for data scaled to unit maximum).
+
+    Returns
+    -------
+    float
+        In dB; ``inf`` for an exact estimate.
+
     Examples
     --------
     >>> round(psnr(np.zeros(4), np.full(4, 0.1)), 6)
@@ -279,6 +325,14 @@ def psnr(X_clean, X_estimate, peak: float = 1.0) -> float:
 
 def averaged_regret(X_clean, X_estimate) -> float:
     """The paper's eq. (46): mean over samples of ``1/2 ||x_clean - x_estimate||^2``.
+
+    Parameters
+    ----------
+    X_clean, X_estimate : array of shape (n_samples, ...)
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -299,6 +353,20 @@ def support_scores(true_outliers, estimated_outliers, threshold: float = 0.0,
 
     The true support is ``|true| > true_threshold`` (use ``X - X_clean``, the outliers in
     effect); the estimated one is ``|estimated| > threshold``. Empty supports count as perfect.
+
+    Parameters
+    ----------
+    true_outliers, estimated_outliers : array
+        Of the same shape.
+    threshold : float, default 0.0
+        Entries of ``estimated_outliers`` above it (in magnitude) are in the estimated support.
+    true_threshold : float, default 1e-12
+        Entries of ``true_outliers`` above it (in magnitude) are in the true support.
+
+    Returns
+    -------
+    dict
+        ``precision``, ``recall`` and ``f1``.
 
     Examples
     --------
