@@ -96,4 +96,7 @@ html_theme_options = {
     "footer_end": ["sphinx-version"],
 }
 html_context = {"default_mode": "light"}
+# pages without sub-pages: no empty "Section Navigation" column
+html_sidebars = {page: [] for page in ("index", "getting_started", "cli", "design", "glossary",
+                                       "references")}
 html_show_sourcelink = False

@@ -166,10 +166,13 @@ def show_gallery_arguments(app, docname: str, source: list[str]) -> None:
     folder, _, stem = docname.rpartition("/")
     if folder != "auto_examples" or stem not in EXAMPLE_ARGS:
         return
-    args = " ".join(arg.replace("{out}", "OUT") for arg in EXAMPLE_ARGS[stem])
+    argv = EXAMPLE_ARGS[stem]
+    args = " ".join(arg.replace("{out}", "OUT") for arg in argv)
+    resized = any(arg.startswith("--") and arg not in ("--out", "--output") for arg in argv)
+    why = ("small sizes, so that the documentation builds quickly; its defaults are the sizes "
+           "its docstring quotes" if resized else "its default sizes")
     note = (f"\n.. note::\n\n   In this gallery the script ran as ``python examples/{stem}.py "
-            f"{args}`` (small sizes, so that the documentation builds quickly; ``OUT`` is a "
-            f"scratch folder). Its defaults are the sizes its docstring quotes.\n")
+            f"{args}`` ({why}; ``OUT`` is a scratch folder).\n")
     lines = source[0].split("\n")
     for k in range(1, len(lines)):  # after the title's underline
         if lines[k - 1].strip() and lines[k] and set(lines[k]) == {"="} \
