@@ -87,7 +87,8 @@ def _summary(module_name: str, names: list[str], objects: dict[str, object],
     return "\n".join(out)
 
 
-def _module_page(module_name: str, documented: dict[int, str]) -> str | None:
+def _module_page(module_name: str, documented: dict[int, str],
+                 stubs: set[str] | None = None) -> str | None:
     """The page of one module (None when there is nothing new to document)."""
     try:
         module = importlib.import_module(module_name)
@@ -105,6 +106,8 @@ def _module_page(module_name: str, documented: dict[int, str]) -> str | None:
         new = [n for n, obj in objects.items() if id(obj) not in documented]
         for n in new:
             documented[id(objects[n])] = f"{name}.{n}"
+            if stubs is not None:
+                stubs.add(f"{name}.{n}")
         if not new:
             continue
         if name == module_name:
@@ -123,9 +126,10 @@ def write_api_pages(app=None, config=None) -> list[str]:
     """Write ``docs/api/*.rst``; returns the documented module names (the index order)."""
     API_DIR.mkdir(exist_ok=True)
     documented: dict[int, str] = {}
+    stubs: set[str] = set()
     pages = []
     for module_name in API_MODULES + OPTIONAL_MODULES:
-        page = _module_page(module_name, documented)
+        page = _module_page(module_name, documented, stubs)
         if page is None:
             continue
         _write_if_changed(API_DIR / f"{module_name}.rst", page)
@@ -138,6 +142,9 @@ def write_api_pages(app=None, config=None) -> list[str]:
     _write_if_changed(API_DIR / "index.rst", "\n".join(index) + "\n")
     for stale in API_DIR.glob("*.rst"):  # a module that moved away
         if stale.stem not in pages and stale.stem != "index":
+            stale.unlink()
+    for stale in (API_DIR / "generated").glob("*.rst"):  # its objects' autosummary stubs
+        if stale.stem not in stubs:
             stale.unlink()
     return pages
 
