@@ -58,8 +58,6 @@ autosummary_generate = True
 autosummary_imported_members = True
 autodoc_typehints = "none"  # the numpydoc "Parameters" sections carry the types
 autodoc_member_order = "groupwise"
-autodoc_default_options = {"members": True, "inherited-members": True,
-                           "show-inheritance": True}
 numpydoc_show_class_members = False  # the class template lists the members itself
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False

@@ -113,11 +113,11 @@ def _module_page(module_name: str, documented: dict[int, str],
         if name == module_name:
             sections.append(_summary(name, new, objects))
         else:  # a submodule's names the package does not re-export
-            sections.append(_title(f"``{name}``", "-") + "\n"
+            sections.append(_title(name, "-") + "\n"
                             + _summary(name, new, objects, char="~"))
     if not sections:
         return None
-    head = [_title(f"``{module_name}``"),
+    head = [_title(module_name),
             f".. automodule:: {module_name}\n   :no-members:\n   :no-index:\n"]
     return "\n".join(head + sections)
 
