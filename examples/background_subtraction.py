@@ -1,8 +1,11 @@
-"""Background/foreground separation of a video by RobustOnlineNMF (Zhao & Tan's Fig. 9, offline).
+"""
+Background/foreground separation of a video with RobustOnlineNMF
+================================================================
 
+Zhao & Tan, *Online Nonnegative Matrix Factorization with Outliers* (2017), Fig. 9, offline.
 Frames are samples (a frame of ``h x w`` pixels is a vector of ``F = h w`` features). A static
 background is low-rank; a moving object is sparse: the robust learner models frame ``i`` as
-``W h_i + r_i`` with the background ``W h_i`` and the foreground ``r_i``. The video is the spec's
+``W h_i + r_i`` with the background ``W h_i`` and the foreground ``r_i``. The video is an
 offline stand-in for the paper's i2r clips: ``skimage.data.camera()`` resized to 48 x 64 (a smooth
 synthetic image without scikit-image) with a moving 10 x 10 square of random texture, 200 frames,
 streamed 10 times in random order (the paper's replication).
@@ -70,25 +73,29 @@ def plot(frames, results, masks, path, shape):
 
     shown = [0, 1, 2, 3]
     columns = 2 + 2 * len(results)
-    fig, axes = plt.subplots(len(shown), columns, figsize=(2.2 * columns, 1.9 * len(shown)))
+    fig, axes = plt.subplots(len(shown), columns, layout="constrained",
+                             figsize=(1.45 * columns + 1.0, 1.2 * len(shown) + 0.8))
     for row, k in enumerate(shown):
         panels = [("frame", frames[k]), ("true foreground", masks[k])]
         for label, (background, foreground) in results.items():
             panels += [(f"{label}\nbackground", background[k]),
                        (f"{label}\n|foreground|", np.abs(foreground[k]))]
         for col, (title, image) in enumerate(panels):
-            axes[row, col].imshow(np.asarray(image, dtype=float).reshape(shape), cmap="gray",
-                                  vmin=0, vmax=1)
-            axes[row, col].axis("off")
+            shown_image = axes[row, col].imshow(np.asarray(image, dtype=float).reshape(shape),
+                                                cmap="gray", vmin=0, vmax=1)
+            axes[row, col].set_xticks([])
+            axes[row, col].set_yticks([])
             if row == 0:
                 axes[row, col].set_title(title, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+        axes[row, 0].set_ylabel(f"frame {k}", fontsize=8)
+    fig.colorbar(shown_image, ax=axes, shrink=0.7, label="pixel value")
+    fig.suptitle("RobustOnlineNMF against thresholded OnlineNMF residuals", fontsize=11)
+    fig.savefig(path, dpi=120)
     print(f"saved {path}")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
     parser.add_argument("--out", default="background_subtraction.png", help="figure path")
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--copies", type=int, default=10)

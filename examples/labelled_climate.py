@@ -1,4 +1,6 @@
-"""Labelled, out-of-core learning on climate-like data: netCDF in, labelled factors out.
+"""
+Labelled, out-of-core learning on climate-like data
+===================================================
 
 The whole workflow a user with a real netCDF/zarr file follows, on a synthetic stand-in with
 known structure (``tensorstream.cli.demo.climate_like_dataarray``: hourly ``time x lat x lon x
@@ -21,7 +23,9 @@ The same from the command line::
 
 Run::
 
-    python examples/labelled_climate.py [--out demo-output]
+    python examples/labelled_climate.py [--out example-output]
+
+(its own folder: ``tensorstream demo`` writes files of the same names to ``demo-output``).
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ MODES = [("lat", "lon"), "variable"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="demo-output")
+    parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
+    parser.add_argument("--out", default="example-output", help="output folder")
     parser.add_argument("--days", type=int, default=120)
     args = parser.parse_args()
     out = Path(args.out)

@@ -1,17 +1,21 @@
-"""Expressed variance vs samples: OMRMD, OR-PCA, Online PCA and PCP (the max-norm paper's Fig. 4).
+"""
+Expressed variance against samples: OMRMD, OR-PCA, Online PCA and PCP
+=====================================================================
 
+Shen, Xu & Li, *Online Optimization for Large-Scale Max-Norm Regularization* (2014), Figure 4.
 Each panel streams one corrupted low-rank data set (``corrupted_low_rank``: orthonormal basis,
 a fraction ``rho`` of the entries replaced by spikes uniform on [-1000, 1000]) once, in order,
 and plots the expressed variance of each method's basis after every ``--every`` samples:
 
-* OMRMD (:class:`OnlineMaxNormMD`, the authors' mode) and OR-PCA (:class:`OnlineRobustPCA`),
-  one sample per step;
+* OMRMD (:class:`~tensorstream.OnlineMaxNormMD`, the authors' mode) and OR-PCA
+  (:class:`~tensorstream.OnlineRobustPCA`), one sample per step;
 * Online PCA: the top-``d`` eigenvectors of the uncentered scatter ``sum_t z_t z_t^T`` (no
   robustness at all: the spikes dominate, so it stays near the chance level ``d/p``);
-* PCP (:class:`RobustPCA`, batch, all samples) as a horizontal line.
+* PCP (:class:`~tensorstream.RobustPCA`, batch, all samples) as a horizontal line.
 
 The defaults are a quick version (p=200, d=40, n=2000: about a minute per panel); ``--paper``
-runs the paper's setting (p=400, d=80, n=5000: several minutes per panel).
+runs the paper's setting (p=400, d=80, n=5000: several minutes per panel); ``--size P D N``
+any other.
 
 Usage::
 
@@ -64,15 +68,17 @@ def panel(ax, rho: float, p: int, d: int, n: int, every: int, seed: int) -> None
         ax.plot(ts, curve, label=name)
     pcp = expressed_variance(data.U, RobustPCA(d).fit(data.Z).loadings_[0])
     ax.axhline(pcp, color="k", linestyle="--", label="PCP (batch)")
-    ax.set(title=f"rho = {rho}", xlabel="number of samples", ylim=(0, 1.02))
+    ax.set(title=f"corrupted fraction rho = {rho}", xlabel="samples seen", ylim=(0, 1.02))
     print(f"rho={rho}: final EV " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in curves.items())
           + f", PCP {pcp:.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
     parser.add_argument("--rho", type=float, nargs="+", default=[0.1, 0.3, 0.5])
     parser.add_argument("--paper", action="store_true", help="p=400, d=80, n=5000")
+    parser.add_argument("--size", type=int, nargs=3, metavar=("P", "D", "N"),
+                        help="ambient dimension, rank and samples (default 200 40 2000)")
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="maxnorm_ev_curves.png")
@@ -82,16 +88,15 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")  # write a file; no display needed
     import matplotlib.pyplot as plt
 
-    p, d, n = (400, 80, 5000) if args.paper else (200, 40, 2000)
-    fig, axes = plt.subplots(1, len(args.rho), figsize=(max(6.0, 4.5 * len(args.rho)), 3.8),
-                             squeeze=False, sharey=True)
+    p, d, n = (400, 80, 5000) if args.paper else tuple(args.size or (200, 40, 2000))
+    fig, axes = plt.subplots(1, len(args.rho), figsize=(max(6.0, 4.0 * len(args.rho)) + 1.6, 3.8),
+                             squeeze=False, sharey=True, layout="constrained")
     with threadpool_limits(1):  # per-sample products are tiny: one BLAS thread is faster
         for ax, rho in zip(axes[0], args.rho):
             panel(ax, rho, p, d, n, args.every, args.seed)
     axes[0, 0].set_ylabel("expressed variance")
-    axes[0, -1].legend(loc="lower right")
-    fig.suptitle(f"Subspace recovery, p={p}, d={d}, n={n}")
-    fig.tight_layout()
+    fig.legend(*axes[0, -1].get_legend_handles_labels(), loc="outside right center")
+    fig.suptitle(f"Subspace recovery from corrupted samples, p={p}, d={d}, n={n}")
     fig.savefig(args.output, dpi=120)
     print(f"wrote {args.output}")
 

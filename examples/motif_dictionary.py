@@ -1,11 +1,14 @@
-"""Latent motifs of a network: online dictionary learning on motif-sampled mesoscale patches.
+"""
+Latent motifs of a network from motif-sampled patches
+=====================================================
 
 A Markov chain on homomorphisms of the k-node path into the graph (the pivot chain of
 :class:`tensorstream.streams.motifs.MotifSampler`) yields k x k adjacency patches ``A[x_a, x_b]``;
-nonnegative online CP-dictionary learning on them (Lyu, Needell & Balzano's network dictionary
-learning) finds "latent motifs": a few k x k patterns whose nonnegative combinations
-reconstruct the patches. The learner reads every MCMC sample, with no burn-in or thinning,
-as the convergence theory for Markovian data allows.
+nonnegative online CP-dictionary learning on them (the network dictionary learning of Lyu,
+Needell & Balzano, *Online Matrix Factorization for Markovian Data and Applications to Network
+Dictionary Learning*, 2020) finds "latent motifs": a few k x k patterns whose nonnegative
+combinations reconstruct the patches. The learner reads every MCMC sample, with no burn-in or
+thinning, as the convergence theory for Markovian data allows.
 
 Run::
 
@@ -67,21 +70,23 @@ def plot_motifs(atoms: np.ndarray, weights: np.ndarray, title: str, path: str) -
     order = np.argsort(weights)[::-1]
     cols = int(np.ceil(np.sqrt(len(atoms))))
     rows = int(np.ceil(len(atoms) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(1.6 * cols, 1.7 * rows + 0.4))
+    fig, axes = plt.subplots(rows, cols, figsize=(1.6 * cols + 1.2, 1.7 * rows + 0.6),
+                             layout="constrained")
     shares = weights / weights.sum()
     for ax in np.ravel(axes):
         ax.axis("off")
+    vmax = float(atoms.max()) or 1.0
     for ax, r in zip(np.ravel(axes), order, strict=False):
-        ax.imshow(atoms[r], cmap="Greys", vmin=0, interpolation="nearest")
-        ax.set_title(f"{shares[r]:.3f}", fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        image = ax.imshow(atoms[r], cmap="Greys", vmin=0, vmax=vmax, interpolation="nearest")
+        ax.set_title(f"share {shares[r]:.3f}", fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="atom entry (edge weight of the k x k patch)")
+    fig.suptitle(title + "\nordered by their share of the held-out codes", fontsize=10)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
     parser.add_argument("--graph", choices=sorted(GRAPHS), default="karate")
     parser.add_argument("--k", type=int, default=20, help="path nodes (patch size)")
     parser.add_argument("--n-components", type=int, default=16, help="number of motifs")

@@ -1,5 +1,8 @@
-"""Basis images under outliers: OnlineNMF vs RobustOnlineNMF (Zhao & Tan's Fig. 7, offline).
+"""
+Basis images under outliers: OnlineNMF against RobustOnlineNMF
+==============================================================
 
+Zhao & Tan, *Online Nonnegative Matrix Factorization with Outliers* (2017), Fig. 7, offline.
 Faces that ship with scikit-image (``skimage.data.lfw_subset()``: the first 100 images are 25 x 25
 faces) and scikit-learn's 8 x 8 digits get the paper's outliers: every sample is scaled to unit
 maximum, then a fraction ``nu`` of the samples get U[-1, 1] values on a fraction ``nu~`` of their
@@ -15,8 +18,7 @@ number for batch NMF fitted on the *clean* images: the best a basis of that size
 What to expect: these small image sets are far from low-rank (batch NMF on clean faces with
 25 atoms reaches only ~21 dB), so the rank limit, not the outliers, dominates; the robust
 learner's gain appears with heavy outliers (setting 3: about +1 dB on faces), and is nil on
-digits, as the spec's calibration found (spec 000, section 5.7). ``lam = 2 / sqrt(F)``: the
-paper's ``1 / sqrt(F)`` takes facial detail for outliers (spec 000, section 6.16).
+digits. ``lam = 2 / sqrt(F)``: the paper's ``1 / sqrt(F)`` takes facial detail for outliers.
 
 Usage::
 
@@ -61,7 +63,7 @@ def learn(name, clean, shape, n_components, copies, lam_scale, seed, setting=(0.
     data = contaminate(clean, *setting, random_state=seed)
     stream, _ = replicate(data.X, copies, random_state=seed)
     start = RobustOnlineNMF(n_components, random_state=seed)._initial_state(stream[:1])
-    init = [start["loadings_"][0]]  # one W_0 (in C) for both learners
+    init = [start["state_"].loadings[0]]  # one W_0 (in C) for both learners
     robust = RobustOnlineNMF(n_components, lam_scale=lam_scale, batch_size=10, init=init)
     plain = OnlineNMF(n_components, batch_size=10, column_bound=1.0, init=init)
     results = {}
@@ -94,17 +96,20 @@ def plot(panels, path):
     import matplotlib.pyplot as plt
 
     rows = len(panels)
-    fig, axes = plt.subplots(rows, 3, figsize=(12, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, 3, figsize=(12.5, 4.2 * rows + 0.5), squeeze=False,
+                             layout="constrained")
     for row, (name, (results, shape, data)) in enumerate(panels.items()):
-        axes[row, 0].imshow(_grid(data.X[:16], shape), cmap="gray")
+        image = axes[row, 0].imshow(_grid(data.X[:16], shape), cmap="gray", vmin=0, vmax=1)
         axes[row, 0].set_title(f"{name}: corrupted samples", fontsize=10)
         for col, (label, (components, quality)) in enumerate(results.items(), 1):
-            axes[row, col].imshow(_grid(components, shape), cmap="gray")
-            axes[row, col].set_title(f"{label} atoms ({quality:.1f} dB)", fontsize=10)
+            axes[row, col].imshow(_grid(components, shape), cmap="gray", vmin=0, vmax=1)
+            axes[row, col].set_title(f"{label} atoms (PSNR {quality:.1f} dB)", fontsize=10)
     for ax in axes.ravel():
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.colorbar(image, ax=axes, shrink=0.4,
+                 label="pixel value (each image or atom scaled to max 1)")
+    fig.suptitle("Corrupted samples (nu, nu~), and the atoms learned from them")
+    fig.savefig(path, dpi=110)
     print(f"saved {path}")
 
 
@@ -124,7 +129,7 @@ def _grid(images, shape):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
     parser.add_argument("--out", default="robust_nmf_faces.png", help="figure path")
     parser.add_argument("--copies", type=int, default=10, help="replication of the data set")
     parser.add_argument("--seed", type=int, default=0)

@@ -12,6 +12,15 @@ from .core.backend import to_numpy
 def relative_error(X: Any, X_hat: Any) -> float:
     """``||X - X_hat||_F / ||X||_F`` (any backends; computed on the host in float64).
 
+    Parameters
+    ----------
+    X, X_hat : array or backend tensor
+        The reference and its approximation, of the same shape; ``X`` must not be zero.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> relative_error(np.ones(4), np.zeros(4))
@@ -32,6 +41,18 @@ def reconstruction_error(model: Any, X: Any) -> float:
 
     This is the paper's evaluation of an online CP dictionary on a full tensor: the sample-mode
     factor is recomputed by the coding step, then the CP model is compared with ``X``.
+
+    Parameters
+    ----------
+    model : learner
+        A fitted learner with ``transform`` and ``inverse_transform`` (e.g. ``OnlineCPDL``).
+    X : array or backend tensor
+        Samples on the first axis.
+
+    Returns
+    -------
+    float
+        ``relative_error(X, model.inverse_transform(model.transform(X)))``.
     """
     return relative_error(X, model.inverse_transform(model.transform(X)))
 
@@ -39,12 +60,24 @@ def reconstruction_error(model: Any, X: Any) -> float:
 def expressed_variance(L_true: Any, L_est: Any) -> float:
     """Expressed variance ``EV(U, L) = tr(Q^T U U^T Q) / tr(U U^T)`` with ``Q = orth(L)``.
 
-    The subspace-recovery measure of the max-norm paper (spec 002, eq. (6.1)), as its code
+    The subspace-recovery measure of the max-norm paper (Shen, Xu & Li 2014, eq. (6.1)), as its code
     computes it: ``L_est`` (``p x d``, basis vectors as columns, e.g. ``model.loadings_[0]``) is
     first replaced by an orthonormal basis of its range, from an SVD that drops directions
     below the rank tolerance ``max(p, d) * eps * s_max`` (so a rank-deficient ``L_est`` scores
     less). With an orthonormal ``U`` this is the mean squared cosine of the principal angles, in
     [0, 1]; a random ``d``-dimensional subspace scores about ``d / p``.
+
+    Parameters
+    ----------
+    L_true : array of shape (p, r)
+        The planted basis ``U`` (columns).
+    L_est : array of shape (p, d)
+        The estimated basis ``L`` (columns; need not be orthonormal).
+
+    Returns
+    -------
+    float
+        In [0, 1] for an orthonormal ``L_true``.
 
     Examples
     --------

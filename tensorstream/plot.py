@@ -9,8 +9,9 @@ restyled.
 * :func:`plot_atoms` - a grid of atoms (2-D images, RGB images or 1-D curves), e.g. from
   :func:`cp_atoms` (loadings to atoms) or :func:`factors_atoms` (a factors Dataset to atoms);
 * :func:`plot_atom_rows` - several dictionaries side by side, one row each (e.g. reshapings);
-* :func:`plot_factors` - a labelled factors Dataset: lines against 1-D coordinates, maps for
-  2-D modes, images for RGB modes, codes against the sample coordinate;
+* :func:`plot_factors` - a labelled factors Dataset: lines against 1-D coordinates, bars over
+  categories, maps with colour bars for 2-D modes, images for RGB modes, codes against the
+  sample coordinate;
 * :func:`plot_convergence` - the loss per step from a list of callback ``info`` dicts.
 """
 
@@ -58,6 +59,7 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Path:
     Returns
     -------
     pathlib.Path
+        The path written.
 
     Examples
     --------
@@ -84,7 +86,9 @@ def _finish(fig: Any, path: str | os.PathLike | None) -> Any:
 
 
 def cp_atoms(loadings: Sequence[Any], shape: Sequence[int] | None = None) -> np.ndarray:
-    """The rank-one atoms ``U^(1)[:, r] o ... o U^(n)[:, r]`` of CP loadings, shape ``(R, ...)``.
+    """The rank-one atoms of CP loadings (outer products of their columns), shape ``(R, ...)``.
+
+    Atom ``r`` is ``U^(1)[:, r] o U^(2)[:, r] o ... o U^(n)[:, r]``.
 
     Parameters
     ----------
@@ -171,18 +175,43 @@ def _display(atom: np.ndarray, normalize: str | None, vmax: float) -> np.ndarray
     return np.clip(atom / high, 0.0, 1.0)
 
 
+def _is_rgb(atom: np.ndarray) -> bool:
+    return atom.ndim == 3 and atom.shape[-1] in _CHANNELS
+
+
 def _draw_atom(ax: Any, atom: np.ndarray, cmap: str) -> None:
     if atom.ndim == 1:
         ax.plot(atom)
         ax.set_yticks([])
         return
-    if atom.ndim == 3 and atom.shape[-1] in _CHANNELS:
+    if _is_rgb(atom):
         ax.imshow(atom, interpolation="nearest")
     else:
         ax.imshow(atom.reshape(atom.shape[0], -1), cmap=cmap, interpolation="nearest",
                   vmin=0.0, vmax=1.0)
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def _atom_colorbar(fig: Any, axes: Any, atoms: list[np.ndarray], normalize: str | None,
+                   cmap: str) -> None:
+    """One colour bar for the single-channel images of a grid (none for RGB or curves).
+
+    The images show :func:`_display` values in [0, 1]; the bar is labelled in the units of the
+    atoms: fractions of each atom's (or all atoms') largest magnitude, signed when an atom is.
+    """
+    images = [a for a in atoms if a.ndim >= 2 and not _is_rgb(a)]
+    if not images:
+        return
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    signed = normalize is not None and any(float(a.min()) < 0 for a in images)
+    norm = Normalize(-1.0, 1.0) if signed else Normalize(0.0, 1.0)
+    label = {"atom": "value / largest |value| of the atom",
+             "global": "value / largest |value| of all atoms"}.get(normalize, "value")
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.8, aspect=25,
+                 label=label)
 
 
 def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | None = None,
@@ -213,6 +242,7 @@ def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
@@ -239,6 +269,7 @@ def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | 
             continue
         _draw_atom(ax, _display(atoms[r], normalize, vmax), cmap)
         ax.set_title(titles[r] if titles else f"atom {r}", fontsize=8)
+    _atom_colorbar(fig, axes, list(atoms), normalize, cmap)
     if title:
         fig.suptitle(title)
     return _finish(fig, path)
@@ -263,21 +294,24 @@ def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None =
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> fig = plot_atom_rows({"a": rng.random((4, 5, 5)), "b": rng.random((3, 5, 5))})
-    >>> len(fig.axes), fig.axes[0].get_ylabel()
-    (8, 'a')
+    >>> len(fig.axes), fig.axes[0].get_ylabel()  # 2 rows of 4 panels, and a colour bar
+    (9, 'a')
     """
     extra = dict(extra or {})
     ncols = max(min(np.shape(a)[0], max_atoms) for a in rows.values()) + (1 if extra else 0)
-    fig = _figure(1.5 * ncols, 1.6 * len(rows) + (0.4 if title else 0.0))
+    fig = _figure(1.5 * ncols + 0.8, 1.6 * len(rows) + (0.4 if title else 0.0))
     axes = fig.subplots(len(rows), ncols, squeeze=False)
+    drawn = []
     for i, (label, atoms) in enumerate(rows.items()):
         atoms = np.asarray(getattr(atoms, "values", atoms), dtype=float)
+        drawn += list(atoms[:max_atoms])
         vmax = float(np.abs(atoms).max()) if atoms.size else 1.0
         panels = ([("reconstruction", extra[label])] if label in extra else
                   [("", None)] if extra else [])
@@ -292,6 +326,7 @@ def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None =
             _draw_atom(ax, shown, cmap)
             ax.set_title(name, fontsize=8)
         axes[i][0].set_ylabel(label)
+    _atom_colorbar(fig, axes, drawn, normalize, cmap)
     if title:
         fig.suptitle(title)
     return _finish(fig, path)
@@ -307,9 +342,11 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
 
     One panel row per ``<mode>_loadings`` variable (and one for ``codes`` if present):
 
-    * a 1-D mode: one line per component against the mode's coordinate (numbers, datetimes or
-      labels);
-    * a 2-D mode (e.g. stacked ``("lat", "lon")``): one map per component, on the coordinates;
+    * a 1-D mode: one line per component against the mode's coordinate (numbers, datetimes),
+      or grouped bars (points when there are many) over categories (labels, or at most 12
+      integers: variables, months, channels);
+    * a 2-D mode (e.g. stacked ``("lat", "lon")``): one map per component, on the coordinates,
+      each with its colour bar;
     * a mode whose last dim has 3 (or 4) entries after two others: one RGB image per component;
     * other modes: the first dim against the rest, flattened;
     * ``codes`` over ``(sample_dim, component)``: one line per component against the samples.
@@ -328,6 +365,7 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
@@ -350,7 +388,7 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
         raise ValueError(f"components {bad} out of range: the Dataset has {n_total}")
     kinds = {name: _panel_kind(ds[name]) for name in names}
     ncols = max(len(chosen) if kind != "lines" else 1 for kind in kinds.values())
-    fig = _figure(max(6.0, 2.2 * ncols), 2.4 * len(names) + (0.4 if title else 0.0))
+    fig = _figure(max(6.5, 2.7 * ncols), 2.4 * len(names) + (0.4 if title else 0.0))
     subfigs = np.atleast_1d(fig.subfigures(len(names), 1))
     for sub, name in zip(subfigs, names):
         var = ds[name].isel({_COMPONENT: chosen})
@@ -377,27 +415,48 @@ def _axis_label(var: Any, dim: str) -> str:
     return f"{dim} [{units}]" if units else dim
 
 
+#: A categorical profile is drawn as grouped bars up to this many bars, as points beyond.
+_MAX_BARS = 64
+
+
+def _is_categorical(x: np.ndarray) -> bool:
+    """Labels (strings, booleans), or a few integers (months, hours of a day, channels)."""
+    return x.dtype.kind in "OUSb" or (x.dtype.kind in "iu" and len(x) <= 12)
+
+
 def _plot_lines(sub: Any, var: Any, name: str) -> None:
+    """A 1-D mode: grouped bars (or points) over categories, lines over a continuous axis."""
     (dim,) = [d for d in var.dims if d != _COMPONENT]
     ax = sub.subplots()
     x = var[dim].values if dim in var.coords else np.arange(var.sizes[dim])
-    categorical = x.dtype.kind in "OUS"
-    positions = np.arange(len(x)) if categorical else x
-    for r in var[_COMPONENT].values:
-        y = var.sel({_COMPONENT: r}).transpose(dim).values
-        ax.plot(positions, y, marker="o" if categorical or len(x) < 30 else None,
-                markersize=3, label=f"component {r}")
-    if categorical:
+    components = var[_COMPONENT].values
+    profiles = [var.sel({_COMPONENT: r}).transpose(dim).values for r in components]
+    if _is_categorical(x):  # no line between categories: they have no order in between
+        positions = np.arange(len(x))
+        if len(x) * len(components) <= _MAX_BARS:
+            width = 0.8 / len(components)
+            for k, (r, y) in enumerate(zip(components, profiles)):
+                ax.bar(positions - 0.4 + width * (k + 0.5), y, width, label=f"component {r}")
+            ax.axhline(0.0, color="0.3", linewidth=0.6)
+        else:
+            for r, y in zip(components, profiles):
+                ax.plot(positions, y, linestyle="none", marker="o", markersize=4,
+                        label=f"component {r}")
         ax.set_xticks(positions, [str(v) for v in x], rotation=45 if len(x) > 6 else 0)
-    elif x.dtype.kind == "M":  # dates: short labels that do not overlap
-        import matplotlib.dates as mdates
+    else:
+        for r, y in zip(components, profiles):
+            ax.plot(x, y, marker="o" if len(x) < 30 else None, markersize=3,
+                    label=f"component {r}")
+        if x.dtype.kind == "M":  # dates: short labels that do not overlap
+            import matplotlib.dates as mdates
 
-        locator = mdates.AutoDateLocator()
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+            locator = mdates.AutoDateLocator()
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_xlabel(_axis_label(var, dim))
     ax.set_ylabel(name)
-    ax.legend(fontsize=7, ncols=min(4, var.sizes[_COMPONENT]))
+    # beside the axes, never on the data
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
 def _plot_maps(sub: Any, var: Any, name: str, kind: str, ncols: int) -> None:
@@ -410,31 +469,40 @@ def _plot_maps(sub: Any, var: Any, name: str, kind: str, ncols: int) -> None:
             continue
         atom = values[k]
         vmax = float(np.abs(atom).max()) or 1.0  # each map on its own scale: shapes matter
-        if kind == "rgb":
+        if kind == "rgb":  # an RGB image: its colours are the loadings, no colour bar
             ax.imshow(_display(atom, "atom", vmax), interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
         else:
-            _draw_map(ax, var, dims, atom.reshape(atom.shape[0], -1), vmax)
+            mappable = _draw_map(ax, var, dims, atom.reshape(atom.shape[0], -1), vmax)
+            bar = sub.colorbar(mappable, ax=ax, shrink=0.9, aspect=15, pad=0.02)
+            bar.ax.tick_params(labelsize=7)
+            if k == values.shape[0] - 1:
+                bar.set_label("loading", fontsize=8)
         ax.set_title(f"component {var[_COMPONENT].values[k]}", fontsize=8)
     axes[0].set_ylabel(f"{name}\n{_axis_label(var, dims[0])}", fontsize=8)
 
 
-def _draw_map(ax: Any, var: Any, dims: list[str], image: np.ndarray, vmax: float) -> None:
-    """A map on the coordinates when they are numeric and the mode is 2-D, else by position."""
+def _draw_map(ax: Any, var: Any, dims: list[str], image: np.ndarray, vmax: float) -> Any:
+    """A map on the coordinates when they are numeric and the mode is 2-D, else by position.
+
+    Returns the mappable (for its colour bar).
+    """
     coords_ok = len(dims) == 2 and all(
         d in var.coords and var[d].values.dtype.kind in "iuf" for d in dims)
     vmin = min(float(image.min()), 0.0)
     if coords_ok:
         y, x = (var[d].values for d in dims)
         if np.all(np.diff(y) > 0) and np.all(np.diff(x) > 0):
-            ax.pcolormesh(x, y, image, shading="auto", vmin=vmin, vmax=vmax, cmap="viridis")
+            mesh = ax.pcolormesh(x, y, image, shading="auto", vmin=vmin, vmax=vmax,
+                                 cmap="viridis")
             ax.set_xlabel(_axis_label(var, dims[1]), fontsize=8)
-            return
-    ax.imshow(image, aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis",
-              interpolation="nearest")
+            return mesh
+    image = ax.imshow(image, aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis",
+                      interpolation="nearest")
     ax.set_xlabel(_axis_label(var, dims[1]) if len(dims) == 2 else " x ".join(dims[1:]),
                   fontsize=8)
+    return image
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,6 +534,7 @@ def plot_convergence(history: Any, *, keys: Sequence[str] | None = None, x: str 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure (not registered with pyplot; it displays itself in a notebook).
 
     Examples
     --------
@@ -500,8 +569,8 @@ def plot_convergence(history: Any, *, keys: Sequence[str] | None = None, x: str 
         ax.set_yscale("log")
     ax.set_xlabel(x if x in columns else "step")
     ax.set_ylabel(keys[0] if len(keys) == 1 else "value")
-    if len(keys) > 1 or (smooth or len(steps) >= 40):
-        ax.legend(fontsize=8)
+    if len(keys) > 1 or (smooth or len(steps) >= 40):  # beside the axes, never on the data
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if title:
         ax.set_title(title)
     return _finish(fig, path)

@@ -85,9 +85,15 @@ def test_plot_factors_maps_lines_and_codes_on_their_coordinates(factors, tmp_pat
     assert sum(1 for x, _ in labels if x == "lon [degrees_east]") == 3
     assert ("variable", "variable_loadings") in labels
     assert ("time", "codes") in labels
-    lines = next(ax for ax in fig.axes if ax.get_ylabel() == "variable_loadings")
-    assert len(lines.get_lines()) == 3
-    assert [t.get_text() for t in lines.get_xticklabels()] == ["t2m", "rh", "wind", "precip"]
+    # a categorical profile: grouped bars (one group of bars per component), not lines
+    bars = next(ax for ax in fig.axes if ax.get_ylabel() == "variable_loadings")
+    assert len(bars.containers) == 3 and all(len(c) == 4 for c in bars.containers)
+    assert [t.get_text() for t in bars.get_xticklabels()] == ["t2m", "rh", "wind", "precip"]
+    # every map has its colour bar; the legends are outside the axes
+    assert sum(1 for ax in fig.axes if ax.get_label() == "<colorbar>") == 3
+    for ax in fig.axes:
+        if ax.get_legend() is not None:
+            assert ax.get_legend().get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
     assert (tmp_path / "factors.png").stat().st_size > 20_000
 
 

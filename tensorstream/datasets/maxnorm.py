@@ -1,4 +1,4 @@
-"""Synthetic data of the max-norm paper (Shen, Xu & Li; spec 002, section 4.1).
+"""Synthetic data of the max-norm paper (Shen, Xu & Li 2014, section 6, "Data Generation").
 
 The authors' generator (``js_gen_data.m``), which made the paper's figures: a low-rank matrix
 ``X = U V^T`` with an orthonormalized ``U`` plus a sparse corruption ``E`` with exactly
@@ -38,7 +38,7 @@ def corrupted_low_rank(n_features: int = 400, rank: int = 80, n_samples: int = 5
 
     With an orthonormal ``U`` clean entries have variance about ``d/p`` and ``||x_t|| ~ sqrt(d)``;
     the paper's text says plain Gaussian ``U``, which makes the clean part ``p`` times larger
-    relative to the thresholds ``1/sqrt(p)`` (spec 002, section 4.1).
+    relative to the thresholds ``1/sqrt(p)``.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Tensors of the online CP-dictionary learning paper (spec 004, sections 4.1 and 4.4).
+"""Tensors of the online CP-dictionary learning paper (Lyu, Strohmeier & Needell 2022).
 
 Every tensor is returned with its *sample* mode first (the library's convention); the paper
 streams slices of its last mode, so the paper's last mode is moved to the front.
@@ -40,14 +40,22 @@ def synthetic_ncpd_tensor() -> np.ndarray:
 
 def low_rank_tensor(shape: tuple[int, int, int] = (100, 100, 100), rank: int = 5,
                     random_state: int = 7) -> tuple[np.ndarray, list[np.ndarray]]:
-    """An exactly rank-``rank`` nonnegative tensor (spec 004 section 4.4), samples first.
+    """An exactly rank-``rank`` nonnegative tensor, samples first.
 
     ``V_k`` has i.i.d. U[0, 1) entries drawn from ``default_rng(random_state)`` in mode order;
     ``X = sum_r V_1[:, r] o V_2[:, r] o V_3[:, r]`` with its last mode moved first.
 
+    Parameters
+    ----------
+    shape : tuple of 3 int, default (100, 100, 100)
+        The tensor's shape in the paper's mode order (its last mode holds the samples).
+    rank : int, default 5
+    random_state : int, default 7
+
     Returns
     -------
     X : ndarray of shape (shape[2], shape[0], shape[1])
+        The tensor, samples first.
     factors : list of ndarray
         The planted ``V_1, V_2, V_3`` (in the paper's mode order).
     """
@@ -59,6 +67,18 @@ def low_rank_tensor(shape: tuple[int, int, int] = (100, 100, 100), rank: int = 5
 def nonnegative_tensor_stream(n_batches: int, batch_size: int,
                               sample_shape: tuple[int, ...] = (10, 12, 8),
                               random_state: int | None = 0) -> list[np.ndarray]:
-    """Random nonnegative mini-batches ``(batch_size, *sample_shape)`` (spec 004 section 5.2)."""
+    """Random nonnegative mini-batches ``(batch_size, *sample_shape)``.
+
+    Parameters
+    ----------
+    n_batches, batch_size : int
+    sample_shape : tuple of int, default (10, 12, 8)
+    random_state : int, optional
+
+    Returns
+    -------
+    list of ndarray
+        ``n_batches`` arrays of i.i.d. U[0, 1) entries.
+    """
     rng = np.random.default_rng(random_state)
     return [rng.random((batch_size, *sample_shape)) for _ in range(n_batches)]

@@ -1,9 +1,9 @@
-"""Data with outliers for robust NMF (Zhao & Tan, spec 000), and the measures its tests use.
+"""Data with outliers for robust NMF (Zhao & Tan 2017), and the measures its tests use.
 
 Everything is returned with samples on the first axis (the library's convention): the paper's
 ``F x N`` matrices are transposed to ``(N, F)`` here, once.
 
-Readings of the paper's ambiguous parts (spec 000, sections 4.2 and 6):
+Readings of the paper's ambiguous parts:
 
 * ``HN(1/sqrt(K))`` is read as the half-normal with **standard deviation** ``1/sqrt(K)``: read as
   a variance it makes every clean entry exceed 1, so that the clipped data are all ones;
@@ -54,26 +54,27 @@ class OutlierData:
 def synthetic_outlier_data(n_features: int = 400, n_components: int = 49,
                            n_samples: int = 5000, nu: float = 0.7, nu_tilde: float = 0.1,
                            noise_std: float = 0.0, random_state: int = 1) -> OutlierData:
-    """The paper's synthetic data (section VII-D1; spec 000, section 4.2).
+    """The paper's synthetic data (section VII-D1).
 
     ``W`` (F x K) and ``H`` (K x N) have i.i.d. half-normal entries of standard deviation
     ``1/sqrt(K)``; ``X_clean = clip(W H, 0, 1)``. A random ``floor(nu N)`` of the samples get
     ``floor(nu_tilde F)`` outliers each, at random positions, i.i.d. U[-1, 1]; then
     ``X = clip(X_clean + outliers + noise_std * N(0, 1), 0, 1)``.
 
-    The draws follow the spec's reference generator in order (``numpy.random.default_rng``), so
-    a seed gives the data its calibration numbers were measured on.
+    The draws follow a reference generator written from the paper, in order
+    (``numpy.random.default_rng``), so a seed gives the data its calibration numbers were
+    measured on.
 
     Parameters
     ----------
     n_features, n_components, n_samples : int
-        ``F``, ``K`` and ``N`` (the paper: 400, 49, 1e5; the spec's tests: N = 5000).
+        ``F``, ``K`` and ``N`` (the paper: 400, 49, 1e5; the tests: N = 5000).
     nu, nu_tilde : float
         Fraction of contaminated samples and of contaminated entries in each (0.7, 0.1).
     noise_std : float
         Standard deviation of the Gaussian observation noise.
     random_state : int
-        Seed (the spec's tests use 1).
+        Seed (the tests use 1).
 
     Returns
     -------
@@ -126,6 +127,19 @@ def contaminate(X_clean: np.ndarray, nu: float = 0.7, nu_tilde: float = 0.1,
     entries each, values U[-1, 1] (the paper's "salt and pepper noise" of its face experiments).
     Normalise the clean samples first (:func:`normalize_unit_max`).
 
+    Parameters
+    ----------
+    X_clean : array of shape (n_samples, n_features)
+        Clean data in [0, 1].
+    nu, nu_tilde : float in [0, 1], default 0.7, 0.1
+        Fraction of contaminated samples, and of contaminated entries in each.
+    random_state : int, optional
+
+    Returns
+    -------
+    OutlierData
+        ``X`` (contaminated, clipped), ``X_clean`` and the ``planted`` outliers.
+
     Examples
     --------
     >>> data = contaminate(np.full((10, 8), 0.5), nu=0.5, nu_tilde=0.25)
@@ -148,6 +162,16 @@ def contaminate(X_clean: np.ndarray, nu: float = 0.7, nu_tilde: float = 0.1,
 def normalize_unit_max(X: np.ndarray) -> np.ndarray:
     """Scale every sample (row) to a maximum of 1 (all-zero rows stay zero).
 
+    Parameters
+    ----------
+    X : array of shape (n_samples, ...)
+        Nonnegative samples on the first axis.
+
+    Returns
+    -------
+    ndarray
+        ``X`` divided sample by sample by its maximum.
+
     Examples
     --------
     >>> normalize_unit_max(np.array([[1.0, 4.0], [0.0, 0.0]]))
@@ -163,8 +187,19 @@ def replicate(X: np.ndarray, copies: int, random_state: int | None = 0
               ) -> tuple[np.ndarray, np.ndarray]:
     """The paper's stream: ``copies`` copies of every sample, randomly permuted.
 
-    Returns the stream and, for each of its samples, the index of its source sample (spec 000,
-    section 6.17: evaluations map every streamed sample back to its source).
+    Parameters
+    ----------
+    X : array of shape (n_samples, ...)
+    copies : int
+        Copies of every sample (the paper's replication factor), at least 1.
+    random_state : int, optional
+
+    Returns
+    -------
+    stream : ndarray of shape (copies * n_samples, ...)
+    source : ndarray of int
+        For each streamed sample, the index of its source sample (evaluations map every
+        streamed sample back to its source).
 
     Examples
     --------
@@ -184,7 +219,7 @@ def replicate(X: np.ndarray, copies: int, random_state: int | None = 0
 def moving_patch_video(background: np.ndarray | None = None, n_frames: int = 200,
                        patch_size: int = 10, random_state: int | None = 0
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A static background with a moving textured square (spec 000, section 5.7's video).
+    """A static background with a moving textured square (a stand-in for the paper's videos).
 
     Frame ``t`` is the background with a ``patch_size`` square of fresh U[0, 1] texture pasted
     at a position that sweeps the image (bouncing diagonally), then scaled to unit maximum. The
@@ -193,8 +228,8 @@ def moving_patch_video(background: np.ndarray | None = None, n_frames: int = 200
     Parameters
     ----------
     background : array of shape (height, width), optional
-        Values in [0, 1] (e.g. ``skimage.data.camera()`` resized to 48 x 64, as the spec
-        suggests); default a smooth synthetic 48 x 64 image.
+        Values in [0, 1] (e.g. ``skimage.data.camera()`` resized to 48 x 64); default a smooth
+        synthetic 48 x 64 image.
     n_frames, patch_size : int
         Number of frames and side of the square.
     random_state : int, optional
@@ -262,6 +297,18 @@ def psnr(X_clean, X_estimate, peak: float = 1.0) -> float:
     dictionary this is the paper's eq. (48); from codes recomputed with the final dictionary it
     is the "re-encoded" PSNR; for a batch method it is eq. (47).
 
+    Parameters
+    ----------
+    X_clean, X_estimate : array
+        The reference and its estimate, of the same shape.
+    peak : float, default 1.0
+        The largest possible value (1 for data scaled to unit maximum).
+
+    Returns
+    -------
+    float
+        In dB; ``inf`` for an exact estimate.
+
     Examples
     --------
     >>> round(psnr(np.zeros(4), np.full(4, 0.1)), 6)
@@ -278,6 +325,14 @@ def psnr(X_clean, X_estimate, peak: float = 1.0) -> float:
 
 def averaged_regret(X_clean, X_estimate) -> float:
     """The paper's eq. (46): mean over samples of ``1/2 ||x_clean - x_estimate||^2``.
+
+    Parameters
+    ----------
+    X_clean, X_estimate : array of shape (n_samples, ...)
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -298,6 +353,20 @@ def support_scores(true_outliers, estimated_outliers, threshold: float = 0.0,
 
     The true support is ``|true| > true_threshold`` (use ``X - X_clean``, the outliers in
     effect); the estimated one is ``|estimated| > threshold``. Empty supports count as perfect.
+
+    Parameters
+    ----------
+    true_outliers, estimated_outliers : array
+        Of the same shape.
+    threshold : float, default 0.0
+        Entries of ``estimated_outliers`` above it (in magnitude) are in the estimated support.
+    true_threshold : float, default 1e-12
+        Entries of ``true_outliers`` above it (in magnitude) are in the true support.
+
+    Returns
+    -------
+    dict
+        ``precision``, ``recall`` and ``f1``.
 
     Examples
     --------

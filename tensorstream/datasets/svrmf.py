@@ -1,4 +1,4 @@
-"""The synthetic data of the variance-reduced SMF paper (Zhao, Haskell & Feng; spec 003, 5.1).
+"""The synthetic data of the variance-reduced SMF paper (Zhao, Haskell & Feng 2017, 5.1).
 
 Samples first: the paper's ``d x n`` matrices are returned transposed, ``(n, d)``.
 """
@@ -24,12 +24,12 @@ class SVRMFSynth(NamedTuple):
 def svrmf_synthetic(n_features: int = 400, n_samples: int = 100_000, rank: int = 10,
                     outlier_density: float = 0.1, magnitude: float = 1000.0,
                     random_state: int | None = 0) -> SVRMFSynth:
-    """The paper's "Synth" generator (section 5.1, spec 7 #19).
+    """The paper's "Synth" generator (section 5.1).
 
     ``W_true`` (d x k') and ``H_true`` (k' x n) have i.i.d. N(0.5, 1/sqrt(k')) entries, the
     second argument read as the **variance** (std ``k'^(-1/4)``); exactly
     ``d n - floor((1 - rho) d n)`` entries, at uniformly chosen positions (without replacement),
-    are outliers drawn i.i.d. from U[-M, M]. No normalisation. The spec's CI-sized setting is
+    are outliers drawn i.i.d. from U[-M, M]. No normalisation. The tests' small setting is
     ``svrmf_synthetic(100, 5000, 5)``.
 
     Parameters

@@ -40,7 +40,7 @@ def total_variation(p: Any, q: Any) -> float:
 
 
 def empirical_distribution(states: Any, n_states: int) -> np.ndarray:
-    """Relative frequencies of the integer states ``0 .. n_states - 1`` in ``states``.
+    """Relative frequencies of the integer states ``0, ..., n_states - 1`` in ``states``.
 
     Parameters
     ----------
