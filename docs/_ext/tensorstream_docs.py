@@ -5,7 +5,8 @@
   has one, else the functions and classes it defines. Packages in :data:`WALKED_PACKAGES` also
   get the public names of their submodules that the package does not re-export, and the modules
   of :data:`OPTIONAL_MODULES` are documented when they import. So modules that move (e.g.
-  ``tensorstream.streams.motifs`` into ``tensorstream.streams``) are picked up without editing the docs.
+  ``tensorstream.motifs`` into ``tensorstream.streams.motifs``) are picked up without editing
+  the docs.
   autosummary then writes one page per object under ``docs/api/generated/``.
 * **Gallery arguments.** Each gallery page says with which arguments its script ran
   (``gallery_support.EXAMPLE_ARGS``).
