@@ -67,3 +67,10 @@ def test_a_refused_parameter_leaves_a_fitted_learner_as_it_was():
     with pytest.raises(ValueError, match="code_tol"):
         model.partial_fit(X[:5])
     assert model.state_ is state
+
+
+def test_the_code_box_must_not_be_empty():
+    from tensorstream import OnlineDivergenceNMF
+
+    with pytest.raises(ValueError, match="code_lower must be < code_upper"):
+        OnlineDivergenceNMF(2, code_lower=1.0, code_upper=0.5).fit(np.ones((4, 3)))

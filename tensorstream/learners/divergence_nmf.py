@@ -112,6 +112,9 @@ def check_divergence_rules(learner: Any) -> None:
         raise ValueError("step_tau + step_b must be > 0")
     if learner.dict_row_min > learner.dict_upper:
         raise ValueError("dict_row_min must be <= dict_upper")
+    if not learner.code_lower < learner.code_upper:  # else the coding step fails mid-step
+        raise ValueError(f"code_lower must be < code_upper, got {learner.code_lower!r} and "
+                         f"{learner.code_upper!r}")
 
 
 class DivergenceCP(Algorithm):
