@@ -15,6 +15,7 @@ from tensorstream.coders.divergence import (
     CODE_UPPER,
     ArmijoStep,
     ConstantStep,
+    MultiplicativeStep,
     PolyakStep,
     code_divergence,
     code_divergence_matrix,
@@ -153,6 +154,7 @@ STEP_RULES = {
     "armijo-paper": ArmijoStep(init="paper"),
     "armijo-warm": ArmijoStep(init="warm"),
     "polyak": PolyakStep(),
+    "mu": MultiplicativeStep(),
     "constant": None,  # a local Lipschitz bound, built in the test
 }
 
@@ -200,7 +202,8 @@ MONOTONE_CASES = [
     ("is", {}, "armijo"), ("beta", {"beta": 0.5}, "armijo"), ("beta", {"beta": 3.0}, "armijo"),
     ("alpha", {"alpha": 2.0}, "armijo"), ("hellinger", {}, "armijo"),
     ("l2_nonsquared", {}, "armijo"), ("kl", {}, ArmijoStep(init="warm")),
-    ("is", {}, ArmijoStep(init="paper")),
+    ("is", {}, ArmijoStep(init="paper")), ("kl", {}, "mu"), ("is", {}, "mu"),
+    ("beta", {"beta": 0.5}, "mu"), ("beta", {"beta": 3.0}, "mu"),
 ]  # fmt: skip
 
 
@@ -270,7 +273,7 @@ def test_converged_samples_are_frozen(backend, loss):
 
 def test_warm_start_from_the_solution_stops_at_once(backend):
     V, W = kl_problem(seed=5)
-    H, info = code_divergence_matrix(T(V), T(W), "kl", max_iter=2000, tol=1e-12)
+    H, info = code_divergence_matrix(T(V), T(W), "kl", step="paper", max_iter=2000, tol=1e-12)
     H2, info2 = code_divergence_matrix(T(V), T(W), "kl", init=H, max_iter=2000, tol=1e-9,
                                        step=ArmijoStep(initial_step=float(
                                            np.median(N(info["step_sizes"])))))
@@ -362,8 +365,11 @@ def test_auto_picks_the_papers_rules(backend):
                 "l2_nonsquared": ArmijoStep, "l1": PolyakStep}
     for name, rule in expected.items():
         params = {"threshold": 1.0} if name == "huber" else {}
-        _, info = code_divergence_matrix(T(V), T(W), get_loss(name, **params), max_iter=2)
+        _, info = code_divergence_matrix(T(V), T(W), get_loss(name, **params), max_iter=2,
+                                         step="paper")
         assert isinstance(info["step"], rule), name
+        _, info = code_divergence_matrix(T(V), T(W), get_loss(name, **params), max_iter=2)
+        assert isinstance(info["step"], MultiplicativeStep if name == "kl" else rule), name
     # without the Gram the squared loss falls back to Armijo
     _, info = code_divergence(T(V), lambda H: tl.dot(H, T(W.T)), lambda G: tl.dot(G, T(W)),
                               "l2", n_components=4, max_iter=2)

@@ -12,7 +12,9 @@ in the model back to the codes (shape ``(b, R)``); the code gradient is ``adjoin
 
 Step rules (§2.3): :class:`ConstantStep` (``1/L``, an MM step; needs a curvature bound and the
 ``R x R`` Gram ``W^T W``), :class:`ArmijoStep` (per-sample backtracking on the projected arc) and
-:class:`PolyakStep` (modified Polyak for nonsmooth losses; returns the best iterate). Every
+:class:`PolyakStep` (modified Polyak for nonsmooth losses; returns the best iterate). Our
+addition: :class:`MultiplicativeStep`, the β-divergences' multiplicative update (the default for
+KL: matrix products only, no line search, a stopping test on the codes' change). Every
 sample has its own step, convergence test and mask; converged samples are frozen.
 
 The box is the paper's ``H = {eps' <= h <= U}`` with ``eps' = 1e-8`` and ``U = 1e8`` (spec §2.6);
@@ -44,6 +46,7 @@ CODE_UPPER = 1e8
 """The paper's upper code bound ``U`` (fixes the scale ambiguity; inactive in practice)."""
 
 _INF = float("inf")
+_DENOMINATOR_FLOOR = 1e-30  # representable in float32 too
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,12 +342,48 @@ class PolyakStep:
         return state["H"], state["f"]
 
 
-StepRule = ConstantStep | ArmijoStep | PolyakStep
+@dataclass(frozen=True)
+class MultiplicativeStep:
+    """Multiplicative updates (MU) for the β-divergences, KL included (Févotte & Idier, 2011).
 
-_STEP_NAMES = {"constant": ConstantStep, "armijo": ArmijoStep, "polyak": PolyakStep}
+    Every iteration is ``h <- clip(h * (num / den)^γ, lower, upper)`` with, for ``Y = W H``,
+    ``num = adjoint(V * Y^(β-2))`` and ``den = adjoint(Y^(β-1)) + ridge h`` (for KL, ``β = 1``:
+    ``num = adjoint(V / Y)``, ``den = adjoint(1)``, a constant) and ``γ = 1/(2-β)`` for
+    ``β < 1``, 1 for ``1 <= β <= 2``, ``1/(β-1)`` for ``β > 2``: a majorize-minimize step, so
+    the objective never increases. An iteration is two operator calls (matrix products for a
+    matrix dictionary) and no line search. A sample stops when its codes change by at most
+    ``tol`` relative (``sum|Δh| <= tol sum h``): a test from quantities the iteration already
+    has, so the per-sample objective is evaluated once, at the end.
+
+    Needs a nonnegative dictionary (``forward`` and ``adjoint`` map nonnegative to nonnegative)
+    and ``lower >= 0``; a code at exactly 0 stays there (use the default ``lower = 1e-8``).
+
+    Examples
+    --------
+    >>> MultiplicativeStep().exponent(0.0), MultiplicativeStep().exponent(3.0)
+    (0.5, 0.5)
+    """
+
+    monotone = True
+
+    @staticmethod
+    def exponent(beta: float) -> float:
+        """The exponent ``γ`` that makes the update monotone for this ``β``."""
+        if beta < 1:
+            return 1.0 / (2.0 - beta)
+        return 1.0 if beta <= 2 else 1.0 / (beta - 1.0)
+
+
+StepRule = ConstantStep | ArmijoStep | PolyakStep | MultiplicativeStep
+
+_STEP_NAMES = {"constant": ConstantStep, "armijo": ArmijoStep, "polyak": PolyakStep,
+               "mu": MultiplicativeStep}
 
 # the paper's inner rule for the two nonsmooth losses (spec §2.3 table)
 _PAPER_RULE = {"l1": "polyak", "l2_nonsquared": "armijo"}
+# "auto" departs from the paper for KL: the multiplicative update (two matrix products per
+# iteration, no line search) is several times faster per batch than Armijo
+_FAST_RULE = {"kl": "mu"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,6 +402,7 @@ class _Problem:
     def __init__(self, V, forward, adjoint, loss, lower, upper, ridge):
         self.V, self._forward, self._adjoint = V, forward, adjoint
         self.loss, self.lower, self.upper, self.ridge = loss, lower, upper, ridge
+        self._kl_denominator = None
 
     def project(self, H):
         if self.lower is None and self.upper is None:
@@ -398,25 +438,44 @@ class _Problem:
             g = g + self.ridge * H
         return g
 
+    def mu_terms(self, H, Y):
+        """Numerator and denominator of the multiplicative update (:class:`MultiplicativeStep`)."""
+        beta = self.loss.beta
+        Y = tl.clip(Y, self.loss.eps, None)
+        if beta == 1.0:
+            if self._kl_denominator is None:  # adjoint(1): the same at every iteration
+                self._kl_denominator = self._adjoint(tl.ones(tl.shape(self.V),
+                                                             **tl.context(self.V)))
+            numerator, denominator = self._adjoint(self.V / Y), self._kl_denominator
+        else:
+            numerator = self._adjoint(self.V * Y ** (beta - 2))
+            denominator = self._adjoint(Y ** (beta - 1))
+        if self.ridge:
+            denominator = denominator + self.ridge * H
+        return numerator, denominator
+
 
 # --------------------------------------------------------------------------------------------
 # the solver
 # --------------------------------------------------------------------------------------------
 
 
-def _resolve_step(step, loss: Divergence, gram, ridge: float) -> StepRule:
+def _resolve_step(step, loss: Divergence, gram, ridge: float,
+                  lower: float | None = CODE_LOWER) -> StepRule:
     if isinstance(step, str):
-        if step == "auto":
-            step = _PAPER_RULE.get(loss.name)
+        if step in ("auto", "paper"):
+            rules = _PAPER_RULE if step == "paper" else {**_PAPER_RULE, **_FAST_RULE}
+            step = rules.get(loss.name)
             if step is None:
                 smooth_bound = loss.curvature_bound is not None and gram is not None
                 step = "constant" if smooth_bound else "armijo"
         if step not in _STEP_NAMES:
-            raise ValueError(f"step must be 'auto', {list(_STEP_NAMES)} or a step rule, "
-                             f"got {step!r}")
+            raise ValueError(f"step must be 'auto', 'paper', {list(_STEP_NAMES)} or a step "
+                             f"rule, got {step!r}")
         step = _STEP_NAMES[step]()
-    if not isinstance(step, ConstantStep | ArmijoStep | PolyakStep):
-        raise ValueError(f"step must be 'auto', {list(_STEP_NAMES)} or a step rule, got {step!r}")
+    if not isinstance(step, ConstantStep | ArmijoStep | PolyakStep | MultiplicativeStep):
+        raise ValueError(f"step must be 'auto', 'paper', {list(_STEP_NAMES)} or a step rule, "
+                         f"got {step!r}")
     if isinstance(step, ConstantStep) and step.lipschitz is None:
         if loss.curvature_bound is None:
             raise ValueError(f"step='constant' needs lipschitz=...: the {loss.name} divergence "
@@ -426,6 +485,13 @@ def _resolve_step(step, loss: Divergence, gram, ridge: float) -> StepRule:
         lipschitz = loss.curvature_bound * spectral_norm_psd(gram) + ridge
         # W = 0 gives g = 0: any positive L is exact there
         step = replace(step, lipschitz=max(lipschitz, np.finfo(np.float64).tiny))
+    if isinstance(step, MultiplicativeStep):
+        if not hasattr(loss, "beta"):
+            raise ValueError(f"step='mu' needs a beta-divergence (kl, is, beta), not the "
+                             f"{loss.name} divergence")
+        if lower is None or lower < 0:
+            raise ValueError(f"step='mu' keeps the codes nonnegative: it needs lower >= 0, "
+                             f"got lower={lower!r}")
     return step
 
 
@@ -511,10 +577,13 @@ def code_divergence(
         ``c 1`` with ``c = sum(v_j) / sum(forward(1)_j)`` (1 where that is undefined).
     gram : tensor, optional
         ``W^T W`` (``R x R``), for the constant step's ``L = curvature_bound ||gram||_2 + ridge``.
-    step : {"auto", "constant", "armijo", "polyak"} or step rule, default "auto"
-        ``"auto"`` follows the paper: Polyak for ℓ1, Armijo for non-squared ℓ2, the constant
+    step : {"auto", "paper", "constant", "armijo", "polyak", "mu"} or step rule, default "auto"
+        ``"paper"`` follows the paper: Polyak for ℓ1, Armijo for non-squared ℓ2, the constant
         step where the loss has a curvature bound and ``gram`` is given, Armijo otherwise.
-        Pass :class:`ConstantStep`, :class:`ArmijoStep` or :class:`PolyakStep` to set options.
+        ``"auto"`` is the same except for KL, which gets the multiplicative update
+        (:class:`MultiplicativeStep`; its stopping test is on the codes' relative change).
+        Pass :class:`ConstantStep`, :class:`ArmijoStep`, :class:`PolyakStep` or
+        :class:`MultiplicativeStep` to set options.
     lower, upper : float or None, default 1e-8 and 1e8
         The code box (the paper's ``eps'`` and ``U``). ``None`` removes a bound.
     ridge : float, default 0.0
@@ -522,7 +591,8 @@ def code_divergence(
     max_iter : int, default 200
         Maximum number of iterations.
     tol : float, default 1e-4
-        Relative objective change that marks a sample converged (monotone rules).
+        Relative objective change that marks a sample converged (monotone rules); for the
+        multiplicative update, relative change of the sample's codes (``sum|Δh| / sum h``).
     callback : callable, optional
         ``callback(iteration, H, objective)`` after every iteration; returning True stops.
 
@@ -564,7 +634,7 @@ def code_divergence(
         raise ValueError(f"gram must have shape ({R}, {R}), got {tuple(tl.shape(gram))}")
     if init is not None and tuple(tl.shape(init)) != (b, R):
         raise ValueError(f"init must have shape ({b}, {R}), got {tuple(tl.shape(init))}")
-    rule = _resolve_step(step, loss, gram, float(ridge))
+    rule = _resolve_step(step, loss, gram, float(ridge), lower)
 
     problem = _Problem(V, forward, adjoint, loss, lower, upper, float(ridge))
     if init is None:
@@ -572,6 +642,8 @@ def code_divergence(
     H = problem.project(init)
     Y = problem.forward(H)
     _check_model_shape(Y, V)
+    if isinstance(rule, MultiplicativeStep):
+        return _iterate_mu(problem, rule, H, Y, max_iter, float(tol), callback)
     f = problem.objective(H, Y)
     g = problem.gradient(H, Y)
     if tuple(tl.shape(g)) != (b, R):
@@ -609,6 +681,41 @@ def _iterate(problem, rule, H, Y, f, g, max_iter, tol, callback):
             "objective": f, "step": rule}
     if isinstance(rule, ArmijoStep):
         info["step_sizes"] = state["step"]
+    return H, info
+
+
+def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
+    """The multiplicative-update loop: per-sample stop on the relative change of the codes.
+
+    Rows never mix (every operation is per sample), so a sample's codes do not depend on its
+    batch neighbours; converged samples are frozen.
+    """
+    b, R = tl.shape(H)
+    gamma = rule.exponent(problem.loss.beta)
+    converged = tl.zeros((b,), **tl.context(H)) > 0
+    iterations = np.zeros(b, dtype=np.int64)
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        active = ~converged
+        iterations += tl.to_numpy(active).astype(np.int64)
+        numerator, denominator = problem.mu_terms(H, Y)
+        if n_iter == 1 and tuple(tl.shape(numerator)) != (b, R):
+            raise ValueError(f"adjoint(G) must return shape ({b}, {R}), "
+                             f"got {tuple(tl.shape(numerator))}")
+        factor = numerator / tl.clip(denominator, _DENOMINATOR_FLOOR, None)
+        if gamma != 1.0:
+            factor = factor ** gamma
+        H_new = problem.project(H * factor)
+        change = tl.sum(tl.abs(H_new - H), axis=1)
+        H = tl.where(active[:, None], H_new, H)
+        converged = converged | (active & (change <= tol * tl.sum(tl.abs(H_new), axis=1)))
+        Y = problem.forward(H)
+        if callback is not None and callback(n_iter, H, problem.objective(H, Y)):
+            break
+        if bool(tl.all(converged)):
+            break
+    info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
+            "objective": problem.objective(H, Y), "step": rule}
     return H, info
 
 
@@ -726,6 +833,7 @@ class SparseKL:
         self.rows = np.repeat(np.arange(self.b), np.diff(V.indptr))
         self.cols, self.values = V.indices, V.data
         self.column_sums = np.sum(W, axis=0)  # 1^T W: the gradient of sum(y) in the codes
+        self._support_atoms = None  # W[cols], gathered once when it fits in one block
         v = self.values
         self._data_term = self._row_sums(xlogy(v, v) - v)
 
@@ -735,11 +843,15 @@ class SparseKL:
     def model(self, H: Any) -> Any:
         """``(H W^T)`` on the support, shape ``(nnz,)``: ``sum_r H[i, r] W[f, r]`` per entry."""
         nnz, R = self.values.shape[0], self.W.shape[1]
+        if nnz * R <= _CHUNK:  # one block: keep the gathered dictionary rows for later calls
+            if self._support_atoms is None:
+                self._support_atoms = np.take(self.W, self.cols, axis=0)
+            return np.einsum("ir,ir->i", np.take(H, self.rows, axis=0), self._support_atoms)
         out = np.empty(nnz, dtype=np.result_type(H, self.W))
         step = max(1, _CHUNK // max(R, 1))
         for start in range(0, nnz, step):  # blocks of entries, not a loop over samples
             stop = min(start + step, nnz)
-            out[start:stop] = np.einsum("ir,ir->i", H[self.rows[start:stop]],
+            out[start:stop] = np.einsum("ir,ir->i", np.take(H, self.rows[start:stop], axis=0),
                                         self.W[self.cols[start:stop]])
         return out
 
@@ -751,7 +863,11 @@ class SparseKL:
     def ratio(self, Y: Any) -> Any:
         """``V ⊘ Y`` as a CSR matrix with the pattern of ``V``."""
         data = self.values / np.maximum(Y, self.eps)
-        return scipy.sparse.csr_matrix((data, self.cols, self.V.indptr), shape=self.V.shape)
+        # the pattern of V, already canonical: skip the constructor's checks (they dominate
+        # the multiplicative updates' time at small batches)
+        out = self.V.copy()
+        out.data = data
+        return out
 
     def code_gradient(self, Y: Any) -> Any:
         """``∂/∂H sum_j d(v_j || W h_j) = 1^T W - (V ⊘ Y) W``, shape ``(b, R)``."""
@@ -789,6 +905,13 @@ class _SparseKLProblem(_Problem):
         if self.ridge:
             g = g + self.ridge * H
         return g
+
+    def mu_terms(self, H, Y):
+        numerator = np.asarray(self.kl.ratio(Y) @ self.kl.W)
+        denominator = self.kl.column_sums[None, :]
+        if self.ridge:
+            denominator = denominator + self.ridge * H
+        return numerator, denominator
 
 
 def code_divergence_sparse(
@@ -871,7 +994,7 @@ def code_divergence_sparse(
     gram = W.T @ W if gram is None else gram
     if init is not None and tuple(np.shape(init)) != (b, R):
         raise ValueError(f"init must have shape ({b}, {R}), got {tuple(np.shape(init))}")
-    rule = _resolve_step(step, loss, gram, float(ridge))
+    rule = _resolve_step(step, loss, gram, float(ridge), lower)
     kl = SparseKL(V, W, eps=loss.eps)
     problem = _SparseKLProblem(kl, lower, upper, float(ridge))
     if init is None:
@@ -880,5 +1003,7 @@ def code_divergence_sparse(
         init = np.ones((b, R), dtype=W.dtype) * scale[:, None]
     H = problem.project(np.asarray(init))
     Y = problem.forward(H)
+    if isinstance(rule, MultiplicativeStep):
+        return _iterate_mu(problem, rule, H, Y, max_iter, float(tol), callback)
     return _iterate(problem, rule, H, Y, problem.objective(H, Y), problem.gradient(H, Y),
                     max_iter, float(tol), callback)

@@ -88,12 +88,12 @@ DIVERGENCE_CONSTRAINTS = {
     "loss": [Instance("a loss name", str), Interval("real"),
              Instance("a Divergence", Divergence)],
     "loss_params": [Instance("a dict", dict), Instance("a JSON string", str), NONE],
-    "step_a": [Interval("real", 0, None, closed="neither")],
+    "step_a": [Interval("real", 0, None, closed="neither"), NONE],
     "step_b": [Interval("real", 0, None)],
     "step_tau": [Interval("real", 0, None), NONE],
     "grad_reduction": [Options("mean", "sum")],
-    "dict_step": [Options("sgd", "mu")],
-    "code_step": [Options("auto", "constant", "armijo", "polyak"),
+    "dict_step": [Options("auto", "sgd", "mu")],
+    "code_step": [Options("auto", "paper", "constant", "armijo", "polyak", "mu"),
                   Instance("a step rule", check=lambda rule: hasattr(rule, "_step"))],
     "code_lower": [Interval("real", 0, None)],
     "code_upper": [Interval("real", 0, None, closed="neither")],
@@ -105,10 +105,17 @@ DIVERGENCE_CONSTRAINTS = {
 }
 
 
+MU_REFERENCE_BATCH = 100
+"""Batch size (samples) from which the MU dictionary step's first steps are full updates.
+
+Measured on planted-topic corpora (docs/losses.md): from about 100 documents a batch's
+multiplicative update is a good step; smaller batches get proportionally smaller steps."""
+
+
 def check_divergence_rules(learner: Any) -> None:
     """The OL algorithm's rules between parameters (after the declared constraints)."""
-    learner.loss_  # noqa: B018 - an unknown loss, or bad loss_params, raise here
-    if not DivergenceCP(learner, None).step_size(1) < float("inf"):
+    loss = learner.loss_  # an unknown loss, or bad loss_params, raise here
+    if not DivergenceCP(learner, loss).step_size(1) < float("inf"):
         raise ValueError("step_tau + step_b must be > 0")
     if learner.dict_row_min > learner.dict_upper:
         raise ValueError("dict_row_min must be <= dict_upper")
@@ -135,7 +142,8 @@ class DivergenceCP(Algorithm):
     --------
     >>> from types import SimpleNamespace
     >>> from tensorstream.losses import get_loss
-    >>> params = SimpleNamespace(step_a=2e4, step_b=2e4, step_tau=None, batch_size=32)
+    >>> params = SimpleNamespace(step_a=2e4, step_b=2e4, step_tau=None, batch_size=32,
+    ...                          dict_step="sgd")
     >>> DivergenceCP(params, get_loss("kl")).step_size(1)
     0.9984025559105432
     """
@@ -147,12 +155,30 @@ class DivergenceCP(Algorithm):
         self.params = params
         self.loss = loss
 
+    def dict_step(self) -> str:
+        """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
+        multiplicative update the preconditioner is) and ``"sgd"`` for the other losses."""
+        step = self.params.dict_step
+        if step == "auto":
+            return "mu" if self.loss.name == "kl" else "sgd"
+        return step
+
     def step_size(self, t: int) -> float:
-        """``eta_t = step_a / (step_tau t + step_b)`` (``step_tau`` defaults to the batch size)."""
+        """``eta_t = step_a / (step_tau t + step_b)`` (``step_tau`` defaults to the batch size).
+
+        ``step_a=None``: ``step_b`` for the paper's step; for the MU step
+        ``step_b min(1, step_tau / MU_REFERENCE_BATCH)``, so that ``eta_t`` is a function of the
+        number of samples seen and a batch's weight is proportional to its size (a full
+        multiplicative update on a batch of 10 documents overfits it).
+        """
         p = self.params
-        tau = p.batch_size if p.step_tau is None else p.step_tau
-        denominator = float(tau) * t + float(p.step_b)
-        return float(p.step_a) / denominator if denominator > 0 else float("inf")
+        tau = float(p.batch_size if p.step_tau is None else p.step_tau)
+        a = p.step_a
+        if a is None:
+            shrink = min(1.0, tau / MU_REFERENCE_BATCH) if self.dict_step() == "mu" else 1.0
+            a = float(p.step_b) * shrink
+        denominator = tau * t + float(p.step_b)
+        return float(a) / denominator if denominator > 0 else float("inf")
 
     @staticmethod
     def keeps_sparse(loss: Divergence, X: Any, backend: str) -> bool:
@@ -254,7 +280,7 @@ class DivergenceCP(Algorithm):
         """One projected stochastic-gradient step on every loading, at the normalized scale
         (the paper's step, or the MU-preconditioned one with ``dict_step="mu"``)."""
         eta, B = self.step_size(t), sums["gradient"]
-        if self.params.dict_step == "mu":
+        if self.dict_step() == "mu":
             return mu_preconditioned_step(B, sums["code_sums"], loadings, eta, self.project)
         if self.params.grad_reduction == "mean":
             B = B / sums["n"]
@@ -284,22 +310,31 @@ class OnlineDivergenceNMF(OnlineLearner):
     loss_params : dict or JSON string, optional
         Keyword arguments of ``get_loss`` (``threshold`` for Huber, ``beta``, ``alpha``, ...).
         A checkpoint stores (and restores) them as a JSON string.
-    step_a, step_b : float, default 2e4
-        Dictionary step ``eta_t = step_a / (step_tau * t + step_b)`` (the paper's canonical a, b).
+    step_a : float or None, default None
+        Dictionary step ``eta_t = step_a / (step_tau * t + step_b)``. ``None``: ``step_b`` for
+        ``dict_step="sgd"`` (the paper's canonical ``a = b``); for ``dict_step="mu"``
+        ``step_b * min(1, step_tau / 100)``, so that ``eta_t`` depends on the number of samples
+        seen and not on how they are batched (:data:`MU_REFERENCE_BATCH`). Scale-free: the MU
+        step is invariant to the data's scale, the SGD step sees normalized data.
+    step_b : float, default 2e4
+        The ``b`` of the step (in samples when ``step_tau`` is the batch size).
     step_tau : float, optional
         The ``tau`` of the step; default ``batch_size``.
     grad_reduction : {"mean", "sum"}, default "mean"
-        Mean or sum over the batch of the per-sample dictionary gradients (spec 2.5).
-    dict_step : {"sgd", "mu"}, default "sgd"
+        Mean or sum over the batch of the per-sample dictionary gradients (spec 2.5; the MU
+        step is the same for both).
+    dict_step : {"auto", "sgd", "mu"}, default "auto"
         ``"sgd"``: the paper's projected stochastic-gradient step. ``"mu"`` (our extension):
         the same step preconditioned entrywise by the multiplicative update's scaling,
         ``U <- Pi_C(U - eta_t U / D * grad)`` with ``D`` the gradient's positive part's
         normaliser ``sum_j h_j`` (times the other loadings' column sums for a tensor), so that
         ``eta_t = 1`` is one KL multiplicative update on the batch. Every entry moves in
         proportion to its size: much better on sparse counts, where the paper's single step
-        either wipes out the small entries or barely moves (see docs/losses.md).
-    code_step : {"auto", "constant", "armijo", "polyak"}, default "auto"
-        Step rule of the coding step (see :func:`~tensorstream.coders.divergence.code_divergence`).
+        either wipes out the small entries or barely moves (see docs/losses.md). ``"auto"``:
+        ``"mu"`` for KL (the update it preconditions with), ``"sgd"`` for the other losses.
+    code_step : {"auto", "paper", "constant", "armijo", "polyak", "mu"}, default "auto"
+        Step rule of the coding step (see :func:`~tensorstream.coders.divergence.code_divergence`;
+        ``"auto"`` is the multiplicative update for KL and the paper's rule otherwise).
     code_lower, code_upper : float, default 1e-8 and 1e8
         The code box ``[eps', U]`` (normalized scale).
     dict_upper : float, default 1.0
@@ -334,6 +369,11 @@ class OnlineDivergenceNMF(OnlineLearner):
 
     Notes
     -----
+    The defaults depart from the paper where that works better (measured in docs/losses.md):
+    for KL, multiplicative updates for the codes and the MU-preconditioned dictionary step with
+    a batch-size-free step. The paper's settings are one argument away:
+    ``OnlineDivergenceNMF(R, **OnlineDivergenceNMF.paper_params)``.
+
     Missing-data masks are not supported. ``score`` is minus the mean divergence at refitted
     codes, at the raw data scale. Checkpoints need ``loss`` as a string or number and
     ``code_step`` as a string.
@@ -357,10 +397,17 @@ class OnlineDivergenceNMF(OnlineLearner):
     True
     """
 
+    paper_params = {"step_a": 2e4, "step_b": 2e4, "step_tau": None, "dict_step": "sgd",
+                    "code_step": "paper", "batch_size": 10}
+    """The paper's canonical settings (Zhao, Tan & Xu: projected SGD with ``a = b = 2e4``,
+    ``tau = 10``, its per-loss coding rules): ``OnlineDivergenceNMF(R, **paper_params)``."""
+
     def __init__(self, n_components: int, *, loss: str | float | Divergence = "kl",
-                 loss_params: dict | None = None, step_a: float = 2e4, step_b: float = 2e4,
+                 loss_params: dict | None = None, step_a: float | None = None,
+                 step_b: float = 2e4,
                  step_tau: float | None = None, grad_reduction: str = "mean",
-                 dict_step: str = "sgd", code_step: Any = "auto", code_lower: float = CODE_LOWER,
+                 dict_step: str = "auto", code_step: Any = "auto",
+                 code_lower: float = CODE_LOWER,
                  code_upper: float = CODE_UPPER, dict_upper: float = 1.0,
                  dict_row_min: float = 1e-8, ridge: float = 0.0, normalize: bool = True,
                  batch_size: int = 10, max_iter: int = 1, init="random",

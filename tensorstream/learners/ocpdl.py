@@ -59,10 +59,10 @@ SQUARED_ONLY = {"alpha": 0.0, "weights": "balanced", "search_radius": None,
                 "missing": None, "dict_passes": 1}
 """Parameters of the squared loss's surrogate engine, with their defaults."""
 
-DIVERGENCE_ONLY = {"loss_params": None, "step_a": 2e4, "step_b": 2e4, "step_tau": None,
+DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau": None,
                    "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
                    "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True, "dict_step": "sgd"}
+                   "normalize": True, "dict_step": "auto"}
 """Parameters of the divergence (OL) algorithm, with their defaults."""
 
 
@@ -202,11 +202,12 @@ dict_row_min, normalize, dict_step
                  missing: str | None = None,
                  batch_size: int = 32, max_iter: int = 10, init="random",
                  dict_passes: int = 1, code_max_iter: int = 300, code_tol: float = 1e-5,
-                 step_a: float = 2e4, step_b: float = 2e4, step_tau: float | None = None,
+                 step_a: float | None = None, step_b: float = 2e4,
+                 step_tau: float | None = None,
                  grad_reduction: str = "mean", code_step: Any = "auto",
                  code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
-                 dict_step: str = "sgd", random_state=None, backend: str | None = None,
+                 dict_step: str = "auto", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None):
         self.n_components = n_components
         self.loss = loss
