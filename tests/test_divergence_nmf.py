@@ -10,6 +10,7 @@ from scipy.optimize import linear_sum_assignment
 import tensorstream
 from tensorstream.core.constraints import project_rows_box_sum
 from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
+from tensorstream.learners.ocpdl import OnlineCPDL
 
 LOSSES = [
     ("kl", None), ("is", None), (0.5, None), (1.5, None), (3.0, None),
@@ -60,7 +61,8 @@ def test_heldout_refit_objective_drops_kl():
     """Spec 5.2 #2 for KL on Poisson counts, with the paper's canonical step a = b = 2e4."""
     X, _ = planted(1100, F=20, K=3)
     held, train = X[:100], X[100:]
-    model = OnlineDivergenceNMF(3, loss="kl", random_state=0, code_max_iter=50)
+    model = OnlineDivergenceNMF(3, loss="kl", random_state=0, code_max_iter=50,
+                                **OnlineDivergenceNMF.paper_params)
     model.partial_fit(train[:10])
     first = -model.score(held)
     for start in range(10, len(train), 10):
@@ -107,8 +109,10 @@ def test_heldout_refit_objective_drops_is():
 
 def test_planted_recovery_kl():
     X, (W,) = planted(2000, F=30, K=4, scale=1000.0, seed=1)
-    model = OnlineDivergenceNMF(4, loss="kl", batch_size=10, max_iter=3, random_state=0,
-                                code_max_iter=50).fit(X)
+    # the paper's algorithm (the defaults' batch-size-free MU step needs more passes here)
+    params = {**OnlineDivergenceNMF.paper_params, "batch_size": 10}
+    model = OnlineDivergenceNMF(4, loss="kl", max_iter=3, random_state=0, code_max_iter=50,
+                                **params).fit(X)
     learned = np.asarray(model.components_).T
     A = learned / np.linalg.norm(learned, axis=0)
     B = W / np.linalg.norm(W, axis=0)
@@ -294,8 +298,7 @@ def test_mu_step_stays_feasible_and_recovers_sparse_topics():
         beta[k, 20 * k:20 * (k + 1)] = rng.dirichlet(np.ones(20))
     theta = rng.dirichlet(np.full(topics, 0.1), size=600)
     X = sp.csr_matrix(rng.poisson(40 * theta @ beta).astype(float))
-    model = OnlineDivergenceNMF(topics, dict_step="mu", batch_size=10, max_iter=3,
-                                random_state=0)
+    model = OnlineDivergenceNMF(topics, batch_size=10, max_iter=3, random_state=0)  # defaults
     model.fit(X)
     W = np.asarray(model.loadings_[0])
     assert W.min() >= 0 and W.max() <= model.dict_upper + 1e-12
@@ -304,6 +307,24 @@ def test_mu_step_stays_feasible_and_recovers_sparse_topics():
     assert purity[0] >= 0.9, purity  # every learned topic's top words in one planted topic
 
 
+def test_kl_defaults_are_mu_with_a_batch_size_free_step():
+    def steps(learner, batch_size, seen):
+        algorithm = learner.set_params(batch_size=batch_size)._algorithm()
+        return [algorithm.step_size(n // batch_size) for n in seen]
+
+    kl = OnlineDivergenceNMF(2)
+    assert kl._algorithm().dict_step() == "mu"
+    assert OnlineDivergenceNMF(2, loss="is")._algorithm().dict_step() == "sgd"
+    assert OnlineCPDL(2, loss="kl")._algorithm().dict_step() == "mu"
+    seen = [40, 400, 4000]
+    # below the reference batch a batch's step is proportional to its size: the same step per
+    # sample seen, whatever the batching
+    np.testing.assert_allclose(np.array(steps(kl, 10, seen)) * 4, steps(kl, 40, seen))
+    assert min(steps(kl, 100, [100]) + steps(kl, 1000, [1000])) > 0.95  # full MU steps
+    paper = OnlineDivergenceNMF(2, **OnlineDivergenceNMF.paper_params)._algorithm()
+    assert paper.dict_step() == "sgd" and paper.step_size(1) == 2e4 / (10 + 2e4)
+
+
 def test_bad_dict_step_is_refused():
-    with pytest.raises(ValueError, match="dict_step must be one of 'sgd', 'mu'"):
+    with pytest.raises(ValueError, match="dict_step must be one of 'auto', 'sgd', 'mu'"):
         OnlineDivergenceNMF(2, dict_step="newton").fit(np.ones((4, 3)))
