@@ -165,19 +165,26 @@ def _components(model) -> np.ndarray:
     return np.asarray(model.components_)
 
 
+def _coding(args) -> dict:
+    """The coding step's options given on the command line (else the learners' defaults)."""
+    options = {"code_tol": args.code_tol, "code_max_iter": args.code_max_iter}
+    return {key: value for key, value in options.items() if value is not None}
+
+
 def make_online(args, components0):
     """OnlineDivergenceNMF with its defaults (or ``--dict-step`` / ``--step-a``)."""
     return OnlineDivergenceNMF(components0.shape[0], loss="kl", batch_size=args.batch_size,
                                step_a=args.step_a, dict_step=args.dict_step,
                                init=[components0.T / components0.max()],
-                               random_state=args.seed)
+                               random_state=args.seed, **_coding(args))
 
 
 def make_cpdl(args, components0):
     """OnlineCPDL(loss="kl") with its defaults (a matrix is a one-mode tensor)."""
     return OnlineCPDL(components0.shape[0], loss="kl", batch_size=args.batch_size,
                       step_a=args.step_a, dict_step=args.dict_step,
-                      init=[components0.T / components0.max()], random_state=args.seed)
+                      init=[components0.T / components0.max()], random_state=args.seed,
+                      **_coding(args))
 
 
 def run_restarted(make, train, test, args, schedule):
@@ -310,6 +317,10 @@ def main(argv: list[str] | None = None) -> dict:
                         help="the online learners' dictionary step (default: theirs)")
     parser.add_argument("--step-a", type=float, default=None,
                         help="the online learners' step a (default: theirs)")
+    parser.add_argument("--code-tol", type=float, default=None,
+                        help="the online learners' code_tol (default: theirs)")
+    parser.add_argument("--code-max-iter", type=int, default=None,
+                        help="the online learners' code_max_iter (default: theirs)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--budget", type=float, default=120.0,
                         help="training seconds per method and data set")

@@ -834,6 +834,7 @@ class SparseKL:
         self.cols, self.values = V.indices, V.data
         self.column_sums = np.sum(W, axis=0)  # 1^T W: the gradient of sum(y) in the codes
         self._support_atoms = None  # W[cols], gathered once when it fits in one block
+        self._ratio = None
         v = self.values
         self._data_term = self._row_sums(xlogy(v, v) - v)
 
@@ -861,13 +862,13 @@ class SparseKL:
         return H @ self.column_sums + self._data_term - log_model
 
     def ratio(self, Y: Any) -> Any:
-        """``V ⊘ Y`` as a CSR matrix with the pattern of ``V``."""
-        data = self.values / np.maximum(Y, self.eps)
-        # the pattern of V, already canonical: skip the constructor's checks (they dominate
-        # the multiplicative updates' time at small batches)
-        out = self.V.copy()
-        out.data = data
-        return out
+        """``V ⊘ Y`` as a CSR matrix with the pattern of ``V`` (overwritten by the next call)."""
+        if self._ratio is None:
+            self._ratio = self.V.astype(np.result_type(self.values.dtype, Y.dtype), copy=True)
+        # one matrix with the (canonical) pattern of V, refilled in place: the constructor's
+        # checks would dominate an iteration's time. Valid until the next call.
+        np.divide(self.values, np.maximum(Y, self.eps), out=self._ratio.data)
+        return self._ratio
 
     def code_gradient(self, Y: Any) -> Any:
         """``∂/∂H sum_j d(v_j || W h_j) = 1^T W - (V ⊘ Y) W``, shape ``(b, R)``."""
