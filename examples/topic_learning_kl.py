@@ -21,10 +21,11 @@ topic -> fraction, and the time of each method; the figure shows the topic-word 
 planted topics and of both learned dictionaries (rows matched, each scaled to its maximum) on the
 planted words.
 
-What to expect (measured, 2-core CPU, defaults, seeds 0/1/2): with ``--dict-step mu``
-(default here; the entrywise multiplicative-update preconditioning of the dictionary step,
-``OnlineDivergenceNMF(dict_step="mu")``) the online learner recovers every planted topic
-(fraction 1.0 for all five topics, all three seeds), as does MiniBatchNMF. With the paper's
+What to expect (measured, 2-core CPU, defaults, seeds 0/1/2): with the learner's defaults
+(for KL: multiplicative updates for the codes, the entrywise multiplicative-update
+preconditioning of the dictionary step, ``dict_step="mu"``, and a batch-size-free step) the
+online learner recovers every planted topic (fraction 1.0 for all five topics, all three
+seeds), as does MiniBatchNMF. With the paper's
 plain projected-SGD step (``--dict-step sgd``) one step size serves every entry of ``W`` while
 the KL curvature ``x / y^2`` differs by orders of magnitude between frequent and rare words: at
 the canonical ``a = 2e4`` every batch overwrites the dictionary (mean fraction 0.20); at
@@ -193,10 +194,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tfidf", action="store_true", help="the paper's TF-IDF + noise pipeline")
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--step-a", type=float, default=2e4,
-                        help="the dictionary step's a (canonical 2e4; see the docstring)")
-    parser.add_argument("--dict-step", choices=["mu", "sgd"], default="mu",
-                        help="dictionary step: MU-preconditioned (default) or the paper's SGD")
+    parser.add_argument("--step-a", type=float, default=None,
+                        help="the dictionary step's a (default: the learner's; the paper's "
+                             "canonical 2e4; see the docstring)")
+    parser.add_argument("--dict-step", choices=["auto", "mu", "sgd"], default="auto",
+                        help="dictionary step: the learner's default (MU-preconditioned for "
+                             "KL), or the paper's SGD")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="example-output", help="output directory")
     args = parser.parse_args(argv)

@@ -344,7 +344,8 @@ def test_cp_operators_match_the_unfolded_matrix(backend, rng):
 
 @pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
 @pytest.mark.parametrize("loss, step", [("kl", "armijo"), ("l1", "polyak"), ("l2", "constant"),
-                                        ("is", ArmijoStep(init="warm"))])
+                                        ("is", ArmijoStep(init="warm")), ("kl", "mu"),
+                                        ("is", "mu")])
 def test_numpy_and_pytorch_agree(loss, step):
     V, W = kl_problem(seed=8)
     results = {}
