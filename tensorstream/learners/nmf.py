@@ -22,11 +22,7 @@ the same ``alpha_W``, ``alpha_H`` and ``l1_ratio`` mean the same model in both l
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +31,7 @@ import tensorly as tl
 
 from ..coders.lasso import sample_losses, sparse_code
 from ..coders.robust import nonnegative_code_admm
-from ..core.backend import using
+from ..core.backend import limit_threads, using
 from ..core.constraints import project_columns
 from ..core.dictionary import gram, masked_gram, project
 from ..core.validation import (
@@ -62,97 +58,8 @@ _ADMM_TOL, _HALS_TOL = 1e-2, 1e-4
 
 # -- shared helpers of the NMF learners ----------------------------------------------------------
 
-_CONTROLLER: list = []
-_LIMITS: dict = {"lock": threading.Lock()}
-
-
-@contextlib.contextmanager
-def blas_threads(n_threads: int | None) -> Iterator[None]:
-    """Limit BLAS/OpenMP threads (``threadpoolctl``, when installed) inside the block.
-
-    On small matrices two BLAS threads on a loaded 2-core machine ran ~80x slower than one
-    (oversubscription; ``shared/DESIGN.md`` section 6); the learners' hot loops are made of such
-    products. ``None`` leaves the thread pools alone.
-    """
-    if n_threads is None:
-        yield
-        return
-    with _torch_threads(n_threads), _pool_threads(n_threads):
-        yield
-
-
-@contextlib.contextmanager
-def _torch_threads(n_threads: int) -> Iterator[None]:
-    """PyTorch's intra-op pool (its own setting; 9x slower at 2 threads on these steps)."""
-    torch = sys.modules.get("torch")  # only when the caller already uses torch
-    if torch is None:
-        yield
-        return
-
-    def limit() -> Any:
-        given = torch.get_num_threads()
-        torch.set_num_threads(n_threads)
-        return lambda: torch.set_num_threads(given)
-
-    with _shared_limit(limit, "torch"):
-        yield
-
-
-@contextlib.contextmanager
-def _pool_threads(n_threads: int) -> Iterator[None]:
-    with _LIMITS["lock"]:
-        if not _CONTROLLER:  # cached: creating one costs ~0.1 ms
-            from threadpoolctl import ThreadpoolController
-
-            _CONTROLLER.append(ThreadpoolController())
-    if _CONTROLLER[0] is None:
-        yield
-        return
-    controller = _CONTROLLER[0]
-
-    def current() -> list:
-        return [lib.num_threads for lib in controller.lib_controllers]
-
-    def limit() -> Any:
-        # a restore that did not hold (below) left the user's setting in "pending"
-        given = _LIMITS.pop("blas-pending", None) or current()
-        controller.limit(limits=n_threads)
-
-        def restore() -> None:
-            # OpenBLAS can ignore a raise of its thread count while another thread is inside
-            # a BLAS call: try again for a while, and remember the setting if it still fails
-            for _ in range(100):
-                for lib, n in zip(controller.lib_controllers, given):
-                    lib.set_num_threads(n)
-                if current() == given:
-                    return
-                time.sleep(0.001)
-            _LIMITS["blas-pending"] = given
-
-        return restore
-
-    with _shared_limit(limit, "blas"):
-        yield
-
-
-@contextlib.contextmanager
-def _shared_limit(limit: Any, key: str) -> Iterator[None]:
-    """A process-wide thread limit shared by concurrent fits: the first to enter applies it
-    (``limit()`` returns the function that undoes it), the last to leave restores the setting.
-    A save-and-restore per fit would leave the limit in place for good when two fits in two
-    threads overlap."""
-    state = _LIMITS.setdefault(key, {"active": 0, "restore": None})
-    with _LIMITS["lock"]:
-        if state["active"] == 0:
-            state["restore"] = limit()
-        state["active"] += 1
-    try:
-        yield
-    finally:
-        with _LIMITS["lock"]:
-            state["active"] -= 1
-            if state["active"] == 0:
-                state["restore"]()
+#: the thread limit of every learner (``n_threads``); kept under its old name for callers
+blas_threads = limit_threads
 
 
 def loadings_from_init(init: Any, sample_shape: tuple, R: int, backend: str,
@@ -250,8 +157,10 @@ class OnlineNMF(OnlineLearner):
         planted 20,000 x 400 matrix, a 3x higher held-out objective after 4 passes; docs/nmf.md).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
-    blas_threads : int or None, default 1
-        BLAS threads inside the coding and dictionary steps (:func:`blas_threads`).
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own). Named
+        ``blas_threads`` before version 0.3 (checkpoints with the old name still load).
 
     Attributes
     ----------
@@ -277,7 +186,7 @@ class OnlineNMF(OnlineLearner):
                  radius_mode: str = "frobenius", column_bound: float | None = 1.0,
                  missing: str | None = None, dict_passes: int = 1, coder: str = "admm",
                  code_max_iter: int = 100, code_tol: float | None = None, random_state=None,
-                 backend: str | None = None, blas_threads: int | None = 1,
+                 backend: str | None = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None):
         self.n_components = n_components
         self.init = init
@@ -298,7 +207,7 @@ class OnlineNMF(OnlineLearner):
         self.code_tol = code_tol
         self.random_state = random_state
         self.backend = backend
-        self.blas_threads = blas_threads
+        self.n_threads = n_threads
         self.verbose = verbose
         self.callback = callback
 
@@ -341,12 +250,6 @@ class OnlineNMF(OnlineLearner):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
-        """Learn from one mini-batch ``X`` of shape ``(b, n_features)`` (see OnlineCPDL)."""
-        self._check_params()  # blas_threads among them, before it is used
-        with blas_threads(self.blas_threads):
-            return super().partial_fit(X, y, **kwargs)
-
     def fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
         """Learn from scratch from an array or a stream of batches (see OnlineCPDL.fit)."""
         n = _n_samples(X, kwargs.get("sample_dim"))
@@ -365,19 +268,17 @@ class OnlineNMF(OnlineLearner):
 
     def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes ``W`` of ``X``, shape ``(n_samples, n_components)`` (see OnlineCPDL)."""
-        with blas_threads(self.blas_threads):
-            return super().transform(X, mask)
+        return super().transform(X, mask)
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
         """Minus the mean over samples of ``min_w 1/2 ||x - w H||^2 + penalties(w)``."""
-        with blas_threads(self.blas_threads):
-            return super().score(X, y, sample_weight=sample_weight, mask=mask)
+        return super().score(X, y, sample_weight=sample_weight, mask=mask)
 
     def surrogate_value(self) -> float:
         """The surrogate of the objective (module docstring's scale) at the current components."""
         stats = self.statistics_
         algorithm = self._algorithm()
-        with blas_threads(self.blas_threads), using(self.backend_):
+        with using(self.backend_):
             return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
                 algorithm.dictionary_penalty(self.loadings_)
 
@@ -474,8 +375,9 @@ class NMFAlgorithm(SurrogateCP):
                                          max_iter=self.params.code_max_iter)
         sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
         losses = 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
-        penalties = alpha * tl.abs(H) + ridge * H * H  # as the engine sums them
-        constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
+        if alpha or ridge:  # the codes' penalties, summed as the engine sums them
+            sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)
+        constant = float(tl.mean(sq_norms))
         return Codes(codes=H, explained=X, losses=losses, constant=constant)
 
     def update(self, sums: dict, statistics: dict, loadings: list, t: int,
