@@ -606,11 +606,12 @@ def nonnegative_code_admm(
         u = max(z, 0),   y = z - u
 
     The inverse is formed once and ``(p - l1)`` times it once, so an iteration is one ``R x R``
-    product and a few vector operations. A sample stops when its primal residual ``||h - u||``
-    and its change ``||u - u_prev||`` (the dual residual over ``rho``) are both at most
-    ``residual_tol ||u||``: differences the iteration forms anyway. Stopped samples leave the
-    working set, so the later iterations cost less, and a sample's code does not depend on the
-    rest of its batch.
+    product and a few vector operations. A sample stops when the move of ``z = a h + (1 - a) u
+    + y``, the quantity the iteration updates, is at most ``residual_tol ||u||``: as
+    ``u = max(z, 0)`` and ``y = min(z, 0)``, the move bounds both the (relaxed) primal residual
+    ``y_new - y`` and the change ``u_new - u`` (the dual residual over ``rho``), and it costs no
+    extra product. Stopped samples leave the working set, so the later iterations cost less, and
+    a sample's code does not depend on the rest of its batch.
 
     Parameters
     ----------
@@ -649,54 +650,54 @@ def nonnegative_code_admm(
     array([[0.75, 0.  ],
            [2.  , 1.  ]])
     """
-    context = tl.context(P)
-    R = tl.shape(G)[0]
-    eye = tl.eye(R, **context)
+    # one eigendecomposition gives rho and both inverses (a solve on an R x R matrix costs
+    # as much as a batch's iteration on some backends)
+    eigenvalues, vectors = tl.eigh(G)
+    top = max(float(tl.max(eigenvalues)), 0.0)
     if rho is None:
-        eigenvalues = tl.eigh(G)[0]
-        top = max(float(tl.max(eigenvalues)), 0.0)
         bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
+
+    def times_inverse(T: Tensor, shift: float) -> Tensor:
+        """``T (G + shift I)^-1`` (``shift`` > 0 and well above rounding: an accurate inverse)."""
+        return tl.dot(tl.dot(T, vectors) / (eigenvalues + shift), tl.transpose(vectors))
+
     target = P - l1 if l1 else P
     if H0 is None:
-        top = float(tl.max(tl.abs(G))) if R else 0.0
-        start = tl.dot(target, tl.solve(G + (l2 + 1e-10 * top + _TINY) * eye, eye))
-        H0 = start
-    inverse = tl.solve(G + (rho + l2) * eye, eye)
-    fixed = tl.dot(target, inverse)  # the part of every h-update that never changes
-    inverse = rho * inverse
-    U = tl.clip(H0, 0, None)
-    Y = tl.zeros(tl.shape(U), **context)
+        H0 = times_inverse(target, l2 + 1e-10 * top + _TINY)
+    fixed = times_inverse(target, rho + l2)  # the part of every h-update that never changes
+    inverse = rho * times_inverse(tl.eye(tl.shape(G)[0], **tl.context(G)), rho + l2)
+    # the iteration keeps z = (relaxed h) + y only: u = max(z, 0) and y = z - u = min(z, 0)
+    Z = tl.clip(H0, 0, None)
+    U = Z
     codes = U
     rows = None  # positions in the batch of the samples still running (None: all of them)
     bound = residual_tol * residual_tol
     n_iter = 0
     while n_iter < max_iter and tl.shape(U)[0]:
         n_iter += 1
-        H = fixed + tl.dot(U - Y, inverse)
-        Z = relaxation * H + (1 - relaxation) * U + Y if relaxation != 1 else H + Y
-        U_new = tl.clip(Z, 0, None)
-        Y_new = Z - U_new
-        primal, change = H - U_new, U_new - U
-        done = tl.sum(primal * primal + change * change, axis=1) <= \
-            bound * tl.sum(U_new * U_new, axis=1)
-        U, Y = U_new, Y_new
+        H = fixed + tl.dot(2 * U - Z, inverse)  # u - y = 2 u - z
+        step = relaxation * (H - U)  # z_new - z, as (1 - a) u + y = z - a u
+        Z = Z + step
+        U = tl.clip(Z, 0, None)
+        done = tl.sum(step * step, axis=1) <= bound * tl.sum(U * U, axis=1)
         if not bool(tl.any(done)):
             continue
         # the stopped samples' codes are final: write them out and drop them from the work
-        codes, U, Y, fixed, rows = _retire(codes, U, Y, fixed, rows, done)
+        codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
     if rows is None:
         return U, n_iter
     return _put_rows(codes, rows, U), n_iter
 
 
-def _retire(codes, U, Y, fixed, rows, done):
+def _retire(codes, U, Z, fixed, rows, done):
     """Write the codes of the ``done`` samples into ``codes`` and keep the others running."""
+    positions = tl.arange(tl.shape(U)[0], **_index_context(U))
+    finished, kept = positions[done], positions[~done]
     if rows is None:
-        rows = tl.arange(tl.shape(U)[0], **_index_context(U))
-    codes = _put_rows(codes, rows[done], U[done])
-    keep = ~done
-    return codes, U[keep], Y[keep], fixed[keep], rows[keep]
+        rows = positions
+    codes = _put_rows(codes, rows[finished], U[finished])
+    return codes, U[kept], Z[kept], fixed[kept], rows[kept]
 
 
 def _put_rows(codes, rows, values):

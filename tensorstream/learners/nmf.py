@@ -159,8 +159,8 @@ class OnlineNMF(OnlineLearner):
         As in :class:`OnlineCPDL`.
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
-        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own). Named
-        ``blas_threads`` before version 0.3 (checkpoints with the old name still load).
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own). Formerly
+        ``blas_threads`` (checkpoints with the old name still load).
 
     Attributes
     ----------

@@ -202,7 +202,7 @@ class RobustOnlineNMF(OnlineLearner):
         As in :class:`OnlineCPDL`.
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods (see
-        :func:`tensorstream.core.backend.limit_threads`; named ``blas_threads`` before 0.3).
+        :func:`tensorstream.core.backend.limit_threads`; formerly ``blas_threads``).
 
     Attributes
     ----------
