@@ -116,10 +116,11 @@ def _fmt(value):
     return "not reached" if math.isnan(value) else f"{value:.3f}"
 
 
-def _ratio(ours, theirs):
-    if math.isnan(ours):
-        return "not reached"
-    return f"{ours / theirs:.2f}x"
+def _ratio(first, second):
+    """``first / second`` of two times, or which of them was not reached."""
+    if math.isnan(first) or math.isnan(second):
+        return "not reached" if math.isnan(first) else "second not reached"
+    return f"{first / second:.2f}x"
 
 
 # -- part 1: OnlineNMF against MiniBatchNMF --------------------------------------------------------
