@@ -361,7 +361,7 @@ def test_bad_batches_leave_the_state(batch, error, message):
     (dict(forget_factor=1.5), ValueError, "forget_factor"),
     (dict(init="svd"), ValueError, "init must be"),
     (dict(coder="cd"), ValueError, "coder"),
-    (dict(blas_threads=0), ValueError, "blas_threads"),
+    (dict(n_threads=0), ValueError, "n_threads"),
     (dict(n_components=0), ValueError, "n_components"),
     (dict(column_bound=0.0), ValueError, "column_bound"),
 ])

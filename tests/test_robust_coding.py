@@ -13,6 +13,7 @@ from tensorly.tenalg import khatri_rao
 from tensorstream.coders.robust import (
     RobustPenalties,
     code_penalty,
+    nonnegative_code_admm,
     outlier_step,
     project_outliers,
     robust_code,
@@ -590,3 +591,31 @@ def test_bad_solver_name():
         surrogate_solver_step([W], np.eye(K), W, 0.0, solver="bcd", project=_ball)
     with pytest.raises(ValueError, match="gamma"):
         project_elastic_net_columns(np.ones((3, 2)), 0.0, 0.0)
+
+
+# -- the code-space ADMM of the NMF learners ------------------------------------------------------
+
+
+@pytest.mark.parametrize("l1, l2", [(0.0, 0.0), (0.05, 0.1)])
+def test_code_space_admm_solves_the_nonnegative_elastic_net(backend, l1, l2):
+    """Tight residuals give the exact minimiser (KKT of a projected-gradient reference), and a
+    sample stops on its own: the rows that stop early are the ones coded alone."""
+    rng = np.random.default_rng(3)
+    W = rng.random((30, 6)) ** 2
+    X = rng.random((40, 30))
+    X[::4] *= 50  # samples that stop at other iterations
+    G, P = W.T @ W, X @ W
+    H, n_iter = nonnegative_code_admm(tl.tensor(G), tl.tensor(P), l1=l1, l2=l2,
+                                      residual_tol=1e-11, max_iter=5000)
+    H = tl.to_numpy(H)
+    assert n_iter < 5000 and H.min() >= 0
+    step = 1.0 / (np.linalg.eigvalsh(G)[-1] + l2)
+    reference = H.copy()
+    for _ in range(3000):  # the exact solution is a fixed point of the prox-gradient map
+        reference = np.maximum(reference - step * (reference @ G - P + l1 + l2 * reference), 0)
+    np.testing.assert_allclose(H, reference, atol=1e-7 * np.abs(reference).max())
+    loose, _ = nonnegative_code_admm(tl.tensor(G), tl.tensor(P), l1=l1, l2=l2, residual_tol=1e-2)
+    for rows in (slice(0, 1), slice(5, 23)):
+        alone, _ = nonnegative_code_admm(tl.tensor(G), tl.tensor(P[rows]), l1=l1, l2=l2,
+                                         residual_tol=1e-2)
+        np.testing.assert_allclose(tl.to_numpy(alone), tl.to_numpy(loose)[rows], atol=1e-12)

@@ -451,7 +451,7 @@ def _losses_from_fit(X, fit, H, R, penalties, mask=None):
 
 def robust_code_admm(
     X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
-    R0: Tensor | None = None, rho: float = 1.0, tol: float = 1e-3, max_iter: int = 50,
+    R0: Tensor | None = None, rho: float = 1.0, tol: float | None = 1e-3, max_iter: int = 50,
     residual_tol: float | None = None, mask: Tensor | None = None,
 ) -> RobustCoding:
     """Codes and outliers of a batch by the spec's OADMM (eqs. 25-30), vectorised over the batch.
@@ -464,17 +464,27 @@ def robust_code_admm(
     ``W^T diag(m_j) W + (rho + l2) I`` (one batched inverse), and ``r``, ``q`` and their dual stay
     0 on missing entries: the exact ADMM of the masked problem.
 
+    Without outliers every iteration stays in the ``R``-dimensional code space: the objective
+    ``1/2 ||x||^2 - h^T W^T x + 1/2 h^T G h + penalties`` needs no product with ``W``, and the
+    residual rule (``tol=None``) needs no objective at all. The returned losses are computed
+    once, at the end, from the fit itself (no cancellation).
+
     Parameters
     ----------
-    X, loadings, penalties, H0, R0, tol, max_iter, mask
+    X, loadings, penalties, H0, R0, max_iter, mask
         As in :func:`robust_code_pgd`.
     rho : float
         The penalty parameter (``rho1 = rho2 = rho``), > 0.
+    tol : float or None
+        The paper's rule, per sample: relative change of the objective below ``tol``
+        (``0``: never; ``None``: not tested, only ``residual_tol`` stops a sample).
     residual_tol : float, optional
-        Also require ``||h - u||`` and ``||u - u_prev||`` to be at most ``residual_tol ||u||``
-        before a sample stops (not in the paper). The objective at ``u`` can stand still for a
-        few iterations while the duals move (``u`` clipped at 0), which the paper's rule alone
-        takes for convergence on ill-conditioned dictionaries.
+        Also require the primal residual ``||h - u||`` and the change ``||u - u_prev||`` (the
+        dual residual over ``rho``) to be at most ``residual_tol ||u||`` before a sample stops
+        (not in the paper). The objective at ``u`` can stand still for a few iterations while
+        the duals move (``u`` clipped at 0), which the paper's rule alone takes for convergence
+        on ill-conditioned dictionaries. Both residuals are differences the iteration forms
+        anyway, so this test costs a few vector operations in the code space.
 
     Returns
     -------
@@ -488,6 +498,13 @@ def robust_code_admm(
     >>> out = robust_code_admm(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=300)
     >>> np.round(out.codes, 6), np.round(out.outliers, 6)
     (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
+
+    Without outliers, stopped by the residuals alone:
+
+    >>> out = robust_code_admm(X, [W], RobustPenalties(lam=np.inf), tol=None, residual_tol=1e-8,
+    ...                        max_iter=300)
+    >>> np.round(out.codes, 6), np.round(out.losses, 6), out.n_iter < 300
+    (array([[1. , 0.5]]), array([0.405]), True)
     """
     op = DictionaryOperator(loadings)
     X = _on_observed(X, mask)
@@ -496,10 +513,12 @@ def robust_code_admm(
     G = op.gram if mask is None else masked_gram(mask, op.loadings)
     inverse = shifted_inverse(G, rho + penalties.code_l2)
     U, Q = _start(X, loadings, H0, R0, penalties, mask)
+    objective = _admm_objective(X, op, P, G, penalties, mask)
+    test_objective = tol is not None and tol > 0  # tol = 0 never stops: no objective needed
+    losses = objective(U, Q) if test_objective else None
     Rr = Q
     alpha = tl.zeros(tl.shape(U), **context)
     beta = tl.zeros(tl.shape(X), **context)
-    losses = robust_losses(X, op, U, Q, penalties, mask=mask)
     active = tl.ones((tl.shape(X)[0],), **context) > 0
     running = None
     n_iter = 0
@@ -519,23 +538,176 @@ def robust_code_admm(
         else:
             Q_new = Q
         U_new = _prox_u(H_new + alpha / rho, rho, penalties)
-        alpha_new = alpha + rho * (H_new - U_new)
-        new_losses = robust_losses(X, op, U_new, Q_new, penalties, mask=mask)
-        done = _converged(new_losses, losses, tol)
+        primal = H_new - U_new
+        alpha_new = alpha + rho * primal
+        done = None
+        if test_objective:
+            new_losses = objective(U_new, Q_new)
+            done = _converged(new_losses, losses, tol)
+            losses = _freeze(running, new_losses, losses)
         if residual_tol is not None:
-            scale = residual_tol * tl.clip(tl.norm(U_new, axis=1), _TINY, None)
-            done = done & (tl.norm(H_new - U_new, axis=1) <= scale) & \
-                (tl.norm(U_new - U, axis=1) <= scale)
+            small = _residuals_small(primal, U_new - U, U_new, residual_tol)
+            done = small if done is None else done & small
         U, alpha = _freeze(running, U_new, U), _freeze(running, alpha_new, alpha)
         if penalties.has_outliers:
             Q, Rr = _freeze(running, Q_new, Q), _freeze(running, R_new, Rr)
             beta = _freeze(running, beta_new, beta)
-        losses = _freeze(running, new_losses, losses)
+        if done is None:  # nothing to test: max_iter iterations
+            continue
         active = active & ~done
         running = _running(active)
         if running is not None and not bool(tl.any(active)):
             break
+    if not (test_objective and penalties.has_outliers):  # else: the losses at (U, Q) already
+        losses = robust_losses(X, op, U, Q, penalties, mask=mask)
     return RobustCoding(U, Q, losses, n_iter)
+
+
+def _residuals_small(primal: Tensor, change: Tensor, U: Tensor, residual_tol: float) -> Tensor:
+    """Per sample: ``||h - u||`` and ``||u - u_prev||`` both at most ``residual_tol ||u||``
+    (compared squared: no square roots)."""
+    bound = residual_tol * residual_tol * tl.clip(tl.sum(U * U, axis=1), _TINY, None)
+    return (tl.sum(primal * primal, axis=1) <= bound) & (tl.sum(change * change, axis=1) <= bound)
+
+
+def _admm_objective(X: Tensor, op: DictionaryOperator, P: Tensor, G: Tensor,
+                    penalties: RobustPenalties, mask: Tensor | None):
+    """The per-sample objective at ``(u, q)`` as a function, for the paper's stopping rule.
+
+    Without outliers it is evaluated in the code space, ``1/2 ||x||^2 - u^T P + 1/2 u^T G u``
+    (``P = W^T x`` and ``G`` the, possibly masked, Gram: ``x`` is 0 on missing entries): ``R^2``
+    flops per sample instead of a product with the dictionary and a pass over the data.
+    """
+    if penalties.has_outliers:
+        return lambda U, Q: robust_losses(X, op, U, Q, penalties, mask=mask)
+    half_sq = 0.5 * _per_sample_sq(X)
+
+    def objective(U: Tensor, Q: Tensor) -> Tensor:
+        fit = tl.sum(U * (0.5 * _times_gram(U, G) - P), axis=1)
+        return half_sq + fit + code_penalty(U, penalties)
+
+    return objective
+
+
+def nonnegative_code_admm(
+    G: Tensor, P: Tensor, *, l1: float = 0.0, l2: float = 0.0, H0: Tensor | None = None,
+    rho: float | None = None, residual_tol: float = 1e-2, max_iter: int = 50,
+    relaxation: float = 1.6,
+) -> tuple[Tensor, int]:
+    """Nonnegative elastic-net codes by ADMM in the code space: for every row ``p`` of ``P``
+
+        min_{h >= 0}  1/2 h^T G h - h^T p + l1 sum(h) + l2/2 ||h||^2
+
+    (with ``G = W^T W`` and ``p = W^T x`` this is ``1/2 ||x - W h||^2 + ...`` up to a constant:
+    :func:`robust_code_admm` without outliers, from the projections alone). Scaled-dual ADMM on
+    ``h = u`` with over-relaxation ``a`` (Boyd et al. 2011, section 3.4.3)::
+
+        h = (G + (rho + l2) I)^-1 (p - l1 + rho (u - y)),   z = a h + (1 - a) u + y,
+        u = max(z, 0),   y = z - u
+
+    The inverse is formed once and ``(p - l1)`` times it once, so an iteration is one ``R x R``
+    product and a few vector operations. A sample stops when the move of ``z = a h + (1 - a) u
+    + y``, the quantity the iteration updates, is at most ``residual_tol ||u||``: as
+    ``u = max(z, 0)`` and ``y = min(z, 0)``, the move bounds both the (relaxed) primal residual
+    ``y_new - y`` and the change ``u_new - u`` (the dual residual over ``rho``), and it costs no
+    extra product. Stopped samples leave the working set, so the later iterations cost less, and
+    a sample's code does not depend on the rest of its batch.
+
+    Parameters
+    ----------
+    G : tensor of shape (R, R)
+        The Gram matrix of the dictionary (positive semi-definite).
+    P : tensor of shape (b, R)
+        The projections ``W^T x`` of the samples.
+    l1, l2 : float
+        The l1 and l2 weights on the codes (``>= 0``).
+    H0 : tensor of shape (b, R), optional
+        Starting codes; by default the clipped elastic-net least-squares codes
+        ``max((p - l1) (G + l2 I)^-1, 0)``, which cut the iterations to a given tolerance by
+        2-3x against a zero start (measured on digits).
+    rho : float, optional
+        The penalty parameter; by default ``sqrt(lmin lmax) + l2`` from the eigenvalues of ``G``
+        (``lmin`` floored at ``1e-3 lmax``, away from 0 for dependent atoms).
+    residual_tol, max_iter : float, int
+        The per-sample stopping rule above, and the iteration cap.
+    relaxation : float in (0, 2)
+        ``a`` above; ``1`` is the plain ADMM. The default ``1.6`` cut the iterations to
+        ``residual_tol=1e-2`` by 25% on digits (18 to 13.5 per batch of 1024).
+
+    Returns
+    -------
+    codes : tensor of shape (b, R)
+    n_iter : int
+        Iterations of the slowest sample.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> X = np.array([[1.0, -1.0, 0.5], [2.0, 1.0, 3.0]])
+    >>> H, _ = nonnegative_code_admm(W.T @ W, X @ W, residual_tol=1e-10, max_iter=500)
+    >>> np.round(H, 6)
+    array([[0.75, 0.  ],
+           [2.  , 1.  ]])
+    """
+    # one eigendecomposition gives rho and both inverses (a solve on an R x R matrix costs
+    # as much as a batch's iteration on some backends)
+    eigenvalues, vectors = tl.eigh(G)
+    top = max(float(tl.max(eigenvalues)), 0.0)
+    if rho is None:
+        bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
+        rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
+
+    def times_inverse(T: Tensor, shift: float) -> Tensor:
+        """``T (G + shift I)^-1`` (``shift`` > 0 and well above rounding: an accurate inverse)."""
+        return tl.dot(tl.dot(T, vectors) / (eigenvalues + shift), tl.transpose(vectors))
+
+    target = P - l1 if l1 else P
+    if H0 is None:
+        H0 = times_inverse(target, l2 + 1e-10 * top + _TINY)
+    fixed = times_inverse(target, rho + l2)  # the part of every h-update that never changes
+    inverse = rho * times_inverse(tl.eye(tl.shape(G)[0], **tl.context(G)), rho + l2)
+    # the iteration keeps z = (relaxed h) + y only: u = max(z, 0) and y = z - u = min(z, 0)
+    Z = tl.clip(H0, 0, None)
+    U = Z
+    codes = U
+    rows = None  # positions in the batch of the samples still running (None: all of them)
+    bound = residual_tol * residual_tol
+    n_iter = 0
+    while n_iter < max_iter and tl.shape(U)[0]:
+        n_iter += 1
+        H = fixed + tl.dot(2 * U - Z, inverse)  # u - y = 2 u - z
+        step = relaxation * (H - U)  # z_new - z, as (1 - a) u + y = z - a u
+        Z = Z + step
+        U = tl.clip(Z, 0, None)
+        done = tl.sum(step * step, axis=1) <= bound * tl.sum(U * U, axis=1)
+        if not bool(tl.any(done)):
+            continue
+        # the stopped samples' codes are final: write them out and drop them from the work
+        codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
+    if rows is None:
+        return U, n_iter
+    return _put_rows(codes, rows, U), n_iter
+
+
+def _retire(codes, U, Z, fixed, rows, done):
+    """Write the codes of the ``done`` samples into ``codes`` and keep the others running."""
+    positions = tl.arange(tl.shape(U)[0], **_index_context(U))
+    finished, kept = positions[done], positions[~done]
+    if rows is None:
+        rows = positions
+    codes = _put_rows(codes, rows[finished], U[finished])
+    return codes, U[kept], Z[kept], fixed[kept], rows[kept]
+
+
+def _put_rows(codes, rows, values):
+    """``codes`` with the given rows replaced by ``values``."""
+    return tl.index_update(codes, tl.index[rows], values)
+
+
+def _index_context(T):
+    context = tl.context(T)
+    return {key: value for key, value in context.items() if key != "dtype"}
 
 
 def _prox_u(Y: Tensor, rho: float, penalties: RobustPenalties) -> Tensor:

@@ -14,6 +14,7 @@ callbacks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import time
 from collections.abc import Iterable, Iterator
@@ -24,7 +25,15 @@ import numpy as np
 import tensorly as tl
 import xarray as xr
 
-from ..core.backend import as_tensor, backend_of, float_dtype_of, no_grad, to_numpy, using
+from ..core.backend import (
+    as_tensor,
+    backend_of,
+    float_dtype_of,
+    limit_threads,
+    no_grad,
+    to_numpy,
+    using,
+)
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -94,8 +103,62 @@ SHARED_CONSTRAINTS = {
     "backend": BACKEND,
     "verbose": [BOOLEAN],
     "callback": [CALLABLE, NONE],
-    "blas_threads": [Interval("int", 1, None), NONE],
 }
+
+#: ``n_threads``, a parameter of every learner (added by :class:`CheckedParameters` where the
+#: learner's ``__init__`` does not declare it): BLAS/OpenMP and PyTorch threads inside its
+#: public methods (:func:`~..core.backend.limit_threads`; ``None``: the libraries' own).
+#: One thread is the default: on the benchmarks of ``docs/nmf.md`` no learner ran faster with
+#: the machine's default threads, and several ran 5-40x slower (oversubscription).
+N_THREADS = [Interval("int", 1, None), NONE]
+DEFAULT_N_THREADS = 1
+
+#: the public methods that run inside the learner's thread limit (where a class defines them)
+THREADED_METHODS = ("fit", "partial_fit", "transform", "fit_transform", "inverse_transform",
+                    "score", "objective", "surrogate_value", "decompose", "outliers", "impute",
+                    "reconstruct", "to_cp_tensor", "gradient_mapping")
+
+#: parameters renamed in every learner (old name: new name), for checkpoints
+RENAMED_EVERYWHERE = {"blas_threads": "n_threads"}
+
+
+_PARAM_NAMES: dict = {}
+
+
+def _with_n_threads(init: Any) -> Any:
+    """``init`` with a keyword-only ``n_threads`` parameter (in its signature too, for
+    ``get_params`` and ``clone``), stored unchanged like every parameter."""
+    signature = inspect.signature(init)
+    parameters = list(signature.parameters.values())
+    added = inspect.Parameter("n_threads", inspect.Parameter.KEYWORD_ONLY,
+                              default=DEFAULT_N_THREADS)
+    position = next((k for k, p in enumerate(parameters) if p.kind == p.VAR_KEYWORD),
+                    len(parameters))
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, n_threads: Any = DEFAULT_N_THREADS, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.n_threads = n_threads
+
+    __init__.__signature__ = signature.replace(
+        parameters=[*parameters[:position], added, *parameters[position:]])
+    return __init__
+
+
+def _threads_limited(method: Any) -> Any:
+    """``method`` run inside the learner's thread limit (``n_threads``, checked first)."""
+
+    @functools.wraps(method)
+    def limited(self: Any, *args: Any, **kwargs: Any) -> Any:
+        n_threads = self.n_threads
+        if n_threads is not None:
+            validate_params({"n_threads": n_threads}, {"n_threads": N_THREADS},
+                            type(self).__name__)
+        with limit_threads(n_threads):
+            return method(self, *args, **kwargs)
+
+    limited._threads_limited = True
+    return limited
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -113,6 +176,22 @@ class CheckedParameters:
 
     _parameter_constraints: dict = {}
     _fitted_attribute = "state_"
+    n_threads = DEFAULT_N_THREADS  # until __init__ sets it
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give every learner the ``n_threads`` parameter and run its public methods inside
+        its thread limit, so that no learner can forget either."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and "n_threads" not in inspect.signature(init).parameters:
+            cls.__init__ = _with_n_threads(init)
+        constraints = cls.__dict__.get("_parameter_constraints")
+        if constraints is not None and "n_threads" not in constraints:
+            cls._parameter_constraints = {**constraints, "n_threads": N_THREADS}
+        for name in THREADED_METHODS:
+            method = cls.__dict__.get(name)
+            if inspect.isfunction(method) and not hasattr(method, "_threads_limited"):
+                setattr(cls, name, _threads_limited(method))
     #: the data a learner models must be nonnegative (scikit-learn's ``positive_only`` tag)
     _positive_data = False
 
@@ -150,9 +229,12 @@ class OnlineEstimator(CheckedParameters):
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        signature = inspect.signature(cls.__init__)
-        return [p.name for p in signature.parameters.values()
-                if p.name != "self" and p.kind != p.VAR_KEYWORD]
+        names = _PARAM_NAMES.get(cls)
+        if names is None:  # cached: inspect.signature costs ~0.1 ms, twice per partial_fit
+            signature = inspect.signature(cls.__init__)
+            names = _PARAM_NAMES[cls] = [p.name for p in signature.parameters.values()
+                                         if p.name != "self" and p.kind != p.VAR_KEYWORD]
+        return list(names)
 
     def get_params(self, deep: bool = True) -> dict:
         """Hyper-parameters of the estimator, as given to ``__init__``."""
@@ -395,8 +477,8 @@ class ArrayCheckpoint:
     @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict, path: Any) -> Any:
         try:
-            learner = cls(**{**{k: decode_param(v) for k, v in meta["params"].items()},
-                             **overrides})
+            learner = cls(**{**{RENAMED_EVERYWHERE.get(k, k): decode_param(v)
+                                for k, v in meta["params"].items()}, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])
             fitted = dict(meta["values"])
@@ -532,7 +614,8 @@ class OnlineLearner(OnlineEstimator):
 
     @classmethod
     def _renamed(cls, params: dict) -> dict:
-        renamed = {cls._renamed_parameters.get(k, k): v for k, v in params.items()}
+        names = {**RENAMED_EVERYWHERE, **cls._renamed_parameters}
+        renamed = {names.get(k, k): v for k, v in params.items()}
         return {k: cls._renamed_values.get((k, v), v) if isinstance(v, str) else v
                 for k, v in renamed.items()}
 

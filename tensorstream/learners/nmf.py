@@ -22,12 +22,7 @@ the same ``alpha_W``, ``alpha_H`` and ``l1_ratio`` mean the same model in both l
 
 from __future__ import annotations
 
-import contextlib
-import math
-import sys
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +30,8 @@ import numpy as np
 import tensorly as tl
 
 from ..coders.lasso import sample_losses, sparse_code
-from ..coders.robust import RobustPenalties, robust_code_admm
-from ..core.backend import using
+from ..coders.robust import nonnegative_code_admm
+from ..core.backend import limit_threads, using
 from ..core.constraints import project_columns
 from ..core.dictionary import gram, masked_gram, project
 from ..core.validation import (
@@ -57,100 +52,14 @@ from .ocpdl import SurrogateCP, checked_init
 
 __all__ = ["Discounted", "OnlineNMF", "blas_threads"]
 
+#: the coders' default tolerances (``code_tol=None``), chosen by measurement (docs/nmf.md)
+_ADMM_TOL, _HALS_TOL = 1e-2, 1e-4
+
 
 # -- shared helpers of the NMF learners ----------------------------------------------------------
 
-_CONTROLLER: list = []
-_LIMITS: dict = {"lock": threading.Lock()}
-
-
-@contextlib.contextmanager
-def blas_threads(n_threads: int | None) -> Iterator[None]:
-    """Limit BLAS/OpenMP threads (``threadpoolctl``, when installed) inside the block.
-
-    On small matrices two BLAS threads on a loaded 2-core machine ran ~80x slower than one
-    (oversubscription; ``shared/DESIGN.md`` section 6); the learners' hot loops are made of such
-    products. ``None`` leaves the thread pools alone.
-    """
-    if n_threads is None:
-        yield
-        return
-    with _torch_threads(n_threads), _pool_threads(n_threads):
-        yield
-
-
-@contextlib.contextmanager
-def _torch_threads(n_threads: int) -> Iterator[None]:
-    """PyTorch's intra-op pool (its own setting; 9x slower at 2 threads on these steps)."""
-    torch = sys.modules.get("torch")  # only when the caller already uses torch
-    if torch is None:
-        yield
-        return
-
-    def limit() -> Any:
-        given = torch.get_num_threads()
-        torch.set_num_threads(n_threads)
-        return lambda: torch.set_num_threads(given)
-
-    with _shared_limit(limit, "torch"):
-        yield
-
-
-@contextlib.contextmanager
-def _pool_threads(n_threads: int) -> Iterator[None]:
-    with _LIMITS["lock"]:
-        if not _CONTROLLER:  # cached: creating one costs ~0.1 ms
-            from threadpoolctl import ThreadpoolController
-
-            _CONTROLLER.append(ThreadpoolController())
-    if _CONTROLLER[0] is None:
-        yield
-        return
-    controller = _CONTROLLER[0]
-
-    def current() -> list:
-        return [lib.num_threads for lib in controller.lib_controllers]
-
-    def limit() -> Any:
-        # a restore that did not hold (below) left the user's setting in "pending"
-        given = _LIMITS.pop("blas-pending", None) or current()
-        controller.limit(limits=n_threads)
-
-        def restore() -> None:
-            # OpenBLAS can ignore a raise of its thread count while another thread is inside
-            # a BLAS call: try again for a while, and remember the setting if it still fails
-            for _ in range(100):
-                for lib, n in zip(controller.lib_controllers, given):
-                    lib.set_num_threads(n)
-                if current() == given:
-                    return
-                time.sleep(0.001)
-            _LIMITS["blas-pending"] = given
-
-        return restore
-
-    with _shared_limit(limit, "blas"):
-        yield
-
-
-@contextlib.contextmanager
-def _shared_limit(limit: Any, key: str) -> Iterator[None]:
-    """A process-wide thread limit shared by concurrent fits: the first to enter applies it
-    (``limit()`` returns the function that undoes it), the last to leave restores the setting.
-    A save-and-restore per fit would leave the limit in place for good when two fits in two
-    threads overlap."""
-    state = _LIMITS.setdefault(key, {"active": 0, "restore": None})
-    with _LIMITS["lock"]:
-        if state["active"] == 0:
-            state["restore"] = limit()
-        state["active"] += 1
-    try:
-        yield
-    finally:
-        with _LIMITS["lock"]:
-            state["active"] -= 1
-            if state["active"] == 0:
-                state["restore"]()
+#: the thread limit of every learner (``n_threads``); kept under its old name for callers
+blas_threads = limit_threads
 
 
 def loadings_from_init(init: Any, sample_shape: tuple, R: int, backend: str,
@@ -223,15 +132,22 @@ class OnlineNMF(OnlineLearner):
     weights : "balanced", float or callable, default "balanced"
         The engine's schedule ``w_t`` when ``forget_factor`` is None: ``1/t``, ``t^-beta``, ...
     coder : {"admm", "hals"}, default "admm"
-        Solver of the codes: ADMM vectorised over the batch (a few GEMMs per iteration,
-        :func:`tensorstream.coders.robust.robust_code_admm` without outliers, from the clipped
-        least-squares codes), or the engine's exact coordinate descent (HALS,
-        one pass over the components per sweep; what :class:`OnlineCPDL` uses). With missing
-        entries the codes are always HALS's (per-sample Grams).
-    code_max_iter, code_tol : int, float, default 100, 1e-4
-        Iterations and tolerance of the coder (ADMM: relative change of each sample's
-        objective; HALS: largest code move relative to the largest code). Online learning
-        tolerates inexact codes; tighten them (``set_params``) for evaluations.
+        Solver of the codes: ADMM in the code space, vectorised over the batch (one small
+        ``R x R`` product per iteration, from the clipped least-squares codes;
+        :func:`tensorstream.coders.robust.nonnegative_code_admm`), or the engine's exact
+        coordinate descent (HALS, one pass over the components per sweep; what
+        :class:`OnlineCPDL` uses). With missing entries the codes are always HALS's
+        (per-sample Grams).
+    code_max_iter : int, default 100
+        Iteration cap of the coder.
+    code_tol : float or None, default None
+        Tolerance of the coder, per sample. ADMM: its primal residual ``||h - u||`` and its
+        change ``||u - u_prev||`` relative to ``||u||``; HALS: largest code move relative to
+        the largest code. ``None``: ``1e-2`` for ADMM, ``1e-4`` for HALS (the ADMM's rule is
+        checked from quantities its iteration forms anyway, and ``1e-2`` reached the held-out
+        objective of tighter tolerances on the benchmarks of ``docs/nmf.md`` at 1.5-2x less
+        time). Online learning tolerates inexact codes; tighten them (``set_params``) for
+        evaluations.
     search_radius, radius_mode, dict_passes, missing
         As in :class:`OnlineCPDL`.
     column_bound : float or None, default 1.0
@@ -241,8 +157,10 @@ class OnlineNMF(OnlineLearner):
         planted 20,000 x 400 matrix, a 3x higher held-out objective after 4 passes; docs/nmf.md).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
-    blas_threads : int or None, default 1
-        BLAS threads inside the coding and dictionary steps (:func:`blas_threads`).
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own). Formerly
+        ``blas_threads`` (checkpoints with the old name still load).
 
     Attributes
     ----------
@@ -267,8 +185,8 @@ class OnlineNMF(OnlineLearner):
                  forget_factor: float | None = None, weights="balanced", search_radius=None,
                  radius_mode: str = "frobenius", column_bound: float | None = 1.0,
                  missing: str | None = None, dict_passes: int = 1, coder: str = "admm",
-                 code_max_iter: int = 100, code_tol: float = 1e-4, random_state=None,
-                 backend: str | None = None, blas_threads: int | None = 1,
+                 code_max_iter: int = 100, code_tol: float | None = None, random_state=None,
+                 backend: str | None = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None):
         self.n_components = n_components
         self.init = init
@@ -289,7 +207,7 @@ class OnlineNMF(OnlineLearner):
         self.code_tol = code_tol
         self.random_state = random_state
         self.backend = backend
-        self.blas_threads = blas_threads
+        self.n_threads = n_threads
         self.verbose = verbose
         self.callback = callback
 
@@ -309,6 +227,7 @@ class OnlineNMF(OnlineLearner):
         "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
         "dict_passes": [Interval("int", 1, None)],
         "coder": [Options("admm", "hals")],
+        "code_tol": [Interval("real", 0, None), NONE],
     }
 
     def _check_rules(self) -> None:
@@ -331,12 +250,6 @@ class OnlineNMF(OnlineLearner):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
-        """Learn from one mini-batch ``X`` of shape ``(b, n_features)`` (see OnlineCPDL)."""
-        self._check_params()  # blas_threads among them, before it is used
-        with blas_threads(self.blas_threads):
-            return super().partial_fit(X, y, **kwargs)
-
     def fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
         """Learn from scratch from an array or a stream of batches (see OnlineCPDL.fit)."""
         n = _n_samples(X, kwargs.get("sample_dim"))
@@ -355,19 +268,17 @@ class OnlineNMF(OnlineLearner):
 
     def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes ``W`` of ``X``, shape ``(n_samples, n_components)`` (see OnlineCPDL)."""
-        with blas_threads(self.blas_threads):
-            return super().transform(X, mask)
+        return super().transform(X, mask)
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
         """Minus the mean over samples of ``min_w 1/2 ||x - w H||^2 + penalties(w)``."""
-        with blas_threads(self.blas_threads):
-            return super().score(X, y, sample_weight=sample_weight, mask=mask)
+        return super().score(X, y, sample_weight=sample_weight, mask=mask)
 
     def surrogate_value(self) -> float:
         """The surrogate of the objective (module docstring's scale) at the current components."""
         stats = self.statistics_
         algorithm = self._algorithm()
-        with blas_threads(self.blas_threads), using(self.backend_):
+        with using(self.backend_):
             return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
                 algorithm.dictionary_penalty(self.loadings_)
 
@@ -446,51 +357,28 @@ class NMFAlgorithm(SurrogateCP):
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
         """Nonnegative elastic-net codes with scikit-learn's ``alpha_W`` scaling.
 
-        The losses are on scikit-learn's 1/2 scale, the constant on the engine's (the
-        statistics are shared with :class:`OnlineCPDL`).
+        Both coders work from the Gram matrix and the projections alone; the losses are on
+        scikit-learn's 1/2 scale, the constant on the engine's (the statistics are shared with
+        :class:`OnlineCPDL`).
         """
         alpha, ridge = self.code_penalties(int(np.prod(X.shape[1:])))
-        if self.params.coder == "hals" or mask is not None:
-            H, losses = self._hals_codes(X, loadings, mask, alpha, ridge)
-        else:
-            H, losses = self._admm_codes(X, loadings, alpha, ridge)
-        sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
-        penalties = alpha * tl.abs(H) + ridge * H * H  # as the engine sums them
-        constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
-        return Codes(codes=H, explained=X, losses=losses, constant=constant)
-
-    def _admm_codes(self, X: Any, loadings: list, alpha: float,
-                    ridge: float) -> tuple[Any, Any]:
-        """ADMM codes from the clipped least-squares start, penalty ``sqrt(lmin lmax)``.
-
-        Both choices cut the iterations to a given tolerance by 2-3x against a zero start and
-        ``rho = trace(G) / R`` (measured on digits); the floor on ``lmin`` keeps ``rho`` away
-        from 0 for (nearly) dependent atoms.
-        """
-        penalties = RobustPenalties(lam=math.inf, code_l1=alpha / 2, code_l2=ridge)
-        G = gram(loadings)
-        eigenvalues = tl.eigh(G)[0]
-        top = max(float(tl.max(eigenvalues)), 0.0)
-        bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
-        rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + ridge
-        eye = tl.eye(G.shape[0], **tl.context(G))
-        right = tl.transpose(project(X, loadings) - alpha / 2)
-        start = tl.solve(G + (ridge + 1e-10 * top + 1e-300) * eye, right)
-        coding = robust_code_admm(X, loadings, penalties, H0=tl.clip(tl.transpose(start), 0, None),
-                                  rho=rho, tol=self.params.code_tol,
-                                  max_iter=self.params.code_max_iter,
-                                  residual_tol=math.sqrt(self.params.code_tol))
-        return coding.codes, coding.losses
-
-    def _hals_codes(self, X: Any, loadings: list, mask: Any, alpha: float,
-                    ridge: float) -> tuple[Any, Any]:
-        """The engine's coder (exact coordinate descent) and the losses on the 1/2 scale."""
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = project(X, loadings)
-        H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=True,
-                           max_iter=self.params.code_max_iter, tol=self.params.code_tol)
+        tol = self.params.code_tol
+        if self.params.coder == "hals" or mask is not None:
+            H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=True,
+                               max_iter=self.params.code_max_iter,
+                               tol=_HALS_TOL if tol is None else tol)
+        else:
+            H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
+                                         residual_tol=_ADMM_TOL if tol is None else tol,
+                                         max_iter=self.params.code_max_iter)
         sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
-        return H, 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
+        losses = 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
+        if alpha or ridge:  # the codes' penalties, summed as the engine sums them
+            sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)
+        constant = float(tl.mean(sq_norms))
+        return Codes(codes=H, explained=X, losses=losses, constant=constant)
 
     def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:

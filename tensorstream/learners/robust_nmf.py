@@ -68,7 +68,7 @@ from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
 from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, OnlineLearner
-from .nmf import blas_threads, loadings_from_init
+from .nmf import loadings_from_init
 from .ocpdl import SurrogateCP
 
 __all__ = ["RobustNMF", "RobustOnlineNMF"]
@@ -200,8 +200,9 @@ class RobustOnlineNMF(OnlineLearner):
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
-    blas_threads : int or None, default 1
-        BLAS threads inside the steps (see :func:`tensorstream.learners.nmf.blas_threads`).
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods (see
+        :func:`tensorstream.core.backend.limit_threads`; formerly ``blas_threads``).
 
     Attributes
     ----------
@@ -234,7 +235,7 @@ class RobustOnlineNMF(OnlineLearner):
                  code_init: str = "uniform", outlier_init: str = "zero",
                  missing: str | None = None, weights="balanced", batch_size: int = 5,
                  max_iter: int = 1, init="random", random_state=None,
-                 backend: str | None = None, blas_threads: int | None = 1,
+                 backend: str | None = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None):
         self.n_components = n_components
         self.lam = lam
@@ -268,7 +269,7 @@ class RobustOnlineNMF(OnlineLearner):
         self.init = init
         self.random_state = random_state
         self.backend = backend
-        self.blas_threads = blas_threads
+        self.n_threads = n_threads
         self.verbose = verbose
         self.callback = callback
 
@@ -312,20 +313,14 @@ class RobustOnlineNMF(OnlineLearner):
     def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> RobustOnlineNMF:
         """Learn from one mini-batch (see :meth:`OnlineCPDL.partial_fit`); the batch's codes
         and outliers are kept in ``last_decomposition_``."""
-        self._check_params()  # blas_threads among them, before it is used
-        with blas_threads(self.blas_threads):
-            return super().partial_fit(X, y, **kwargs)
-
-    def _coded(self, X: Any, mask: Any) -> Codes:
-        with blas_threads(self.blas_threads):
-            return super()._coded(X, mask)
+        return super().partial_fit(X, y, **kwargs)
 
     # -- results -------------------------------------------------------------------------------
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``f~_t(W_t)`` (eq. 11, plus the dictionary's penalty)."""
         stats = self.statistics_
-        with blas_threads(self.blas_threads), using(self.backend_):
+        with using(self.backend_):
             return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
                 penalty_value(self.loadings_, self.dict_l1, self.dict_l2)
 
@@ -471,7 +466,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     init : "random", array of shape (n_components, n_features) or list ``[W]``
         The initial dictionary (``"random"``: the projection of U[0, 1) entries, as the online
         learner); the codes start at U[0, 1), the outliers at 0.
-    random_state, backend, blas_threads
+    random_state, backend, n_threads
         As in :class:`RobustOnlineNMF`.
     callback : callable, optional
         ``callback(model, info)`` after every iteration; returning True stops.
@@ -510,7 +505,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                  rho: float = 1.0, max_iter: int = 200, tol: float = 0.0,
                  max_time: float | None = None, transform_tol: float = 1e-6,
                  transform_max_iter: int = 1000, init="random", random_state=None,
-                 backend: str | None = None, blas_threads: int | None = 1, callback=None):
+                 backend: str | None = None, n_threads: int | None = 1, callback=None):
         self.n_components = n_components
         self.lam = lam
         self.lam_scale = lam_scale
@@ -526,7 +521,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         self.init = init
         self.random_state = random_state
         self.backend = backend
-        self.blas_threads = blas_threads
+        self.n_threads = n_threads
         self.callback = callback
 
     _parameter_constraints = {
@@ -575,7 +570,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             self.__dict__.pop(name, None)
         X = self._validate(X)
         backend = backend_of(X)
-        with using(backend), blas_threads(self.blas_threads):
+        with using(backend):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
             X = tl.tensor(X, **context)
             rng = np.random.default_rng(self.random_state)
@@ -675,7 +670,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """``(codes, outliers)`` of new samples against the learned components."""
         self._check_fitted()
         X = self._validate(X)
-        with using(self.backend_), blas_threads(self.blas_threads):
+        with using(self.backend_):
             W = tl.transpose(self.components_)
             H0, R0 = coding_start(X, self.n_components, "uniform", "zero")
             coding = robust_code(X, [W], self._penalties(X.shape[1]), solver=self.solver,
