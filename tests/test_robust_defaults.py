@@ -142,3 +142,25 @@ def test_auto_lam_is_documented_in_units_of_the_scale():
     model = RobustOnlineNMF(3, lam_scale=2.0, random_state=0).fit(_outlier_data())
     penalties = model._algorithm().penalties(20)
     assert penalties.lam == pytest.approx(2.0 * AUTO_LAM)
+
+
+def test_a_checkpoint_from_before_data_scale_resumes_as_before(tmp_path):
+    """Checkpoints written before ``data_scale`` existed hold the old defaults (``lam=None``,
+    ``M=1.0``) and ``scale = 1``: they load in raw units and resume exactly as a learner at the
+    paper's settings does."""
+    import json
+
+    from tensorstream.engine.checkpoint import read_checkpoint
+
+    X = _outlier_data()
+    paper = RobustOnlineNMF(3, random_state=0, **RobustOnlineNMF.paper_params)
+    paper.partial_fit(X[:10])
+    meta, arrays = read_checkpoint(paper.save(tmp_path / "new"))
+    del meta["params"]["data_scale"]  # what the previous version wrote
+    old = tmp_path / "old.npz"
+    np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
+    resumed = load(old)
+    assert resumed.data_scale == "auto" and resumed.scale_ == 1.0 and resumed.lam is None
+    for learner in (paper, resumed):
+        learner.partial_fit(7 * X[10:20])  # raw units: no rescaling of a later batch
+    np.testing.assert_array_equal(resumed.components_, paper.components_)

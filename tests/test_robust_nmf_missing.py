@@ -9,7 +9,9 @@ and the W-step runs the spec's PGD/ADMM on the entrywise quadratic.
 import numpy as np
 import pytest
 import tensorly as tl
-from test_robust_nmf import CONSTRAINTS, _feasible
+
+# the learner at the paper's settings (spec 000's numbers are measured at them)
+from test_robust_nmf import CONSTRAINTS, RobustOnlineNMF, _feasible
 
 from tensorstream import load
 from tensorstream.coders.robust import (
@@ -21,26 +23,12 @@ from tensorstream.coders.robust import (
 )
 from tensorstream.core.backend import using
 from tensorstream.datasets.outliers import psnr, support_scores, synthetic_outlier_data
-from tensorstream.learners import robust_nmf
 from tensorstream.steps.surrogate import (
     dictionary_admm,
     dictionary_pgd,
     surrogate_solver_step,
     surrogate_value,
 )
-
-
-def _in_paper_units(cls):
-    """``cls`` with the paper's lam, box and raw units (``paper_params``) unless a test says
-    otherwise: these tests reproduce spec 000, whose numbers are measured at those settings."""
-    paper = {k: cls.paper_params[k] for k in ("lam", "lam_scale", "M", "data_scale")}
-
-    def make(*args, **kwargs):
-        return cls(*args, **{**paper, **kwargs})
-    return make
-
-
-RobustOnlineNMF = _in_paper_units(robust_nmf.RobustOnlineNMF)
 
 SOLVERS = ["pgd", "admm"]
 

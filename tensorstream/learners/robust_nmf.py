@@ -186,7 +186,8 @@ class RobustOnlineNMF(OnlineLearner):
         Box ``|r_i| <= M`` in units of the data scale (the paper's 1 for data scaled to unit
         maximum, in ``paper_params``); None or inf: no box.
     data_scale : "auto" or float, default "auto"
-        The unit of the data: ``"auto"`` is the first batch's mean absolute entry, kept in the
+        The unit of the data: ``"auto"`` is the first batch's mean absolute entry (missing
+        entries counting as zeros; a sum, so a cluster finds the same), kept in the
         fitted state (``scale_``) and checkpoints. ``lam``, ``M``, the code penalties, the
         codes' start and the dictionary penalties are in its units, so the learner is
         scale-free: fitting ``c * X`` gives ``c`` times the codes and outliers of ``X``. A
