@@ -182,9 +182,11 @@ class RobustOnlineNMF(OnlineLearner):
     lam_scale : float, default 1.0
         Multiple of the ``"auto"`` or the paper's ``lam`` (``1/sqrt(F)`` is too small for large
         or sparse samples: spec 000, section 6.16).
-    M : float or None, default None
+    M : float or None, default 10.0
         Box ``|r_i| <= M`` in units of the data scale (the paper's 1 for data scaled to unit
-        maximum, in ``paper_params``); None or inf: no box.
+        maximum, in ``paper_params``); None or inf: no box. The default never binds on data
+        within 10 times their mean absolute entry (faces, digits: within 2-4); a gross
+        outlier beyond it (1e10 in data of order 1) no longer drags the dictionary along.
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean absolute entry (missing
         entries counting as zeros; a sum, so a cluster finds the same), kept in the
@@ -269,7 +271,7 @@ class RobustOnlineNMF(OnlineLearner):
                     "solver": "admm", "batch_size": 5, "weights": "balanced"}
 
     def __init__(self, n_components: int, *, lam: float | str | None = "auto",
-                 lam_scale: float = 1.0, M: float | None = None,
+                 lam_scale: float = 1.0, M: float | None = 10.0,
                  data_scale: float | str = "auto", solver: str = "admm", kappa: float = 0.7,
                  rho: float = 1.0, accelerated: bool = False, code_tol: float = 1e-3,
                  code_max_iter: int = 50, dict_tol: float = 1e-4, dict_max_iter: int = 200,
@@ -588,7 +590,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                     "solver": "admm"}
 
     def __init__(self, n_components: int, *, lam: float | str | None = "auto",
-                 lam_scale: float = 1.0, M: float | None = None,
+                 lam_scale: float = 1.0, M: float | None = 10.0,
                  data_scale: float | str = "auto", solver: str = "admm", kappa: float = 0.7,
                  rho: float = 1.0, max_iter: int = 200, tol: float = 0.0,
                  max_time: float | None = None, transform_tol: float = 1e-6,
