@@ -303,8 +303,9 @@ def compare_robust(args):
           f"{'PSNR dB':>10}")
     rows = {}
     for solver in ("admm", "pgd"):
-        model = RobustOnlineNMF(49, solver=solver, random_state=2,
-                                n_threads=args.n_threads)
+        # the paper's recipe at the paper's settings (lam = 1/sqrt(F), M = 1, raw units)
+        model = RobustOnlineNMF(49, **{**RobustOnlineNMF.paper_params, "solver": solver},
+                                random_state=2, n_threads=args.n_threads)
         trace, seconds, codes = [], 0.0, []
         for start in range(0, len(data.X), 5):
             begin = time.perf_counter()
@@ -316,8 +317,9 @@ def compare_robust(args):
         quality = psnr(data.X_clean, np.concatenate(codes) @ model.components_)
         rows[f"RobustOnlineNMF {solver}"] = (trace, seconds, model.surrogate_value(), quality)
     for solver in ("admm", "pgd"):
-        batch = RobustNMF(49, solver=solver, max_iter=100000, max_time=args.robust_budget,
-                          random_state=2, n_threads=args.n_threads).fit(data.X)
+        batch = RobustNMF(49, **{**RobustNMF.paper_params, "solver": solver}, max_iter=100000,
+                          max_time=args.robust_budget, random_state=2,
+                          n_threads=args.n_threads).fit(data.X)
         trace = [(info["seconds"], info["objective"]) for info in batch.history_]
         quality = psnr(data.X_clean, batch.codes_ @ batch.components_)
         rows[f"RobustNMF {solver}"] = (trace, trace[-1][0], trace[-1][1], quality)

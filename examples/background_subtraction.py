@@ -114,8 +114,11 @@ def main(argv=None):
     truth_background = true_backgrounds.reshape(len(frames), -1)[source]
     truth_mask = masks.reshape(len(frames), -1)[source]
     learners = {
-        "RobustOnlineNMF": RobustOnlineNMF(args.components, lam_scale=args.lam_scale,
-                                           batch_size=BATCH, random_state=args.seed),
+        # the paper's lam rule (lam_scale / sqrt(F), raw units), scaled as spec 6.16 says
+        "RobustOnlineNMF": RobustOnlineNMF(args.components,
+                                           **{**RobustOnlineNMF.paper_params,
+                                              "lam_scale": args.lam_scale, "batch_size": BATCH},
+                                           random_state=args.seed),
         "OnlineNMF": OnlineNMF(args.components, batch_size=BATCH, column_bound=1.0,
                                random_state=args.seed),
     }

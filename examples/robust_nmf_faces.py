@@ -64,7 +64,10 @@ def learn(name, clean, shape, n_components, copies, lam_scale, seed, setting=(0.
     stream, _ = replicate(data.X, copies, random_state=seed)
     start = RobustOnlineNMF(n_components, random_state=seed)._initial_state(stream[:1])
     init = [start["state_"].loadings[0]]  # one W_0 (in C) for both learners
-    robust = RobustOnlineNMF(n_components, lam_scale=lam_scale, batch_size=10, init=init)
+    # the paper's lam rule (lam_scale / sqrt(F), raw units)
+    robust = RobustOnlineNMF(n_components, **{**RobustOnlineNMF.paper_params,
+                                              "lam_scale": lam_scale, "batch_size": 10},
+                             init=init)
     plain = OnlineNMF(n_components, batch_size=10, column_bound=1.0, init=init)
     results = {}
     for label, model in (("OnlineNMF", plain), ("RobustOnlineNMF", robust)):

@@ -376,6 +376,13 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     True
     """
 
+    #: The paper's settings (spec 002), as the authors' code runs them: ``lambda1 = lambda2 =
+    #: 1/sqrt(p)``, one sample per step, U[0, 1] ``L_0``, the column projection. They are also
+    #: the defaults; ``OnlineMaxNormMD(d, **OnlineMaxNormMD.paper_params)`` keeps them if the
+    #: defaults change. ``variant="paper"`` is the paper's Algorithm 4 without the projection.
+    paper_params = {"lambda1": None, "lambda2": None, "variant": "authors", "noise": "l1",
+                    "eps": 0.01, "batch_size": 1, "init": "random", "weights": "balanced"}
+
     def __init__(self, n_components: int, *, lambda1: float | None = None,
                  lambda2: float | None = None, variant: str = "authors", noise: str = "l1",
                  column_bound="auto", basis_solver: str = "bcd_subgrad",

@@ -65,6 +65,7 @@ from ..core.validation import (
     densify,
 )
 from ..engine import Codes
+from ..engine.loop import usable_scale
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
 from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, OnlineLearner
@@ -81,8 +82,9 @@ CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
 
 #: What the online and batch learners' outlier and solver parameters may be.
 ROBUST_CONSTRAINTS = {
-    "lam": [Interval("real", 0, None, closed="neither"),
+    "lam": [Interval("real", 0, None, closed="neither"), Options("auto"),
             Instance("inf (no outliers)", check=lambda value: value == float("inf")), NONE],
+    "data_scale": [Interval("real", 0, None, closed="neither"), Options("auto")],
     "lam_scale": [Interval("real", 0, None, closed="neither")],
     "M": [Interval("real", 0, None, closed="neither"),
           Instance("inf (unbounded outliers)", check=lambda value: value == float("inf")), NONE],
@@ -93,9 +95,35 @@ ROBUST_CONSTRAINTS = {
 }
 
 
-def _default_lam(lam: float | None, lam_scale: float, n_features: int) -> float:
-    """``lam``, or the paper's convention ``lam_scale / sqrt(F)`` (spec 000, section 6.16)."""
+#: ``lam="auto"`` in units of the data scale (the first batch's mean absolute entry): a
+#: residual smaller than this is fit, a larger one is an outlier. Measured on lfw faces with the
+#: paper's three outlier settings (docs/nmf.md): 0.3 lets the outliers absorb the faces' own
+#: detail with PGD, 0.8 and more fits the outliers with ADMM; 0.5 does well with both.
+AUTO_LAM = 0.5
+
+
+def _default_lam(lam: float | str | None, lam_scale: float, n_features: int) -> float:
+    """``lam`` (in units of the data scale), ``lam_scale * AUTO_LAM`` for ``"auto"``, or the
+    paper's convention ``lam_scale / sqrt(F)`` for None (spec 000, section 6.16)."""
+    if lam == "auto":
+        return lam_scale * AUTO_LAM
     return float(lam) if lam is not None else lam_scale / math.sqrt(n_features)
+
+
+def first_batch_scale(X: Any, data_scale: float | str) -> float:
+    """The data scale: ``data_scale`` when declared, else the batch's mean absolute entry
+    (1.0 for an all-zero batch). Every threshold of the robust learners is in its units, so
+    fitting ``c * X`` gives ``c`` times the factors of ``X``."""
+    if data_scale != "auto":
+        return float(data_scale)
+    return usable_scale(float(tl.mean(tl.abs(X))))
+
+
+def scale_sums(X: Any, data_scale: float | str) -> tuple[float, float] | None:
+    """``(sum, count)`` of :func:`first_batch_scale` over a shard (None when declared)."""
+    if data_scale != "auto":
+        return None
+    return float(tl.sum(tl.abs(X))), float(np.prod(tl.shape(X)))
 
 
 def coding_start(X: Any, R: int, code_init: str, outlier_init: str) -> tuple[Any, Any]:
@@ -145,14 +173,28 @@ class RobustOnlineNMF(OnlineLearner):
     ----------
     n_components : int
         Number of atoms ``K``.
-    lam : float or None, default None
-        Weight of ``||r||_1``; None: ``lam_scale / sqrt(F)`` with ``F`` the sample size (the
-        paper's convention); ``inf``: no outliers (plain online NMF with these solvers).
+    lam : "auto", float or None, default "auto"
+        Weight of ``||r||_1``, in units of the data scale (``data_scale``): residuals beyond
+        about ``lam`` become outliers. ``"auto"``: ``lam_scale * 0.5`` (``AUTO_LAM``, measured
+        on faces: docs/nmf.md); None: ``lam_scale / sqrt(F)`` with ``F`` the sample size (the
+        paper's convention, for data at unit maximum with ``data_scale=1.0``); ``inf``: no
+        outliers (plain online NMF with these solvers).
     lam_scale : float, default 1.0
-        Multiple of ``1/sqrt(F)`` when ``lam`` is None (``1/sqrt(F)`` is too small for large or
-        sparse samples: spec 000, section 6.16).
-    M : float or None, default 1.0
-        Box ``|r_i| <= M`` (1 for data scaled to unit maximum); None or inf: no box.
+        Multiple of the ``"auto"`` or the paper's ``lam`` (``1/sqrt(F)`` is too small for large
+        or sparse samples: spec 000, section 6.16).
+    M : float or None, default 10.0
+        Box ``|r_i| <= M`` in units of the data scale (the paper's 1 for data scaled to unit
+        maximum, in ``paper_params``); None or inf: no box. The default never binds on data
+        within 10 times their mean absolute entry (faces, digits: within 2-4); a gross
+        outlier beyond it (1e10 in data of order 1) no longer drags the dictionary along.
+    data_scale : "auto" or float, default "auto"
+        The unit of the data: ``"auto"`` is the first batch's mean absolute entry (missing
+        entries counting as zeros; a sum, so a cluster finds the same), kept in the
+        fitted state (``scale_``) and checkpoints. ``lam``, ``M``, the code penalties, the
+        codes' start and the dictionary penalties are in its units, so the learner is
+        scale-free: fitting ``c * X`` gives ``c`` times the codes and outliers of ``X``. A
+        float declares it (1.0: the raw units of the paper; checkpoints written before this
+        parameter existed load with 1.0).
     solver : {"admm", "pgd"}, default "admm"
         OADMM or OPGD, for both the coding and the dictionary step.
     kappa : float, default 0.7
@@ -224,8 +266,14 @@ class RobustOnlineNMF(OnlineLearner):
     ((3, 20), (4, 3), (4, 20))
     """
 
-    def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
-                 M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
+    #: The paper's settings (spec 000, section 6.16): ``lam = 1/sqrt(F)``, the box ``M = 1``
+    #: and raw units, for data scaled to unit maximum (``RobustOnlineNMF(K, **paper_params)``).
+    paper_params = {"lam": None, "lam_scale": 1.0, "M": 1.0, "data_scale": 1.0,
+                    "solver": "admm", "batch_size": 5, "weights": "balanced"}
+
+    def __init__(self, n_components: int, *, lam: float | str | None = "auto",
+                 lam_scale: float = 1.0, M: float | None = 10.0,
+                 data_scale: float | str = "auto", solver: str = "admm", kappa: float = 0.7,
                  rho: float = 1.0, accelerated: bool = False, code_tol: float = 1e-3,
                  code_max_iter: int = 50, dict_tol: float = 1e-4, dict_max_iter: int = 200,
                  constraint: str = "l2ball", gamma1: float = 0.0, gamma2: float = 2.0,
@@ -241,6 +289,7 @@ class RobustOnlineNMF(OnlineLearner):
         self.lam = lam
         self.lam_scale = lam_scale
         self.M = M
+        self.data_scale = data_scale
         self.solver = solver
         self.kappa = kappa
         self.rho = rho
@@ -321,8 +370,9 @@ class RobustOnlineNMF(OnlineLearner):
         """The paper's surrogate ``f~_t(W_t)`` (eq. 11, plus the dictionary's penalty)."""
         stats = self.statistics_
         with using(self.backend_):
+            # the dictionary penalties are in units of the data scale, squared like the loss
             return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
-                penalty_value(self.loadings_, self.dict_l1, self.dict_l2)
+                self.scale_ ** 2 * penalty_value(self.loadings_, self.dict_l1, self.dict_l2)
 
     def decompose(self, X: Any, mask: Any = None) -> tuple[Any, Any]:
         """``(codes, outliers)`` of the samples of ``X`` against the learned dictionary.
@@ -340,6 +390,11 @@ class RobustOnlineNMF(OnlineLearner):
         """The outlier part ``R`` of ``X`` (``X`` ~ ``inverse_transform(codes) + R``; 0 on
         missing entries)."""
         return self.decompose(X, mask)[1]
+
+    @property
+    def scale_(self) -> float:
+        """The data scale (``data_scale``) the thresholds are in units of."""
+        return float(self._fitted_state().scale)
 
     @property
     def last_decomposition_(self) -> tuple[Any, Any]:
@@ -383,6 +438,15 @@ class RobustNMFAlgorithm(SurrogateCP):
             code_l1=p.code_l1, code_l2=p.code_l2, code_group=p.code_group,
             group_size=int(p.group_size))
 
+    def data_scale(self, X: Any, state: Any) -> float:
+        """The first batch's scale (:func:`first_batch_scale`), kept for every later step."""
+        if state.n_steps > 0:
+            return state.scale
+        return first_batch_scale(X, self.params.data_scale)
+
+    def scale_sums(self, X: Any) -> tuple[float, float] | None:
+        return scale_sums(X, self.params.data_scale)
+
     def project(self, U: Any) -> Any:
         """The unit ball's nonnegative part, then the chosen constraint set."""
         return project_columns(U, nonnegative=True, column_bound=1.0)
@@ -405,6 +469,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         """
         p = self.params
         penalties = self.penalties(int(np.prod(X.shape[1:])))
+        raw, X = X, X / scale  # code at unit scale: every threshold is in the data's units
         H0, R0 = coding_start(X, int(loadings[0].shape[1]), p.code_init, p.outlier_init)
         options = dict(H0=H0, R0=R0, tol=p.code_tol, max_iter=p.code_max_iter)
         if mask is not None:
@@ -418,16 +483,28 @@ class RobustNMFAlgorithm(SurrogateCP):
         explained = X - R
         sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
         extra = outlier_penalty(R, penalties) + code_penalty(H, penalties)
-        constant = float(tl.mean(sq_norms + 2 * extra))  # engine scale: twice the paper's c_t
-        return Codes(codes=H, explained=explained, losses=coding.losses, constant=constant,
+        # engine scale: twice the paper's c_t; back to the data's units (losses: squared)
+        constant = float(tl.mean(sq_norms + 2 * extra)) * scale ** 2
+        R = R * scale
+        losses = coding.losses * scale ** 2
+        largest = float(tl.max(tl.abs(raw))) if tl.shape(raw)[0] else 0.0
+        if not math.isfinite(largest * largest * float(np.prod(X.shape[1:]))):
+            # the statistics square the codes, at the data's scale: without a box the outliers
+            # can absorb such a batch at a finite loss, so say that the arithmetic overflows
+            losses = losses + float("inf")
+        return Codes(codes=H * scale, explained=raw - R, losses=losses, constant=constant,
                      outliers=R)
 
     def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:
         """The spec's W-step (PGD or ADMM, warm-started) on the statistics."""
         p = self.params
+        # the step at unit data scale (A, B and c scale as its square), so that rho, the
+        # penalties and the stopping rule mean the same whatever the data's units
+        unit = scale ** 2
         new, _ = surrogate_solver_step(
-            loadings, statistics["A"], statistics["B"], statistics["c"], solver=p.solver,
+            loadings, statistics["A"] / unit, statistics["B"] / unit, statistics["c"] / unit,
+            solver=p.solver,
             project=dictionary_projection(p.constraint, p.gamma1, p.gamma2), l1=p.dict_l1,
             l2=p.dict_l2, kappa=p.kappa, rho=p.rho, tol=p.dict_tol, max_iter=p.dict_max_iter,
             radius=None, radius_mode="frobenius")
@@ -453,8 +530,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     Parameters
     ----------
     n_components : int
-    lam, lam_scale, M, solver, kappa, rho
-        As in :class:`RobustOnlineNMF`.
+    lam, lam_scale, M, data_scale, solver, kappa, rho
+        As in :class:`RobustOnlineNMF` (``data_scale="auto"``: the mean absolute entry of
+        ``X``; the factorization runs on ``X / scale_``, and its results are scaled back).
     max_iter : int, default 200
         Iterations.
     tol : float, default 0.0
@@ -476,6 +554,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     components_ : tensor of shape (n_components, n_features)
     codes_ : tensor of shape (n_samples, n_components)
     outliers_ : tensor of shape (n_samples, n_features)
+    scale_ : float
+        The data scale the thresholds are in units of.
     n_iter_ : int
     history_ : list of dict
         Per iteration: ``seconds`` (of iterations, evaluations excluded), ``objective`` (per
@@ -498,10 +578,15 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     _fitted_attribute = "components_"
     _positive_data = True
     _fitted_arrays = ("components_", "codes_", "outliers_")
-    _fitted_values = ("n_iter_", "history_", "n_features_in_")
+    _fitted_values = ("n_iter_", "history_", "n_features_in_", "scale_")
 
-    def __init__(self, n_components: int, *, lam: float | None = None, lam_scale: float = 1.0,
-                 M: float | None = 1.0, solver: str = "admm", kappa: float = 0.7,
+    #: The paper's settings (as :attr:`RobustOnlineNMF.paper_params`).
+    paper_params = {"lam": None, "lam_scale": 1.0, "M": 1.0, "data_scale": 1.0,
+                    "solver": "admm"}
+
+    def __init__(self, n_components: int, *, lam: float | str | None = "auto",
+                 lam_scale: float = 1.0, M: float | None = 10.0,
+                 data_scale: float | str = "auto", solver: str = "admm", kappa: float = 0.7,
                  rho: float = 1.0, max_iter: int = 200, tol: float = 0.0,
                  max_time: float | None = None, transform_tol: float = 1e-6,
                  transform_max_iter: int = 1000, init="random", random_state=None,
@@ -510,6 +595,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         self.lam = lam
         self.lam_scale = lam_scale
         self.M = M
+        self.data_scale = data_scale
         self.solver = solver
         self.kappa = kappa
         self.rho = rho
@@ -566,21 +652,26 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch."""
         self._check_params()
         for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
-                     "_context", "n_features_in_"):
+                     "_context", "n_features_in_", "scale_"):
             self.__dict__.pop(name, None)
         X = self._validate(X)
         backend = backend_of(X)
         with using(backend):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
             X = tl.tensor(X, **context)
+            scale = first_batch_scale(X, self.data_scale)
             rng = np.random.default_rng(self.random_state)
             W = self._initial_dictionary(X, rng, context)
             H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)
             run = self._admm if self.solver == "admm" else self._pgd
-            W, H, R, history = run(X, W, H, self._penalties(X.shape[1]))
-        self.__dict__.update(components_=tl.transpose(W), codes_=H, outliers_=R,
-                             n_iter_=len(history), history_=history, backend_=backend,
-                             _context=context, n_features_in_=int(X.shape[1]))
+            # at unit scale (every threshold is in the data's units); objectives scaled back
+            W, H, R, history = run(X / scale, W, H, self._penalties(X.shape[1]))
+            for info in history:
+                info["objective"] *= scale ** 2
+        self.__dict__.update(components_=tl.transpose(W), codes_=H * scale,
+                             outliers_=R * scale, n_iter_=len(history), history_=history,
+                             backend_=backend, _context=context, n_features_in_=int(X.shape[1]),
+                             scale_=scale)
         return self
 
     def _objective(self, X, W, H, R, penalties) -> float:
@@ -672,13 +763,14 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         X = self._validate(X)
         with using(self.backend_):
             W = tl.transpose(self.components_)
+            scale = self.__dict__.get("scale_", 1.0)  # 1.0: pickled before it existed
             H0, R0 = coding_start(X, self.n_components, "uniform", "zero")
-            coding = robust_code(X, [W], self._penalties(X.shape[1]), solver=self.solver,
-                                 H0=H0, R0=R0, tol=self.transform_tol,
+            coding = robust_code(X / scale, [W], self._penalties(X.shape[1]),
+                                 solver=self.solver, H0=H0, R0=R0, tol=self.transform_tol,
                                  max_iter=self.transform_max_iter,
                                  **({"rho": self.rho} if self.solver == "admm"
                                     else {"kappa": self.kappa}))
-        return coding.codes, coding.outliers
+        return coding.codes * scale, coding.outliers * scale
 
     def transform(self, X: Any) -> Any:
         """Codes of new samples, ``(n_samples, n_components)``."""

@@ -102,6 +102,12 @@ class OnlineRobustPCA(RobustMatrixLearner):
     True
     """
 
+    #: The settings of the max-norm paper's OR-PCA baseline (spec 002): ``lambda1 = lambda2 =
+    #: 1/sqrt(p)``, one sample per step, unit-norm basis columns, U[0, 1] ``L_0``; also the
+    #: defaults (``OnlineRobustPCA(d, **OnlineRobustPCA.paper_params)``).
+    paper_params = {"lambda1": None, "lambda2": None, "column_bound": 1.0, "batch_size": 1,
+                    "init": "random", "weights": "balanced"}
+
     def __init__(self, n_components: int, *, lambda1: float | None = None,
                  lambda2: float | None = None, column_bound: float | None = 1.0,
                  basis_sweeps: int = 1, code_tol: float = 1e-6,

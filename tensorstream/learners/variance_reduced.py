@@ -174,6 +174,14 @@ class VarianceReducedMF(OnlineEstimator):
     True
     """
 
+    #: The paper's settings (spec 003, section 4): every formulation weight ``1/sqrt(d)``
+    #: (``lam3 = 1``, ``M = M' = 1e3``, no ridge), Algorithm 1, and its all-ones start
+    #: ``W^{0,0}``, which is degenerate (it warns and adds a little noise: docs/svrmf.md).
+    #: The paper gives no step size: pass ``step_size`` (the spec's tests use 10 on ORPCA-synth,
+    #: 3 on digits-ODL).
+    paper_params = {"method": "vr", "lam": None, "lam1": None, "lam2": None, "lam3": 1.0,
+                    "M": 1e3, "M_prime": 1e3, "nu": 0.0, "init": "ones"}
+
     def __init__(self, n_components: int, *, formulation: str = "odl", method: str = "vr",
                  n_epochs: int = 10, step_size: float | str = 1.0,
                  step_offset: float | None = None, auto_samples: int = 1000,
