@@ -243,6 +243,8 @@ class OnlineNMF(OnlineLearner):
         As in :class:`OnlineCPDL`.
     blas_threads : int or None, default 1
         BLAS threads inside the coding and dictionary steps (:func:`blas_threads`).
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -269,7 +271,8 @@ class OnlineNMF(OnlineLearner):
                  missing: str | None = None, dict_passes: int = 1, coder: str = "admm",
                  code_max_iter: int = 100, code_tol: float = 1e-4, random_state=None,
                  backend: str | None = None, blas_threads: int | None = 1,
-                 verbose: bool = False, callback=None):
+                 verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.init = init
         self.batch_size = batch_size
@@ -292,6 +295,7 @@ class OnlineNMF(OnlineLearner):
         self.blas_threads = blas_threads
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
 

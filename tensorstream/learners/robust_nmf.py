@@ -202,6 +202,8 @@ class RobustOnlineNMF(OnlineLearner):
         As in :class:`OnlineCPDL`.
     blas_threads : int or None, default 1
         BLAS threads inside the steps (see :func:`tensorstream.learners.nmf.blas_threads`).
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -235,7 +237,8 @@ class RobustOnlineNMF(OnlineLearner):
                  missing: str | None = None, weights="balanced", batch_size: int = 5,
                  max_iter: int = 1, init="random", random_state=None,
                  backend: str | None = None, blas_threads: int | None = 1,
-                 verbose: bool = False, callback=None):
+                 verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.lam = lam
         self.lam_scale = lam_scale
@@ -271,6 +274,7 @@ class RobustOnlineNMF(OnlineLearner):
         self.blas_threads = blas_threads
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
 
