@@ -30,6 +30,8 @@ covers the training samples only).
 
 A row is flagged (``worse``) where we are clearly worse than the peer: more than 1 dB of PSNR
 below it, a purity below 0.9 times its purity, or a relative error above 1.1 times its error.
+The last column shows what our learner said while fitting (its ``LearningWarning`` messages,
+shortened): codes all at a bound, dead atoms re-initialised, a rising objective.
 
 Usage::
 
@@ -146,10 +148,21 @@ def nnls_reconstruct(W: np.ndarray, X: np.ndarray) -> np.ndarray:
     return codes @ W.T
 
 
+#: what our learners said while fitting (LearningWarning messages), until the next row
+_SAID: list[str] = []
+
+
 def timed(fn):
-    begin = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - begin
+    """``(fn(), seconds)``; the LearningWarnings it gives are kept for the row."""
+    from tensorstream.engine import LearningWarning
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always", LearningWarning)
+        begin = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - begin
+    _SAID.extend(str(w.message) for w in record if issubclass(w.category, LearningWarning))
+    return result, seconds
 
 
 # -- the rows -------------------------------------------------------------------------------
@@ -321,8 +334,11 @@ def elnino_rows(quick: bool) -> list[dict]:
 
 def row(data: str, learner: str, metric: str, ours: tuple, peer_name: str,
         peer: tuple) -> dict:
+    said = list(_SAID)
+    _SAID.clear()
     return {"data": data, "learner": learner, "metric": metric, "ours": ours[0],
-            "time": ours[1], "peer": peer_name, "peer_value": peer[0], "peer_time": peer[1]}
+            "time": ours[1], "peer": peer_name, "peer_value": peer[0], "peer_time": peer[1],
+            "said": said}
 
 
 def clearly_worse(r: dict) -> bool:
@@ -336,13 +352,14 @@ def clearly_worse(r: dict) -> bool:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| data | learner (defaults) | metric | ours | peer (defaults) | peer | "
-             "time ours (s) | time peer (s) | |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "time ours (s) | time peer (s) | | warnings |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         flag = "**worse**" if clearly_worse(r) else ""
+        said = "; ".join(sorted({m.split(": ", 1)[-1][:60] + "..." for m in r["said"]}))
         lines.append(f"| {r['data']} | {r['learner']} | {r['metric']} | {r['ours']:.3g} | "
                      f"{r['peer']} | {r['peer_value']:.3g} | {r['time']:.2f} | "
-                     f"{r['peer_time']:.2f} | {flag} |")
+                     f"{r['peer_time']:.2f} | {flag} | {said} |")
     return "\n".join(lines)
 
 
