@@ -6,8 +6,15 @@ moves. :func:`~.loop.online_step` runs those three parts in order on an
 :class:`~.state.OnlineState` and returns the next state; it never touches an estimator.
 """
 
-from .loop import Algorithm, add_sums, finish_step, online_step, surrogate_statistics
-from .state import Codes, OnlineState
+from .loop import (
+    Algorithm,
+    LearningWarning,
+    add_sums,
+    finish_step,
+    online_step,
+    surrogate_statistics,
+)
+from .state import Codes, Health, OnlineState
 
-__all__ = ["Algorithm", "Codes", "OnlineState", "add_sums", "finish_step", "online_step",
-           "surrogate_statistics"]
+__all__ = ["Algorithm", "Codes", "Health", "LearningWarning", "OnlineState", "add_sums",
+           "finish_step", "online_step", "surrogate_statistics"]

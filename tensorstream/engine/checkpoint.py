@@ -28,11 +28,13 @@ import numpy as np
 
 from .. import schedules
 from ..core.atomic import atomic_file
+from .state import Health
 
 FORMAT = "tensorstream-checkpoint"
 # 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no
-# statistics for algorithms that keep none. Older files still load.
-VERSION = 3
+# statistics for algorithms that keep none; 4: the health counters of the online state (dead
+# atoms, codes at a bound, blocks of losses). Older files still load.
+VERSION = 4
 _SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
                                              schedules.PowerLog, schedules.Forgetting,
                                              schedules.ProportionalRadius,
@@ -260,3 +262,28 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
+
+
+# -- the health counters of an online state -------------------------------------------------
+
+
+def decode_health(meta: Any, n_components: int) -> Health | None:
+    """The counters :func:`encode_health` stored (None in files before version 4: the checks
+    then start afresh)."""
+    if meta is None:
+        return None
+    health = Health(idle_steps=tuple(int(v) for v in meta["idle_steps"]),
+                    idle_samples=tuple(int(v) for v in meta["idle_samples"]),
+                    bound_steps=int(meta["bound_steps"]),
+                    block=(float(meta["block"][0]), int(meta["block"][1]),
+                           int(meta["block"][2])),
+                    block_means=tuple(float(v) for v in meta["block_means"]))
+    if len(health.idle_steps) != n_components or len(health.idle_samples) != n_components:
+        raise ValueError(f"the health counters hold {len(health.idle_steps)} atoms, not "
+                         f"{n_components}")
+    return health
+
+
+def encode_health(health: Health | None) -> dict | None:
+    """The counters of an :class:`~.state.OnlineState` as JSON."""
+    return None if health is None else dataclasses.asdict(health)

@@ -14,13 +14,14 @@ calls the same :func:`finish_step`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorly as tl
 
 from ..core.dictionary import outer_statistic, pairs
-from .state import Codes, OnlineState
+from .state import Codes, Health, OnlineState
 
 
 class Algorithm:
@@ -61,6 +62,12 @@ class Algorithm:
         """The weight ``w_t`` of step ``t``'s batch in the statistics."""
         return None
 
+    def code_box(self, scale: float) -> tuple[float, float | None]:
+        """``(lower, upper)``: a code whose magnitude is at most ``lower`` is inactive (0 for
+        coders whose codes reach zero), one at least ``upper`` (None: no bound) is at the
+        coder's upper bound; the health checks (:func:`check_health`) count them."""
+        return 0.0, None
+
     def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
                    scale: float) -> dict:
         """What the statistics and the dictionary step need from a coded batch, as sums over
@@ -91,28 +98,40 @@ class Algorithm:
         return {}
 
 
-def online_step(algorithm: Algorithm, X: Any, state: OnlineState,
-                mask: Any = None) -> tuple[OnlineState, Codes, dict]:
+def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = None,
+                reinit_dead_atoms: bool = True) -> tuple[OnlineState, Codes, dict]:
     """One step of ``algorithm`` on the validated batch ``X``: ``(new state, codes, info)``.
+
+    ``info["warnings"]`` lists what the health checks found (:func:`check_health`); dead atoms
+    are re-initialised from the batch's worst-explained samples unless ``reinit_dead_atoms``
+    is False.
 
     Raises (and changes nothing: the state is immutable) ``ValueError`` when the batch's
     values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
     """
     scale = algorithm.data_scale(X, state)
     coded = algorithm.encode(X, state.loadings, scale, mask)
-    sums = algorithm.batch_sums(X, coded, mask, state.loadings, scale)
+    sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
+            **code_activity(algorithm, coded.codes, scale)}
     if not np.isfinite(sums["loss"]) and _overflows(X):
         # finite data whose squares overflow (e.g. entries near 1e160)
         raise ValueError("X: the batch's values are too large for this model's arithmetic (its "
                          "losses or statistics overflow to inf); rescale the data. The "
                          "learner's state was left unchanged")
-    new, info = finish_step(algorithm, state, sums, scale)
+    new, info = finish_step(algorithm, state, sums, scale,
+                            candidates=lambda k: worst_explained(coded, k),
+                            reinit_dead_atoms=reinit_dead_atoms)
     return new, coded, info
 
 
-def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict,
-                scale: float) -> tuple[OnlineState, dict]:
+def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict, scale: float,
+                candidates: Callable | None = None,
+                reinit_dead_atoms: bool = True) -> tuple[OnlineState, dict]:
     """Fold a batch's sums into the statistics and move the dictionary: ``(new state, info)``.
+
+    ``candidates(k)``, where given, returns ``k`` samples of the batch (worst explained first)
+    that dead atoms are re-initialised from; without it, dead atoms are only reported. The
+    code checks run when ``sums`` holds :func:`code_activity`'s counts.
 
     Raises ``FloatingPointError`` when the losses, statistics or loadings are not finite (the
     state is immutable: nothing changes).
@@ -131,9 +150,13 @@ def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict,
                                  f"{t}; the learner's state was left unchanged. "
                                  f"{algorithm.divergence_hint}")
     n = sums["n"]
+    health, loadings, messages = check_health(algorithm, state, sums, loadings,
+                                              candidates if reinit_dead_atoms else None)
     new = OnlineState(loadings=loadings, statistics=statistics, scale=scale, n_steps=t,
-                      n_samples_seen=state.n_samples_seen + n)
+                      n_samples_seen=state.n_samples_seen + n, health=health)
     info = {"step": t, **algorithm.info(t, w), "batch_loss": sums["loss"] / n, "n_samples": n}
+    if messages:
+        info["warnings"] = messages
     return new, info
 
 
@@ -192,3 +215,186 @@ def _averaged_code_products(A: Any, HH: Any, n: int, w: float) -> Any:
     elif tl.ndim(A) > tl.ndim(HH):
         HH = tl.reshape(HH, (1,) * (tl.ndim(A) - 2) + tuple(tl.shape(HH)))
     return (1 - w) * A + (w / n) * HH
+
+
+# -- a learner that cannot learn says so --------------------------------------------------------
+
+#: an atom is dead when none of its codes was active for this many consecutive steps ...
+DEAD_ATOM_STEPS = 10
+#: ... holding at least this many samples (so that one-sample steps do not call an atom dead
+#: after ten samples), or when one of its loading columns is zero
+DEAD_ATOM_SAMPLES = 500
+#: the losses are averaged over blocks of at least this many steps and samples (so that the
+#: noise of small batches averages out) ...
+BLOCK_STEPS = 10
+BLOCK_SAMPLES = 500
+#: ... and the objective rises when the means of the last ``RISE_BLOCKS`` blocks increase, the
+#: last one ``RISE_FACTOR`` times the first
+RISE_BLOCKS = 4
+RISE_FACTOR = 2.0
+
+
+class LearningWarning(UserWarning):
+    """A learner cannot learn: its codes are all at a bound, atoms died (and were
+    re-initialised), or its objective rises."""
+
+
+def code_activity(algorithm: Algorithm, codes: Any, scale: float) -> dict:
+    """Additive counts of a batch's codes for :func:`check_health`: per atom, how many codes
+    are active (``active_codes``, shape ``(R,)``), and how many codes of the batch sit at a
+    bound of the coder (``codes_at_bound``)."""
+    lower, upper = algorithm.code_box(scale)
+    magnitude = tl.abs(codes)
+    inactive = magnitude <= lower
+    at_bound = inactive if upper is None else inactive | (magnitude >= upper)
+    active = np.asarray(tl.to_numpy(tl.sum(~inactive, axis=0)), dtype=np.int64)
+    return {"active_codes": active, "codes_at_bound": int(tl.to_numpy(tl.sum(at_bound)))}
+
+
+def worst_explained(coded: Codes, k: int) -> Any:
+    """The ``k`` samples of a coded batch its losses are largest on (largest first), as a
+    dense tensor of what the dictionary must explain."""
+    order = np.argsort(-np.asarray(tl.to_numpy(coded.losses)), kind="stable")[:k]
+    samples = coded.explained
+    if hasattr(samples, "tocsr"):  # scipy.sparse rows: densified, only these few
+        return tl.tensor(samples.tocsr()[order].toarray())
+    return tl.stack([samples[int(j)] for j in order])
+
+
+def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings: list,
+                 candidates: Callable | None) -> tuple[Health, list, list]:
+    """The counters after this step, the loadings (dead atoms re-initialised from
+    ``candidates`` where given) and the warnings to give: ``(health, loadings, messages)``.
+
+    Warns, each time the condition begins, when (a) every code of the batch is at a bound
+    while the batch is not explained (positive loss), (b) atoms die: no active code for
+    ``DEAD_ATOM_STEPS`` steps and ``DEAD_ATOM_SAMPLES`` samples, or a zero loading column,
+    (c) the objective rises over blocks of steps (``BLOCK_STEPS``, ``RISE_BLOCKS``). Pure:
+    nothing but the returned values changes.
+    """
+    R = int(tl.shape(loadings[0])[1])
+    before = state.health if state.health is not None and len(
+        state.health.idle_steps) == R else Health.start(R)
+    n, loss = sums["n"], sums["loss"] / sums["n"]
+    messages = []
+    idle_steps, idle_samples = np.array(before.idle_steps), np.array(before.idle_samples)
+    bound_steps = before.bound_steps
+    if "active_codes" in sums:
+        idle = np.asarray(sums["active_codes"]) == 0
+        idle_steps = np.where(idle, idle_steps + 1, 0)
+        idle_samples = np.where(idle, idle_samples + n, 0)
+        all_at_bound = sums["codes_at_bound"] == n * R and loss > 0
+        bound_steps = bound_steps + 1 if all_at_bound else 0
+        if bound_steps == 1:
+            messages.append(f"every code of the batch at step {state.n_steps + 1} is at a "
+                            f"bound (zero, or an end of the coder's box): the model cannot fit it. "
+                            f"The codes' penalty or box may not suit the data's scale")
+    dead = (_zero_columns(loadings) | ((idle_steps >= DEAD_ATOM_STEPS) &
+                                       (idle_samples >= DEAD_ATOM_SAMPLES)))
+    if dead.any():
+        loadings, message = _handle_dead(algorithm, loadings, dead, candidates,
+                                         _was_dead(before, state.loadings))
+        if candidates is not None:
+            idle_steps, idle_samples = np.where(dead, 0, idle_steps), np.where(dead, 0,
+                                                                               idle_samples)
+        if message:
+            messages.append(message)
+    block, means = _blocks(before, sums["loss"], n)
+    if _rising(means) and not _rising(before.block_means):
+        messages.append(f"the objective rose over the last {RISE_BLOCKS} blocks of "
+                        f"{BLOCK_STEPS}+ steps (mean loss per sample "
+                        f"{' -> '.join(f'{m:.4g}' for m in means)}): the steps may be too "
+                        f"large, or the stream drifted")
+    health = Health(idle_steps=tuple(int(v) for v in idle_steps),
+                    idle_samples=tuple(int(v) for v in idle_samples), bound_steps=bound_steps,
+                    block=block, block_means=means)
+    return health, loadings, messages
+
+
+def _blocks(before: Health, loss_sum: float, n: int) -> tuple[tuple, tuple]:
+    """The open block ``(loss sum, samples, steps)`` and the last completed blocks' means,
+    after a step whose losses add up to ``loss_sum`` over ``n`` samples."""
+    total, samples, steps = before.block
+    total, samples, steps = total + float(loss_sum), samples + int(n), steps + 1
+    if steps >= BLOCK_STEPS and samples >= BLOCK_SAMPLES:
+        return (0.0, 0, 0), (*before.block_means, total / samples)[-RISE_BLOCKS:]
+    return (total, samples, steps), before.block_means
+
+
+def _zero_columns(loadings: list) -> np.ndarray:
+    """Atoms with a zero column in some loading."""
+    norms = [np.asarray(tl.to_numpy(tl.sum(tl.abs(U), axis=0))) for U in loadings]
+    return np.any(np.stack(norms) == 0, axis=0)
+
+
+def _was_dead(health: Health, loadings: list) -> np.ndarray:
+    idle = (np.array(health.idle_steps) >= DEAD_ATOM_STEPS) & (
+        np.array(health.idle_samples) >= DEAD_ATOM_SAMPLES)
+    return idle | _zero_columns(loadings)
+
+
+def _rising(means: tuple) -> bool:
+    if len(means) < RISE_BLOCKS:
+        return False
+    increasing = all(a < b for a, b in zip(means[:-1], means[1:]))
+    return bool(increasing and means[0] > 0 and means[-1] > RISE_FACTOR * means[0])
+
+
+def _handle_dead(algorithm: Algorithm, loadings: list, dead: np.ndarray,
+                 candidates: Callable | None, was_dead: np.ndarray) -> tuple[list, str]:
+    """Re-initialise the dead atoms (where ``candidates`` is given), or report them once."""
+    atoms = [int(r) for r in np.flatnonzero(dead)]
+    why = (f"their codes were zero for {DEAD_ATOM_STEPS} steps and {DEAD_ATOM_SAMPLES} "
+           f"samples, or a loading column is zero")
+    if candidates is None:
+        if not (dead & ~was_dead).any():
+            return loadings, ""
+        return loadings, (f"atom(s) {atoms} are dead ({why}): the dictionary collapsed; "
+                          f"reinit_dead_atoms=True re-initialises them from the data")
+    samples = candidates(len(atoms))
+    return reinitialised(algorithm, loadings, atoms, samples), (
+        f"re-initialised dead atom(s) {atoms} from the batch's worst-explained samples "
+        f"({why}); reinit_dead_atoms=False turns this off")
+
+
+def reinitialised(algorithm: Algorithm, loadings: list, atoms: list, samples: Any) -> list:
+    """``loadings`` with the atoms ``atoms`` replaced by rank-one approximations of
+    ``samples`` (one sample per atom, cycling when there are fewer samples), each loading
+    column of unit norm but the first mode's, which takes the living atoms' mean norm; then
+    projected on the algorithm's constraint set (``algorithm.project`` where it has one)."""
+    nonnegative = bool(getattr(algorithm, "nonnegative", False))
+    first_norms = np.asarray(tl.to_numpy(tl.norm(loadings[0], axis=0)))
+    alive = np.setdiff1d(np.arange(len(first_norms)), atoms)
+    size = float(np.mean(first_norms[alive])) if len(alive) else 1.0
+    vectors = {r: _rank_one(samples[i % int(tl.shape(samples)[0])], nonnegative)
+               for i, r in enumerate(atoms)}
+    out = []
+    for k, U in enumerate(loadings):
+        columns = [vectors[r][k] * (size if k == 0 else 1.0) if r in vectors else U[:, r]
+                   for r in range(int(tl.shape(U)[1]))]
+        U = tl.stack(columns, axis=1)
+        out.append(algorithm.project(U) if hasattr(algorithm, "project") else U)
+    return out
+
+
+def _rank_one(sample: Any, nonnegative: bool, n_iter: int = 5) -> list:
+    """Unit vectors ``u_1, ..., u_n`` of a rank-one approximation of ``sample`` by a few
+    higher-order power iterations, started from the fibers' norms (nonnegative, so a
+    nonnegative sample keeps a nonnegative approximation)."""
+    n = tl.ndim(sample)
+    vectors = [_unit(tl.sqrt(tl.sum(tl.unfold(sample, k) ** 2, axis=1))) for k in range(n)]
+    for _ in range(n_iter if n > 1 else 0):
+        for k in range(n):
+            vectors[k] = _unit(tl.tenalg.multi_mode_dot(sample, vectors, skip=k))
+    if n == 1:
+        vectors = [_unit(sample)]
+    if nonnegative:
+        vectors = [_unit(tl.clip(v, 0, None)) if float(tl.max(v)) > 0 else _unit(tl.abs(v))
+                   for v in vectors]
+    return vectors
+
+
+def _unit(v: Any) -> Any:
+    norm = float(tl.norm(v))
+    return v / norm if norm > 0 else tl.ones(tl.shape(v), **tl.context(v)) / np.sqrt(
+        float(tl.shape(v)[0]))

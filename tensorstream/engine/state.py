@@ -52,6 +52,9 @@ class OnlineState:
         Steps taken (``t``).
     n_samples_seen : int
         Samples seen in those steps.
+    health : Health or None
+        What the checks of a learner that cannot learn remember between steps (None before
+        the first step, and in checkpoints written before version 4).
     """
 
     loadings: list
@@ -59,3 +62,37 @@ class OnlineState:
     scale: float = 1.0
     n_steps: int = 0
     n_samples_seen: int = 0
+    health: Health | None = None
+
+
+@dataclass(frozen=True)
+class Health:
+    """Counters of the checks that say when a learner cannot learn (plain numbers, so that a
+    checkpoint stores them as JSON).
+
+    Attributes
+    ----------
+    idle_steps : tuple of int
+        Per atom, the consecutive steps up to now in which none of its codes was active (away
+        from zero, or from the coder's lower bound).
+    idle_samples : tuple of int
+        Per atom, the samples those steps held.
+    bound_steps : int
+        Consecutive steps whose codes were all at a bound.
+    block : tuple
+        The open block of steps: ``(sum of the losses, samples, steps)``.
+    block_means : tuple of float
+        Mean loss per sample of the last completed blocks (at most ``RISE_BLOCKS``), newest
+        last.
+    """
+
+    idle_steps: tuple = ()
+    idle_samples: tuple = ()
+    bound_steps: int = 0
+    block: tuple = (0.0, 0, 0)
+    block_means: tuple = ()
+
+    @classmethod
+    def start(cls, n_components: int) -> Health:
+        """The counters before the first step."""
+        return cls(idle_steps=(0,) * n_components, idle_samples=(0,) * n_components)

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import inspect
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -55,14 +56,17 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes, OnlineState, online_step
 from ..engine.checkpoint import (
+    decode_health,
     decode_layout,
     decode_param,
+    encode_health,
     encode_layout,
     encode_param,
     tensor_context,
     write_checkpoint,
 )
 from ..engine.distributed import connected, distributed_step
+from ..engine.loop import LearningWarning
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
 
@@ -81,6 +85,29 @@ def make_layout(da: Any, sample_dim: str | None, modes: Any) -> ModeLayout:
     if sample_dim is None:
         raise ValueError(f"sample_dim is required for xarray.DataArray input (dims {da.dims})")
     return ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+
+
+#: mini-batches ``fit`` reads from a stream of unknown length (a generator) given no ``n_steps``
+STREAM_STEPS = 10_000
+
+
+def stream_bound(X: Any) -> tuple[int | None, bool]:
+    """How many batches ``fit`` reads from the stream ``X`` given no ``n_steps``:
+    ``(bound, capped)``. A stream with a length, or a tensorstream stream of ``n_steps``
+    batches, is read to its end (None); one that declares itself endless (``n_steps=None``) is
+    refused, since ``fit`` would never return; any other iterable (a generator) is read for
+    at most ``STREAM_STEPS`` batches, with a warning if that bound is reached."""
+    if hasattr(X, "next_batch") and getattr(X, "n_steps", 0) is None:
+        raise ValueError(f"fit was given an endless stream ({type(X).__name__} with "
+                         f"n_steps=None) and no n_steps: it would never return. Pass "
+                         f"fit(stream, n_steps=...) or build the stream with n_steps=...")
+    if hasattr(X, "next_batch"):
+        return None, False  # a tensorstream stream of n_steps batches
+    try:
+        len(X)
+    except TypeError:
+        return STREAM_STEPS, True
+    return None, False
 
 
 def epoch_indices(n: int, batch_size: int, n_epochs: int, rng: np.random.Generator) -> Iterator:
@@ -103,6 +130,7 @@ SHARED_CONSTRAINTS = {
     "backend": BACKEND,
     "verbose": [BOOLEAN],
     "callback": [CALLABLE, NONE],
+    "reinit_dead_atoms": [BOOLEAN],
 }
 
 #: ``n_threads``, a parameter of every learner (added by :class:`CheckedParameters` where the
@@ -325,6 +353,7 @@ class OnlineEstimator(CheckedParameters):
              modes: Any, client: Any = None) -> OnlineEstimator:
         self._reset()
         labels = {"sample_dim": sample_dim, "modes": modes}
+        capped = False  # True when n_steps is STREAM_STEPS for a stream of unknown length
         if client is not None and not (is_array_like(X) and not is_sparse(X)):
             raise TypeError("client= needs dense array input (numpy, torch, dask, or an "
                             "xarray.DataArray); streams are read by one process")
@@ -357,13 +386,15 @@ class OnlineEstimator(CheckedParameters):
         elif isinstance(X, Iterable):
             if mask is not None:
                 raise TypeError("mask applies to array input; a stream yields (X, mask) pairs")
+            if n_steps is None:
+                n_steps, capped = stream_bound(X)
             batches = iter(X)
         else:
             raise TypeError(f"X must be an array or an iterable of batches, got {type(X)!r}")
-        return self._consume(batches, n_steps, labels, client)
+        return self._consume(batches, n_steps, labels, client, capped)
 
-    def _consume(self, batches: Iterator, n_steps: int | None,
-                 labels: dict | None = None, client: Any = None) -> OnlineEstimator:
+    def _consume(self, batches: Iterator, n_steps: int | None, labels: dict | None = None,
+                 client: Any = None, capped: bool = False) -> OnlineEstimator:
         progress = _progress_bar(n_steps) if self.verbose else None
         try:
             for step, batch in enumerate(batches, 1):
@@ -384,6 +415,11 @@ class OnlineEstimator(CheckedParameters):
                 if self.callback is not None and self.callback(self, dict(self._last_info)):
                     break
                 if n_steps is not None and step >= n_steps:
+                    if capped:
+                        warnings.warn(f"{type(self).__name__}.fit stopped after {n_steps} "
+                                      f"mini-batches (STREAM_STEPS): the stream has no length; "
+                                      f"pass n_steps= to read more or fewer", UserWarning,
+                                      stacklevel=4)
                     break
         finally:
             if progress is not None:
@@ -596,7 +632,8 @@ class OnlineLearner(OnlineEstimator):
                 "n_samples_seen": state.n_samples_seen, "scale": state.scale,
                 "backend": self.backend_, "dtype": str(self._context["dtype"]),
                 "device": str(self._context.get("device", "cpu")),
-                "rng": self._rng.bit_generator.state, "n_loadings": len(state.loadings)}
+                "rng": self._rng.bit_generator.state, "n_loadings": len(state.loadings),
+                "health": encode_health(state.health)}
         arrays = {f"loading_{k}": to_numpy(U) for k, U in enumerate(state.loadings)}
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
@@ -638,7 +675,8 @@ class OnlineLearner(OnlineEstimator):
                           (1.0 if keeps_statistics else meta["c"]))
             rng = np.random.default_rng()
             rng.bit_generator.state = meta["rng"]
-        except (KeyError, TypeError, ValueError) as error:
+            health = decode_health(meta.get("health"), int(loadings[0].shape[1]))
+        except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
         sample_shape = tuple(U.shape[0] for U in loadings)
@@ -648,7 +686,7 @@ class OnlineLearner(OnlineEstimator):
         learner.__dict__.update(
             state_=OnlineState(loadings=loadings, statistics=statistics, scale=scale,
                                n_steps=int(meta["n_steps"]),
-                               n_samples_seen=int(meta["n_samples_seen"])),
+                               n_samples_seen=int(meta["n_samples_seen"]), health=health),
             backend_=backend, sample_shape_=sample_shape, _context=context, _rng=rng)
         if layout is not None:
             learner.layout_ = layout
@@ -748,7 +786,9 @@ class OnlineLearner(OnlineEstimator):
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
             state = fresh.get("state_", self.__dict__.get("state_"))
             with using(backend), no_grad(backend):
-                new, coded, info = online_step(algorithm, X, state, mask)
+                new, coded, info = online_step(
+                    algorithm, X, state, mask,
+                    reinit_dead_atoms=getattr(self, "reinit_dead_atoms", True))
         except BaseException:
             self._rng.bit_generator.state = saved
             raise
@@ -758,7 +798,14 @@ class OnlineLearner(OnlineEstimator):
         self._last_codes = coded.codes, coded.outliers
         if layout is not None:
             self.layout_ = layout
+        self._say_what_went_wrong(info)
         return self
+
+    def _say_what_went_wrong(self, info: dict) -> None:
+        """Warn (once the step is committed) about what the engine's health checks found:
+        codes all at a bound, dead atoms, a rising objective."""
+        for message in info.get("warnings", ()):
+            warnings.warn(f"{type(self).__name__}: {message}", LearningWarning, stacklevel=3)
 
     def _partial_fit_on(self, client: Any, X: Any, mask: Any, sample_dim: Any,
                         modes: Any) -> OnlineLearner:
@@ -793,6 +840,7 @@ class OnlineLearner(OnlineEstimator):
         self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
         if layout is not None:
             self.layout_ = layout
+        self._say_what_went_wrong(info)
         return self
 
     def _cluster_step(self, client: Any, X: Any, mask: Any, checks: dict, backend: str,

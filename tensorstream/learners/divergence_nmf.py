@@ -217,6 +217,13 @@ class DivergenceCP(Algorithm):
     def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> None:
         return None
 
+    def code_box(self, scale: float) -> tuple[float, float]:
+        """The coder's box ``[code_lower, code_upper]`` at the raw scale (the health checks
+        count codes at its ends as inactive or at a bound)."""
+        p, slack = self.params, 1e-9
+        return (float(p.code_lower) * scale * (1 + slack),
+                float(p.code_upper) * scale * (1 - slack))
+
     def data_scale(self, X: Any, state: OnlineState) -> float:
         """The first batch's mean absolute entry (1.0 when ``normalize=False`` or degenerate),
         kept for every later step."""
@@ -357,6 +364,8 @@ class OnlineDivergenceNMF(OnlineLearner):
         Relative tolerance of the coding step.
     random_state, backend, verbose, callback
         As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`.
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -412,7 +421,8 @@ class OnlineDivergenceNMF(OnlineLearner):
                  dict_row_min: float = 1e-8, ridge: float = 0.0, normalize: bool = True,
                  batch_size: int = 10, max_iter: int = 1, init="random",
                  code_max_iter: int = 100, code_tol: float = 1e-4, random_state=None,
-                 backend: str | None = None, verbose: bool = False, callback=None):
+                 backend: str | None = None, verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
@@ -437,6 +447,7 @@ class OnlineDivergenceNMF(OnlineLearner):
         self.backend = backend
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- configuration -------------------------------------------------------------------------
 

@@ -353,6 +353,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     verbose : bool, default False
     callback : callable, optional
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -391,7 +393,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
                  missing: str | None = None, weights="balanced", batch_size: int = 1,
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
-                 verbose: bool = False, callback=None):
+                 verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
@@ -416,6 +419,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         self.backend = backend
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     _algorithm_class = MaxNormAlgorithm
 

@@ -161,6 +161,8 @@ class OnlineNMF(OnlineLearner):
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own). Formerly
         ``blas_threads`` (checkpoints with the old name still load).
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -187,7 +189,8 @@ class OnlineNMF(OnlineLearner):
                  missing: str | None = None, dict_passes: int = 1, coder: str = "admm",
                  code_max_iter: int = 100, code_tol: float | None = None, random_state=None,
                  backend: str | None = None, n_threads: int | None = 1,
-                 verbose: bool = False, callback=None):
+                 verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.init = init
         self.batch_size = batch_size
@@ -210,6 +213,7 @@ class OnlineNMF(OnlineLearner):
         self.n_threads = n_threads
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
 

@@ -171,6 +171,10 @@ dict_row_min, normalize, dict_step
         Show a progress bar in ``fit``.
     callback : callable, optional
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
+    reinit_dead_atoms : bool, default True
+        Re-initialise dead atoms (no active code for many steps, or a zero loading column)
+        from the batch's worst-explained samples, with a ``LearningWarning``; False only warns
+        (see the user guide's "Out of the box" page).
 
     Attributes
     ----------
@@ -208,7 +212,8 @@ dict_row_min, normalize, dict_step
                  code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
                  dict_step: str = "auto", random_state=None, backend: str | None = None,
-                 verbose: bool = False, callback=None):
+                 verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
@@ -241,6 +246,7 @@ dict_row_min, normalize, dict_step
         self.backend = backend
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- configuration -------------------------------------------------------------------------
 

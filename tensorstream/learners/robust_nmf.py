@@ -245,6 +245,8 @@ class RobustOnlineNMF(OnlineLearner):
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods (see
         :func:`tensorstream.core.backend.limit_threads`; formerly ``blas_threads``).
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -284,7 +286,8 @@ class RobustOnlineNMF(OnlineLearner):
                  missing: str | None = None, weights="balanced", batch_size: int = 5,
                  max_iter: int = 1, init="random", random_state=None,
                  backend: str | None = None, n_threads: int | None = 1,
-                 verbose: bool = False, callback=None):
+                 verbose: bool = False, callback=None,
+                 reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.lam = lam
         self.lam_scale = lam_scale
@@ -321,6 +324,7 @@ class RobustOnlineNMF(OnlineLearner):
         self.n_threads = n_threads
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
 

@@ -82,6 +82,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
     backend : {"numpy", "pytorch", None}, default None
     verbose : bool, default False
     callback : callable, optional
+    reinit_dead_atoms : bool, default True
+        As in :class:`OnlineCPDL`.
 
     Attributes
     ----------
@@ -114,7 +116,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
                  code_max_iter: int | None = None, missing: str | None = None,
                  weights="balanced", batch_size: int = 1, max_iter: int = 1, init="random",
                  random_state=None, backend: str | None = None, verbose: bool = False,
-                 callback=None):
+                 callback=None, reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
@@ -131,6 +133,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
         self.backend = backend
         self.verbose = verbose
         self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
 
     _algorithm_class = RobustPCAAlgorithm
 

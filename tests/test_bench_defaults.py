@@ -1,0 +1,48 @@
+"""benchmarks/bench_defaults.py: the paper's outlier recipe, the "clearly worse" rule, and a
+smoke run of its cheapest row (El Nino as a labelled DataArray)."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_defaults",
+                                                  ROOT / "benchmarks" / "bench_defaults.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paper_outliers_replace_10_percent_of_70_percent_of_the_samples():
+    bench = _bench()
+    X = np.random.default_rng(1).random((100, 50))
+    noisy = bench.paper_outliers(X)
+    changed = noisy != X
+    assert changed.any(axis=1).sum() == 70
+    assert set(changed.sum(axis=1)) == {0, 5}  # 10% of the 50 pixels
+    assert noisy.min() >= X.min() and noisy.max() <= X.max()  # clipped to the data's range
+
+
+def test_clearly_worse_follows_the_metric():
+    bench = _bench()
+
+    def row(metric, ours, peer):
+        return bench.row("d", "L", metric, (ours, 1.0), "P", (peer, 1.0))
+
+    assert bench.clearly_worse(row("PSNR (dB)", 18.0, 19.5))
+    assert not bench.clearly_worse(row("PSNR (dB)", 18.8, 19.5))
+    assert bench.clearly_worse(row("top-8 topic purity", 0.5, 1.0))
+    assert bench.clearly_worse(row("rel. error held-out", 0.2, 0.1))
+    assert not bench.clearly_worse(row("rel. error held-out", 0.1, 0.2))
+
+
+def test_elnino_row_runs(capsys):
+    pytest.importorskip("statsmodels")
+    rows = _bench().main(["--quick", "--only", "elnino"])
+    assert len(rows) == 1 and 0 < rows[0]["ours"] < 0.2 and rows[0]["said"] == []
+    assert "| elnino (DataArray year x month) | OnlineCPDL |" in capsys.readouterr().out
