@@ -199,9 +199,11 @@ def test_variance_reduced_full_passes_on_the_workers(cluster, backend):
             with _client(cluster, n_workers) as client:
                 model, remote = _ran_on_workers(client, _vr(**kw), given)
                 assert remote
-                if lazy:  # the objective's pass with accurate solves, on the workers
+                if lazy:  # the passes with accurate solves, on the workers
                     assert model.objective(given, client=client) == pytest.approx(
                         straight.objective(X), rel=1e-10)
+                    assert model.gradient_mapping(given, client=client) == pytest.approx(
+                        straight.gradient_mapping(X), rel=1e-8)
             np.testing.assert_allclose(np.asarray(model.components_),
                                        np.asarray(straight.components_), rtol=0, atol=1e-10)
             assert model.history_[-1]["snapshot_loss"] == pytest.approx(

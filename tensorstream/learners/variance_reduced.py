@@ -633,23 +633,25 @@ class VarianceReducedMF(OnlineEstimator):
                 return objective(self.formulation_, self._W_output, data, self.chunk_size,
                                  tol=self.eval_tol, max_iter=self.eval_max_iter)
 
-    def gradient_mapping(self, X: Any, step: float | None = None) -> float:
+    def gradient_mapping(self, X: Any, step: float | None = None, *,
+                         client: Any = None) -> float:
         """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 2.7): a full pass
         with accurate solves, for any ``method`` (``history_`` has it for free for ``vr`` only).
 
         ``step`` is the ``eta`` of the gradient mapping; None uses the learner's step (1.0 for
-        ``smm``).
+        ``smm``). ``client``: the pass runs on a Dask cluster (see :meth:`fit`).
         """
         self._check_fitted()
         eta = step if step is not None else (self.step_size_ or 1.0)
         eta = check_positive_number(eta, "step")
-        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
-        with using(self.backend_):
-            G, _, _ = full_gradient(self.formulation_, self._W_output, data, self.chunk_size,
-                                    solver="fista", tol=self.eval_tol,
-                                    max_iter=self.eval_max_iter)
-            gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
-            return float(tl.sum(gamma * gamma))
+        with self._spread(X, client) as spread:
+            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread)
+            with using(self.backend_):
+                G, _, _ = full_gradient(self.formulation_, self._W_output, data,
+                                        self.chunk_size, solver="fista", tol=self.eval_tol,
+                                        max_iter=self.eval_max_iter)
+                gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
+                return float(tl.sum(gamma * gamma))
 
     def score(self, X: Any, y: Any = None) -> float:
         """``-f(W)`` (higher is better)."""
