@@ -64,6 +64,8 @@ def describe_cluster(address: str, timeout: float | None = None) -> list[str]:
         if "missing" in worker:
             package = (f"cannot import {worker['missing']!r} ({worker['error']}): install "
                        f"tensorstream there")
+        elif "unreachable" in worker:
+            package = f"did not answer ({worker['unreachable']})"
         else:
             package = f"tensorstream {worker['version']} (Python {worker['python']})"
             if worker["version"] != __version__:

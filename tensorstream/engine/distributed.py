@@ -227,15 +227,18 @@ def by_value(function: Any) -> Any:
 
 def workers_report(client: Any) -> dict:
     """What each worker of ``client`` has: ``{address: {"threads", "memory", "name",
-    "version" or "missing" and "error"}}`` (memory in bytes, 0 when unlimited)."""
+    "version" (and "python"), or "missing" and "error", or "unreachable"}}`` (memory in bytes,
+    0 when unlimited; "unreachable": a worker that did not answer, e.g. one just killed)."""
     workers = client.scheduler_info(n_workers=-1)["workers"]
     packages = client.run(by_value(package_on_worker), on_error="return")
     report = {}
     for address, worker in sorted(workers.items()):
-        package = packages.get(address, {"missing": "?", "error": "no answer"})
-        if isinstance(package, BaseException):
-            package = {"missing": getattr(package, "name", None) or "?",
+        package = packages.get(address, {"unreachable": "no answer"})
+        if isinstance(package, ImportError):  # it could not even read the probe
+            package = {"missing": package.name or "?",
                        "error": f"{type(package).__name__}: {package}"}
+        elif isinstance(package, BaseException):
+            package = {"unreachable": f"{type(package).__name__}: {package}"}
         report[address] = {"name": worker.get("name", address),
                            "threads": int(worker.get("nthreads", 0)),
                            "memory": int(worker.get("memory_limit") or 0), **package}
@@ -262,7 +265,8 @@ def check_workers(client: Any) -> None:
             f"{len(missing)} Dask worker(s) cannot import {worker['missing']!r} (e.g. "
             f"{address}: {worker['error']}): install tensorstream, with the same version and "
             f"dependencies as the driver, on every worker", name=worker["missing"])
-    _CHECKED[client] = _CHECKED.get(client, set()) | set(report)
+    _CHECKED[client] = _CHECKED.get(client, set()) | {
+        address for address, worker in report.items() if "version" in worker}
 
 
 #: seconds to wait for a scheduler before giving up with a clear error
