@@ -2,6 +2,7 @@
 
     python benchmarks/bench_distributed.py                  # a 4 GB store (generated once)
     python benchmarks/bench_distributed.py --gigabytes 0.5  # quicker
+    python benchmarks/bench_distributed.py --sampling rows  # batches of random rows
 
 The store holds float32 samples of a planted low-rank model (chunked along the samples, written
 chunk by chunk: the generator never holds the store in memory). OnlineCPDL (image-like 64 x 64
@@ -10,7 +11,14 @@ in this process (the batch read here), and on a LocalCluster of 1 and 2 worker p
 worker reads its shard of the batch from the store; only the loadings and the statistics cross
 the network). Printed per run: samples/s, the speed-up over one process, the driver's peak
 memory (flat in the store's size: the driver never holds more than one batch, and on a cluster
-not even that after the first), and the bytes shipped per step next to the model's size.
+not even that after the first), the bytes the workers ship per step (Dask's count of what they
+send: the statistics back to the driver, and any data moved between workers) next to the
+statistics' size, and the bytes of the shards' task graphs sent to the workers per step.
+
+Batches: ``--sampling chunks`` (default) draws ``batch / chunk`` whole chunks of the store at
+random, so a step reads ``batch`` samples; ``--sampling rows`` draws random rows, which on a
+store chunked along the samples reads (and decompresses) nearly every chunk per step: the
+throughput then falls with the store's size.
 """
 
 from __future__ import annotations
@@ -58,8 +66,25 @@ def make_store(path: Path, gigabytes: float, chunk: int = 2048, seed: int = 0) -
     return path
 
 
-def run(learner_kind: str, path: Path, n_workers: int, n_steps: int, batch: int) -> dict:
+def batches(n: int, batch: int, chunk: int, sampling: str, n_batches: int) -> list:
+    """Sorted sample positions of ``n_batches`` batches: random whole chunks, or random rows."""
+    rng = np.random.default_rng(0)
+    unit, per_batch = (1, batch) if sampling == "rows" else (chunk, max(1, batch // chunk))
+    units = n // unit
+    if per_batch > units:
+        raise ValueError(f"a batch of {batch} needs {per_batch} of the store's {units} "
+                         f"{'rows' if unit == 1 else 'chunks'}: make the store bigger")
+    epochs = -(-n_batches * per_batch // units)  # as many shuffled passes as the steps need
+    order = np.concatenate([rng.permutation(units)[:units // per_batch * per_batch]
+                            for _ in range(epochs)])
+    return [np.sort((order[k * per_batch:(k + 1) * per_batch, None] * unit
+                     + np.arange(unit)).ravel()) for k in range(n_batches)]
+
+
+def run(learner_kind: str, path: Path, n_workers: int, n_steps: int, batch: int,
+        sampling: str = "chunks") -> dict:
     """Fit ``n_steps`` batches; returns samples/s, driver peak RSS and bytes per step."""
+    import cloudpickle
     import xarray as xr
 
     from tensorstream import OnlineCPDL, OnlineNMF
@@ -80,14 +105,16 @@ def run(learner_kind: str, path: Path, n_workers: int, n_steps: int, batch: int)
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         client = Client(cluster)
-    rows = np.random.default_rng(0).permutation(frames.sizes["time"])
+    chunk = frames.chunks[0][0]
+    plan = batches(frames.sizes["time"], batch, chunk, sampling, n_steps + 1)
     sent_before = _bytes_sent(client)
-    start = None
+    start, graph_bytes = None, 0.0
     for step in range(n_steps + 1):
-        batch_rows = np.sort(rows[step * batch:(step + 1) * batch])
-        data = frames.isel(time=batch_rows)
+        data = frames.isel(time=plan[step])
         if client is None:
             data = data.compute()
+        elif step > 0:  # what the shards' reads cost to send: their task graphs
+            graph_bytes += len(cloudpickle.dumps(data.data))
         labels = {"sample_dim": "time", "modes": modes} if step == 0 else {}
         model.partial_fit(data, client=client, **labels)
         if step == 0:  # the first step initialises the model: not timed
@@ -95,16 +122,31 @@ def run(learner_kind: str, path: Path, n_workers: int, n_steps: int, batch: int)
             sent_before = _bytes_sent(client)
     seconds = time.perf_counter() - start
     shipped = (_bytes_sent(client) - sent_before) / n_steps if client is not None else 0
+    stats = model.statistics_
+    statistic_bytes = np.asarray(stats["A"]).nbytes + np.asarray(stats["B"]).nbytes
+    round_trip = _round_trip(client, statistic_bytes) if client is not None else 0.0
     if client is not None:
         client.close()
         cluster.close()
     model_bytes = sum(np.asarray(U).nbytes for U in model.loadings_)
-    stats = model.statistics_
-    statistic_bytes = np.asarray(stats["A"]).nbytes + np.asarray(stats["B"]).nbytes
     return {"samples_per_s": n_steps * batch / seconds, "seconds": seconds,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "shipped_per_step": shipped, "model_bytes": model_bytes,
+            "shipped_per_step": shipped, "graph_per_step": graph_bytes / n_steps,
+            "model_bytes": model_bytes, "round_trip_s": round_trip,
             "statistic_bytes": statistic_bytes, "loss": model._last_info["batch_loss"]}
+
+
+def _round_trip(client, size: int, repeats: int = 10) -> float:
+    """Seconds of one task round trip that returns ``size`` bytes from each worker at once
+    (the per-step overhead of the cost model, without the coding)."""
+    workers = sorted(client.scheduler_info()["workers"])
+    times = []
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        client.gather([client.submit(np.zeros, size // 4, dtype=np.float32, pure=False,
+                                     workers=[w]) for w in workers])
+        times.append(time.perf_counter() - begin)
+    return float(np.median(times))
 
 
 def _bytes_sent(client) -> float:
@@ -122,33 +164,42 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=2048)
     parser.add_argument("--learners", nargs="+", default=["cpdl", "nmf"])
+    parser.add_argument("--sampling", choices=("chunks", "rows"), default="chunks")
+    parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
     parser.add_argument("--one", nargs=2, metavar=("LEARNER", "WORKERS"),
                         help=argparse.SUPPRESS)  # one run in a fresh process (its own peak RSS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run(args.one[0], Path(args.store), int(args.one[1]), args.steps,
-                             args.batch)))
+                             args.batch, args.sampling)))
         return
     begin = time.perf_counter()
     path = make_store(Path(args.store), args.gigabytes)
     print(f"store {path} ({args.gigabytes:g} GB), ready in {time.perf_counter() - begin:.0f} s; "
-          f"batch {args.batch}, {args.steps} timed steps")
+          f"batch {args.batch} ({args.sampling}), {args.steps} timed steps")
     print("| learner | workers | samples/s | speed-up vs 1 process | driver peak RSS MiB | "
-          "bytes shipped per step | statistics bytes | batch loss |")
-    print("|---|---|---|---|---|---|---|---|")
+          "bytes shipped per step | statistics bytes | graph bytes per step | round trip ms | "
+          "batch loss |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in args.learners:
         base = None
         for n_workers in (0, 1, 2):
             output = subprocess.run(
                 [sys.executable, __file__, "--store", str(path), "--steps", str(args.steps),
-                 "--batch", str(args.batch), "--one", kind, str(n_workers)],
+                 "--batch", str(args.batch), "--sampling", args.sampling, "--one", kind,
+                 str(n_workers)],
                 capture_output=True, text=True, check=True).stdout
             result = json.loads(output.strip().splitlines()[-1])
             base = base or result["samples_per_s"]
             print(f"| {kind} | {n_workers or 'none (1 process)'} | "
                   f"{result['samples_per_s']:.0f} | {result['samples_per_s'] / base:.2f} | "
                   f"{result['peak_rss_mb']:.0f} | {result['shipped_per_step']:.3g} | "
-                  f"{result['statistic_bytes']:.3g} | {result['loss']:.5g} |", flush=True)
+                  f"{result['statistic_bytes']:.3g} | {result['graph_per_step']:.3g} | "
+                  f"{1e3 * result['round_trip_s']:.1f} | {result['loss']:.5g} |", flush=True)
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(path)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 """Fitting on a Dask cluster: every step's batch split across workers gives the result of one
-process (to 1e-10), with 1, 2 and 3 workers, numpy and torch, in-memory and chunked data; a
-killed worker costs a recomputation, not the run; bad input is refused as on one machine."""
+process (to 1e-10), with 1, 2 and 3 workers, numpy and torch, in-memory and chunked data (read
+by the workers themselves); VarianceReducedMF's full passes as map-reduces; a killed worker
+costs a recomputation, not the run; a driver that died resumes from its checkpoint; bad input
+(an unreachable scheduler, workers without the package, NaN on a worker) is refused clearly."""
 
+import importlib
 import importlib.util
 import os
 import signal
+import threading
 
 import numpy as np
 import pytest
@@ -19,7 +23,9 @@ from tensorstream import (  # noqa: E402
     OnlineNMF,
     OnlineRobustPCA,
     RobustOnlineNMF,
+    VarianceReducedMF,
 )
+from tensorstream.cli import main  # noqa: E402
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 pytestmark = pytest.mark.xdist_group("dask-cluster")
@@ -87,13 +93,25 @@ def test_torch_on_a_cluster(cluster):
     _assert_same(make().fit(X), on_cluster)
 
 
+def _data_transfers(client):
+    """Keys the workers fetched from one another so far, but for scattered arrays (the
+    loadings, which Dask may copy from worker to worker when it broadcasts them)."""
+    logs = client.run(lambda dask_worker: [key for entry in dask_worker.transfer_incoming_log
+                                           for key in entry["keys"]])
+    return [key for keys in logs.values() for key in keys
+            if not str(key).startswith("ndarray-")]
+
+
 def test_chunked_data_are_read_on_the_workers(cluster):
-    """A dask array whose chunks do not divide the batch: same result, no copy on the driver."""
+    """A dask array whose chunks do not divide the batch: same result, no copy on the driver,
+    and every worker reads its own shard (no data move between workers)."""
     make, shape = LEARNERS["nmf"]
     X = np.random.default_rng(1).random(shape)
     lazy = da.from_array(X, chunks=(7, 12))
     with _client(cluster, 3) as client:
+        before = _data_transfers(client)
         _assert_same(make().fit(X), make().fit(lazy, client=client))
+        assert _data_transfers(client) == before
 
 
 def test_missing_entries_on_a_cluster(cluster):
@@ -146,3 +164,168 @@ def test_a_killed_worker_costs_a_recomputation_not_the_run():
         on_cluster = make(callback=kill_one).fit(X, client=client)
     assert killed
     _assert_same(straight, on_cluster)
+
+
+# -- VarianceReducedMF: full passes as map-reduces over the workers' blocks ---------------------
+
+
+def _vr(**kw):
+    return VarianceReducedMF(3, n_epochs=2, chunk_size=32, random_state=0, **kw)
+
+
+def _ran_on_workers(client, model, X):
+    """``model`` fitted on ``X`` with ``client``, and whether block sums ran on the workers."""
+    with distributed.get_task_stream(client) as stream:
+        model.fit(X, client=client)
+    return model, any("block_sum" in task["key"] for task in stream.data)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_variance_reduced_full_passes_on_the_workers(cluster, backend):
+    """Full gradients, snapshot codes and the P7 scatter on 1 and 2 workers, in-memory and
+    chunked data: the single-process result to 1e-10, and the objective too."""
+    if backend == "torch" and not HAS_TORCH:
+        pytest.skip("needs torch")
+    X = np.random.default_rng(5).random((150, 8))
+    data = X
+    if backend == "torch":
+        import torch
+
+        data = torch.tensor(X)
+    formulations = ({"formulation": "odl", "store_snapshot_codes": True},
+                    {"formulation": "olrr"})
+    for kw in formulations[:1] if backend == "torch" else formulations:
+        straight = _vr(**kw).fit(data)
+        for n_workers, lazy in ((2, False),) if backend == "torch" else (
+                (1, False), (2, False), (2, True)):
+            given = da.from_array(X, chunks=(40, 8)) if lazy else data
+            with _client(cluster, n_workers) as client:
+                model, remote = _ran_on_workers(client, _vr(**kw), given)
+                assert remote
+                if lazy:  # the passes with accurate solves, on the workers
+                    assert model.objective(given, client=client) == pytest.approx(
+                        straight.objective(X), rel=1e-10)
+                    assert model.gradient_mapping(given, client=client) == pytest.approx(
+                        straight.gradient_mapping(X), rel=1e-8)
+            np.testing.assert_allclose(np.asarray(model.components_),
+                                       np.asarray(straight.components_), rtol=0, atol=1e-10)
+            assert model.history_[-1]["snapshot_loss"] == pytest.approx(
+                straight.history_[-1]["snapshot_loss"], rel=1e-10)
+
+
+def test_a_bad_value_in_a_workers_block_leaves_the_learner_unchanged(cluster):
+    X = np.random.default_rng(6).random((100, 6))
+    model = _vr().fit(X)
+    before = model.components_.copy()
+    X[70, 2] = np.nan
+    with _client(cluster, 2) as client, pytest.raises(ValueError, match="NaN") as raised:
+        model.fit(X, client=client)
+    assert "rows 64 to 99" in str(raised.value)
+    np.testing.assert_array_equal(model.components_, before)
+
+
+# -- the cluster as the command line sees it ---------------------------------------------------
+
+
+def test_info_describes_the_cluster(cluster, capsys):
+    with _client(cluster, 2):
+        assert main(["info", "--scheduler", cluster.scheduler_address]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 worker(s), 2 thread(s)" in lines[0]
+    assert len(lines) == 3 and all("tensorstream 0" in line for line in lines[1:])
+
+
+def test_info_of_an_unreachable_scheduler_is_one_line(capsys):
+    assert main(["info", "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"]) == 1
+    assert "--scheduler: cannot reach the Dask scheduler" in capsys.readouterr().err
+
+
+def test_a_worker_without_the_package_is_named(cluster, monkeypatch, capsys):
+    """Simulated: the import of tensorstream fails in the workers' threads (an in-process
+    cluster), not in the driver's; the real thing is the slow test below."""
+    real = importlib.import_module
+
+    def refuse(name, *args):
+        if name == "tensorstream" and threading.current_thread() is not threading.main_thread():
+            raise ModuleNotFoundError("No module named 'tensorstream'", name="tensorstream")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", refuse)
+    with _client(cluster, 2) as client:
+        with pytest.raises(ImportError, match="2 Dask worker.*cannot import 'tensorstream'"):
+            OnlineNMF(2).fit(np.ones((10, 4)), client=client)
+        assert main(["info", "--scheduler", cluster.scheduler_address]) == 0
+    assert capsys.readouterr().out.count("cannot import 'tensorstream'") == 2
+
+
+def _hide(package):
+    """A worker plugin that makes ``package`` unimportable in the worker's process (a local
+    class: it travels by value, the worker needs no test module)."""
+
+    class Hide(distributed.WorkerPlugin):
+        name = "hide-package"
+
+        def setup(self, worker):
+            import sys
+
+            class Refuse:
+                def find_spec(self, name, path=None, target=None):
+                    if name == package or name.startswith(package + "."):
+                        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                    return None
+
+            for name in [m for m in sys.modules if m.split(".")[0] == package]:
+                del sys.modules[name]
+            sys.meta_path.insert(0, Refuse())
+
+    return Hide()
+
+
+@pytest.mark.slow
+def test_a_worker_process_without_the_package_is_named():
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as local, \
+            distributed.Client(local) as client:
+        client.register_plugin(_hide("tensorstream"))
+        model = OnlineNMF(2, batch_size=10)
+        with pytest.raises(ImportError, match="cannot import 'tensorstream'") as raised:
+            model.fit(np.random.default_rng(0).random((30, 4)), client=client)
+        assert raised.value.name == "tensorstream" and not model._fitted
+
+
+def test_the_driver_resumes_a_cluster_fit_from_its_checkpoint(cluster, tmp_path, monkeypatch):
+    """The driver dies after step 5 (checkpoints every 2 steps): --resume goes on from step 4
+    to the result of an uninterrupted run."""
+    xr = pytest.importorskip("xarray")
+    X = np.random.default_rng(7).random((60, 4, 3)).astype(np.float64)
+    path = tmp_path / "x.nc"
+    xr.DataArray(X, dims=("time", "a", "b"), name="obs").to_netcdf(path)
+    fit = ["fit", str(path), "--var", "obs", "--sample-dim", "time", "--n-components", "2",
+           "--batch-size", "8", "--steps", "9", "--quiet", "--checkpoint",
+           str(tmp_path / "run.npz"), "--checkpoint-every", "2"]
+    original = OnlineCPDL.partial_fit
+    calls = []
+
+    def dies(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 6:
+            raise SystemExit("the driver died")
+        return original(self, *args, **kwargs)
+
+    with _client(cluster, 2):
+        monkeypatch.setattr(OnlineCPDL, "partial_fit", dies)
+        with pytest.raises(SystemExit):
+            main([*fit, "--scheduler", cluster.scheduler_address, "--out",
+                  str(tmp_path / "never.nc")])
+        monkeypatch.setattr(OnlineCPDL, "partial_fit", original)
+        from tensorstream import load
+
+        assert load(tmp_path / "run.npz").n_steps_ == 4
+        assert main([*fit, "--scheduler", cluster.scheduler_address, "--resume", "--out",
+                     str(tmp_path / "resumed.nc")]) == 0
+    assert main([*fit[:-4], "--out", str(tmp_path / "straight.nc")]) == 0
+    with xr.open_dataset(tmp_path / "resumed.nc") as a, \
+            xr.open_dataset(tmp_path / "straight.nc") as b:
+        assert a.attrs["n_steps"] == 9
+        for name in b.data_vars:
+            np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-10)

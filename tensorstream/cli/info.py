@@ -1,4 +1,5 @@
-"""``tensorstream info``: describe a factors file, a checkpoint or a data file."""
+"""``tensorstream info``: describe a factors file, a checkpoint, a data file or a Dask
+cluster."""
 
 from __future__ import annotations
 
@@ -15,9 +16,69 @@ from .errors import CLIError
 
 
 def run_info(args: argparse.Namespace) -> int:
-    """``tensorstream info FILE``: print :func:`describe`'s lines; return the exit status 0."""
-    print("\n".join(describe(args.file)))
+    """``tensorstream info FILE`` (:func:`describe`) or ``tensorstream info --scheduler
+    ADDRESS`` (:func:`describe_cluster`): print the lines; return the exit status 0."""
+    scheduler = getattr(args, "scheduler", None)
+    if (args.file is None) == (scheduler is None):
+        raise CLIError("info: give a FILE or --scheduler ADDRESS (one of them)")
+    if scheduler is not None:
+        print("\n".join(describe_cluster(scheduler, getattr(args, "timeout", None))))
+    else:
+        print("\n".join(describe(args.file)))
     return 0
+
+
+def describe_cluster(address: str, timeout: float | None = None) -> list[str]:
+    """Lines describing the Dask cluster at ``address``: its workers, their threads and
+    memory, and the version of this package on each (or the module a worker cannot import).
+
+    Parameters
+    ----------
+    address : str
+        The scheduler's address (``tcp://host:8786``).
+    timeout : float, optional
+        Seconds to wait for the scheduler (default
+        :data:`~tensorstream.engine.distributed.CONNECT_TIMEOUT`).
+
+    Raises
+    ------
+    CLIError
+        The scheduler cannot be reached within ``timeout``.
+    """
+    from .. import __version__
+    from ..engine.distributed import connect, workers_report
+
+    try:
+        client, _ = connect(address, timeout=timeout)
+    except (ValueError, TypeError, ImportError) as error:
+        raise CLIError(str(error).replace("client:", "--scheduler:")) from None
+    try:
+        report = workers_report(client)
+    finally:
+        client.close()
+    threads = sum(w["threads"] for w in report.values())
+    memory = sum(w["memory"] for w in report.values())
+    lines = [f"{address}: Dask scheduler, {len(report)} worker(s), {threads} thread(s), "
+             f"{_gib(memory)} memory; this driver runs tensorstream {__version__}"]
+    for worker_address, worker in report.items():
+        if "missing" in worker:
+            package = (f"cannot import {worker['missing']!r} ({worker['error']}): install "
+                       f"tensorstream there")
+        elif "unreachable" in worker:
+            package = f"did not answer ({worker['unreachable']})"
+        else:
+            package = f"tensorstream {worker['version']} (Python {worker['python']})"
+            if worker["version"] != __version__:
+                package += f", not the driver's {__version__}"
+        lines.append(f"  {worker_address} (name {worker['name']}): {worker['threads']} "
+                     f"thread(s), {_gib(worker['memory'])}, {package}")
+    if not report:
+        lines.append("  no workers yet: start some (dask worker ADDRESS)")
+    return lines
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size else "unlimited"
 
 
 def describe(path: str | os.PathLike) -> list[str]:

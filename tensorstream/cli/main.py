@@ -74,10 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit(commands)
     _add_demo(commands)
     info = commands.add_parser(
-        "info", help="describe a factors (.nc), checkpoint (.npz) or data file",
+        "info", help="describe a factors (.nc), checkpoint (.npz) or data file, or a Dask "
+                     "cluster",
         description="Describe a file: learned factors (.nc written by 'fit'), a checkpoint "
-                    "(.npz), or a data file (netCDF, zarr, .npy) with its variables and dims.")
-    info.add_argument("file", help="the file to describe")
+                    "(.npz), or a data file (netCDF, zarr, .npy) with its variables and dims; "
+                    "or, with --scheduler, a Dask cluster: its workers, threads, memory and "
+                    "the tensorstream version on each.")
+    info.add_argument("file", nargs="?", help="the file to describe")
+    info.add_argument("--scheduler", metavar="ADDRESS",
+                      help="describe the Dask cluster of this scheduler instead")
+    info.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                      help="wait this long for the scheduler (default 10)")
     _add_debug(info)
     return parser
 

@@ -5,8 +5,13 @@ worker validates and codes its shard of the batch with the current dictionary (b
 loadings are small) and returns the shard's additive sums (code products, data-code products,
 losses, gradients); the driver adds them up and takes the dictionary step
 (:func:`~tensorstream.engine.loop.finish_step`), exactly as one process would on the whole
-batch. The data never pass through the driver when they live in a chunked store (dask arrays:
-each shard is computed where its chunks are read); in-memory arrays are scattered.
+batch. The data never pass through the driver when they live in a chunked store: a dask-backed
+shard travels as its task graph (:class:`WorkerRead`, a few kilobytes naming the store's chunks
+and the rows to take) and the worker reads it itself; in-memory arrays are scattered.
+
+The full passes of a finite data set (:class:`SpreadRows`: the full gradient, the objective and
+the snapshot codes of :class:`~tensorstream.VarianceReducedMF`) are a map-reduce: each worker
+reduces the chunks of its contiguous block of rows, the driver adds the workers' sums.
 
 What crosses the network per step: the loadings out (``R sum I_k`` numbers per worker) and the
 sums back (``R^2 + R prod I_k`` per worker, the size of the statistics), whatever the batch
@@ -17,6 +22,7 @@ run.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +34,40 @@ from .loop import Algorithm, add_sums, finish_step, usable_scale
 from .state import OnlineState
 
 
+class WorkerRead:
+    """A lazily read (dask-backed) array that the worker running a task reads itself.
+
+    Passed to ``client.submit`` as an argument it is not a dask collection, so the scheduler
+    does not turn it into tasks of its own (which it would place, and move, as it likes): it
+    travels as its task graph (the store's chunk reads and the rows to take, kilobytes) and
+    :meth:`load` computes it in the worker's thread with the synchronous scheduler. Workers
+    whose shards share a chunk of the store each read that chunk (a read, never a transfer).
+    """
+
+    def __init__(self, array: Any):
+        self.array = array
+        self.shape = tuple(array.shape)
+
+    def load(self) -> np.ndarray:
+        """The array's values, read here (the scheduler is passed, not set: dask's
+        configuration is global and the worker's other threads share it)."""
+        return np.asarray(self.array.compute(scheduler="sync"))
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        """Some of the array's values, read here (a chunk of a pass)."""
+        return WorkerRead(self.array[key]).load()
+
+
+def local(X: Any) -> Any:
+    """``X`` in this process: a :class:`WorkerRead` is read, anything else is kept."""
+    return X.load() if isinstance(X, WorkerRead) else X
+
+
+def lazy(X: Any) -> bool:
+    """Whether ``X`` is a dask array (read where it is computed)."""
+    return type(X).__module__.startswith("dask")
+
+
 def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
                checks: dict, rows: tuple[int, int]) -> dict:
     """On a worker: validate and code one shard, return its sums.
@@ -37,7 +77,7 @@ def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: f
     position in the batch, named in errors.
     """
     try:
-        X, mask = check_masked_batch(X, mask, **checks)
+        X, mask = check_masked_batch(local(X), local(mask), **checks)
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error} (in rows {rows[0]} to {rows[1] - 1} of the batch)") from None
     with using(checks["backend"]), no_grad(checks["backend"]):
@@ -47,7 +87,7 @@ def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: f
 
 def shard_scale_sums(algorithm: Algorithm, X: Any, checks: dict) -> tuple[float, float] | None:
     """On a worker: the shard's part of a first batch's data scale."""
-    X = check_batch(X, backend=checks["backend"], context=checks["context"],
+    X = check_batch(local(X), backend=checks["backend"], context=checks["context"],
                     sample_shape=checks["sample_shape"], nonnegative=checks["nonnegative"])
     with using(checks["backend"]):
         return algorithm.scale_sums(X)
@@ -90,9 +130,143 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     return finish_step(algorithm, state, sums, scale)
 
 
+class SpreadRows:
+    """The rows of a finite data set spread over the workers, for full passes as map-reduces.
+
+    The ``n`` rows are cut into ``chunk_size`` chunks (the chunks one process reads), and the
+    chunks into one contiguous block per worker: a worker's block is scattered to it once
+    (in-memory data) or read by it on each pass (dask-backed data, :class:`WorkerRead`).
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+    X : array of shape (n_samples, ...)
+        numpy, torch or dask (samples first).
+    chunk_size : int
+        Rows per chunk of a pass.
+    """
+
+    def __init__(self, client: Any, X: Any, chunk_size: int):
+        self.client = client
+        n = int(X.shape[0])
+        workers = sorted(client.scheduler_info()["workers"])
+        n_chunks = -(-n // chunk_size)
+        cuts = np.linspace(0, n_chunks, min(len(workers), n_chunks) + 1).astype(int)
+        bounds = np.minimum(cuts * chunk_size, n)
+        self.blocks = []
+        for worker, start, end in zip(workers, bounds[:-1], bounds[1:]):
+            part = X[int(start):int(end)]
+            data = WorkerRead(part) if lazy(part) else client.scatter(
+                part, workers=[worker], hash=False)
+            self.blocks.append((data, (int(start), int(end)), worker))
+
+    def map_reduce(self, function: Any, chunk_size: int, args: tuple, reading: dict) -> list:
+        """Each worker's ``sum over its chunks of function(chunk, *args)``, in row order.
+
+        ``reading`` holds :class:`~tensorstream.finite.variance_reduction.FiniteData`'s
+        ``backend``, ``context`` and ``nonnegative`` (each chunk is validated and converted
+        on its worker).
+        """
+        futures = [self.client.submit(block_sum, data, rows, function, chunk_size, args,
+                                      reading, pure=False, **_on(worker))
+                   for data, rows, worker in self.blocks]
+        return self.client.gather(futures)
+
+    def release(self) -> None:
+        """Forget the scattered blocks (the workers free them)."""
+        for data, _, _ in self.blocks:
+            if hasattr(data, "release"):
+                data.release()
+        self.blocks = []
+
+
+def block_sum(X: Any, rows: tuple[int, int], function: Any, chunk_size: int, args: tuple,
+              reading: dict) -> Any:
+    """On a worker: the sum of ``function(chunk, *args)`` over the chunks of its block (rows
+    ``rows`` of the data set, named in errors), read and validated chunk by chunk."""
+    from ..finite.variance_reduction import FiniteData
+
+    data = FiniteData(X, **reading)  # a WorkerRead block is read here, chunk by chunk
+    try:
+        with using(reading["backend"]), no_grad(reading["backend"]):
+            return data.map_reduce(function, chunk_size, *args)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{error} (in rows {rows[0]} to {rows[1] - 1} of X)") from None
+
+
 def _on(worker: str | None) -> dict:
     """Run where the shard is (any other worker if that one is gone)."""
     return {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+
+
+def package_on_worker() -> dict:
+    """On a worker: this package's version there, or the module it fails to import.
+
+    Self-contained (its imports are inside), and sent by value (:func:`by_value`): it runs on
+    a worker that lacks the package.
+    """
+    import importlib
+    import sys
+
+    try:
+        module = importlib.import_module("tensorstream")
+    except ImportError as error:
+        return {"missing": error.name or "tensorstream", "error": f"{error}"}
+    return {"version": getattr(module, "__version__", "unknown"),
+            "python": sys.version.split()[0]}
+
+
+def by_value(function: Any) -> Any:
+    """A copy of the self-contained ``function`` that pickles by value: its code travels
+    with it instead of a reference to this package (which a worker may lack)."""
+    import builtins
+    import types
+
+    return types.FunctionType(function.__code__, {"__builtins__": builtins}, function.__name__)
+
+
+def workers_report(client: Any) -> dict:
+    """What each worker of ``client`` has: ``{address: {"threads", "memory", "name",
+    "version" (and "python"), or "missing" and "error", or "unreachable"}}`` (memory in bytes,
+    0 when unlimited; "unreachable": a worker that did not answer, e.g. one just killed)."""
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    packages = client.run(by_value(package_on_worker), on_error="return")
+    report = {}
+    for address, worker in sorted(workers.items()):
+        package = packages.get(address, {"unreachable": "no answer"})
+        if isinstance(package, ImportError):  # it could not even read the probe
+            package = {"missing": package.name or "?",
+                       "error": f"{type(package).__name__}: {package}"}
+        elif isinstance(package, BaseException):
+            package = {"unreachable": f"{type(package).__name__}: {package}"}
+        report[address] = {"name": worker.get("name", address),
+                           "threads": int(worker.get("nthreads", 0)),
+                           "memory": int(worker.get("memory_limit") or 0), **package}
+    return report
+
+
+#: the workers of each client found to have the package (checked once each)
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def check_workers(client: Any) -> None:
+    """Raise a clear ``ImportError`` naming the missing module if a worker of ``client``
+    cannot import this package. Checked before a worker's first task: a worker that lacks
+    the package cannot even read the tasks it is sent (it drops off the cluster instead of
+    failing them). Workers already checked are not asked again."""
+    addresses = set(client.scheduler_info(n_workers=-1)["workers"])
+    if addresses <= _CHECKED.get(client, set()):
+        return
+    report = workers_report(client)
+    missing = {address: worker for address, worker in report.items() if "missing" in worker}
+    if missing:
+        address, worker = next(iter(missing.items()))
+        raise ImportError(
+            f"{len(missing)} Dask worker(s) cannot import {worker['missing']!r} (e.g. "
+            f"{address}: {worker['error']}): install tensorstream, with the same version and "
+            f"dependencies as the driver, on every worker", name=worker["missing"])
+    _CHECKED[client] = _CHECKED.get(client, set()) | {
+        address for address, worker in report.items() if "version" in worker}
 
 
 #: seconds to wait for a scheduler before giving up with a clear error
@@ -137,6 +311,7 @@ def connected(client: Any, n_workers: int | None = None) -> Iterator[Any]:
     cluster."""
     client, owned = connect(client, n_workers=n_workers)
     try:
+        check_workers(client)
         yield client
     finally:
         if owned:

@@ -8,7 +8,7 @@ Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formu
 * :func:`chunk_sums` / :func:`reduce_sums` / :func:`full_gradient` -- the full gradient ``G_s``
   at the snapshot as a map (per-chunk partial sums ``H^T H``, ``(R - X)^T H``, losses) and a
   reduce (their sum), read chunk by chunk, so it runs on data that do not fit in memory (dask)
-  and can later run on Dask workers unchanged (``G = (W S1 + S2) / n``);
+  and on Dask workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
 * :func:`vr_direction` -- the SVRG estimator ``V`` (line 10), :func:`prox_step` (line 11);
 * :func:`sgd_step_size` -- ``beta / (b t + beta')`` of the proximal SGD baseline;
 * :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 2.7);
@@ -22,7 +22,7 @@ Mean scaling throughout (spec 7 #4): ``G_s`` is a mean over ``n``, mini-batch te
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,8 @@ from .formulations import Codes, Formulation, sample_losses, solve_codes
 Tensor = Any
 
 __all__ = [
-    "FiniteData", "GradientSums", "batch_gradient", "chunk_sums", "estimate_lipschitz",
+    "FiniteData", "GradientSums", "batch_gradient", "chunk_count", "chunk_loss", "chunk_scatter",
+    "chunk_sums", "coded_sums", "estimate_lipschitz",
     "full_gradient", "gradient_mapping", "inexact_tolerance", "objective", "prox_step",
     "reduce_sums", "sgd_step_size", "vr_direction",
 ]
@@ -59,13 +60,18 @@ class FiniteData:
         dtype/device of the learner's state.
     nonnegative : bool
         Refuse negative entries.
+    spread : tensorstream.engine.distributed.SpreadRows, optional
+        The same rows spread over the workers of a Dask cluster: the full passes
+        (:meth:`map_reduce`) then run there, each worker reading its own chunks.
     """
 
-    def __init__(self, X: Any, backend: str, context: dict, nonnegative: bool = False):
+    def __init__(self, X: Any, backend: str, context: dict, nonnegative: bool = False,
+                 spread: Any = None):
         self.X = X
         self.backend = backend
         self.context = context
         self.nonnegative = nonnegative
+        self.spread = spread
         self.n, self.d = int(X.shape[0]), int(X.shape[1])
 
     def _convert(self, piece: Any) -> Tensor:
@@ -85,6 +91,25 @@ class FiniteData:
         """``(start, chunk)`` pairs covering the samples in order."""
         for start in range(0, self.n, chunk_size):
             yield start, self._convert(self.X[start:start + chunk_size])
+
+    def map_reduce(self, function: Callable, chunk_size: int, *args: Any) -> Any:
+        """``sum over chunks of function(chunk, *args)``, the chunks in row order (a full
+        pass). With :attr:`spread` each worker sums the chunks of its block and the driver
+        adds the workers' sums: the same result up to the order of floating-point additions.
+        """
+        if self.spread is not None:
+            reading = {"backend": self.backend, "context": self.context,
+                       "nonnegative": self.nonnegative}
+            return _add(self.spread.map_reduce(function, chunk_size, args, reading))
+        return _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))
+
+
+def _add(parts: Iterable) -> Any:
+    """``((p_0 + p_1) + p_2) + ...``: the order one process adds its chunks in."""
+    total = None
+    for part in parts:
+        total = part if total is None else total + part
+    return total
 
 
 # -- gradients ------------------------------------------------------------------------------------
@@ -118,12 +143,13 @@ class GradientSums:
     count: int  #: samples
     iterations: int  #: code-solver iterations, summed over samples
     max_iter: int  #: largest per-sample iteration count
+    codes: tuple = ()  #: the chunks' Codes in row order, when kept (snapshot codes)
 
     def __add__(self, other: GradientSums) -> GradientSums:
         return GradientSums(self.HtH + other.HtH, self.RXtH + other.RXtH,
                             self.loss + other.loss, self.count + other.count,
                             self.iterations + other.iterations,
-                            max(self.max_iter, other.max_iter))
+                            max(self.max_iter, other.max_iter), self.codes + other.codes)
 
     def gradient(self, W: Tensor) -> Tensor:
         """``G = (W sum h h^T + sum (r - x) h^T) / count``."""
@@ -141,12 +167,19 @@ def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: Codes) -> Gradien
 
 def reduce_sums(parts: Iterable[GradientSums]) -> GradientSums:
     """The reduce: the sum of partial sums (order-independent up to rounding)."""
-    total = None
-    for part in parts:
-        total = part if total is None else total + part
+    total = _add(parts)
     if total is None:
         raise ValueError("no data: the full-gradient pass needs at least one chunk")
     return total
+
+
+def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, coder: dict,
+               keep_codes: bool = False) -> GradientSums:
+    """The map of a full-gradient pass: code one chunk at ``W`` (``coder``: the
+    :func:`~tensorstream.finite.formulations.solve_codes` settings) and sum it."""
+    codes = solve_codes(form, chunk, W, **coder)
+    sums = chunk_sums(form, W, chunk, codes)
+    return replace(sums, codes=(codes,)) if keep_codes else sums
 
 
 def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int, *,
@@ -163,17 +196,12 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     sums : GradientSums
     codes : list of Codes (chunk order) or None
     """
-    kept = [] if keep_codes else None
-
-    def mapped():
-        for _, chunk in data.chunks(chunk_size):
-            codes = solve_codes(form, chunk, W, solver=solver, tol=tol, max_iter=max_iter)
-            if kept is not None:
-                kept.append(codes)
-            yield chunk_sums(form, W, chunk, codes)
-
-    sums = reduce_sums(mapped())
-    return sums.gradient(W), sums, kept
+    coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
+    sums = data.map_reduce(coded_sums, chunk_size, form, W, coder, keep_codes)
+    if sums is None:
+        raise ValueError("no data: the full-gradient pass needs at least one chunk")
+    kept = list(sums.codes) if keep_codes else None
+    return sums.gradient(W), replace(sums, codes=()), kept
 
 
 def vr_direction(W: Tensor, W0: Tensor, X: Tensor, codes: Codes, codes0: Codes,
@@ -220,11 +248,15 @@ def objective(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int = 
               solver: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
     """``f(W) = (1/n) sum_i l(x_i, W) + psi(W)`` by a full pass with accurate solves (spec 7 #17).
     """
-    total = 0.0
-    for _, chunk in data.chunks(chunk_size):
-        codes = solve_codes(form, chunk, W, solver=solver, tol=tol, max_iter=max_iter)
-        total += float(tl.sum(sample_losses(form, chunk, W, codes)))
+    coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
+    total = data.map_reduce(chunk_loss, chunk_size, form, W, coder)
     return total / data.n + form.psi(W, data.n)
+
+
+def chunk_loss(chunk: Tensor, form: Formulation, W: Tensor, coder: dict) -> float:
+    """The map of :func:`objective`: the chunk's summed per-sample objectives at ``W``."""
+    codes = solve_codes(form, chunk, W, **coder)
+    return float(tl.sum(sample_losses(form, chunk, W, codes)))
 
 
 def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *,
@@ -274,11 +306,17 @@ def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *
 
 def scatter(data: FiniteData, chunk_size: int) -> Tensor:
     """``X^T X`` (``(d, d)``) by one chunked pass (for P7's ``psi``)."""
-    total = None
-    for _, chunk in data.chunks(chunk_size):
-        part = tl.dot(tl.transpose(chunk), chunk)
-        total = part if total is None else total + part
-    return total
+    return data.map_reduce(chunk_scatter, chunk_size)
+
+
+def chunk_scatter(chunk: Tensor) -> Tensor:
+    """The map of :func:`scatter`: ``chunk^T chunk``."""
+    return tl.dot(tl.transpose(chunk), chunk)
+
+
+def chunk_count(chunk: Tensor) -> int:
+    """The samples of a chunk (a pass that only reads and validates the data)."""
+    return int(tl.shape(chunk)[0])
 
 
 def timed(function: Callable, clock: list) -> Any:

@@ -65,7 +65,7 @@ from ..engine.checkpoint import (
     tensor_context,
     write_checkpoint,
 )
-from ..engine.distributed import connected, distributed_step
+from ..engine.distributed import WorkerRead, connected, distributed_step
 from ..engine.loop import LearningWarning
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
@@ -1032,10 +1032,10 @@ def _lost_worker_errors() -> tuple:
 
 
 def _local(X: Any) -> Any:
-    """An array in this process (dask arrays computed)."""
+    """An array in this process (dask arrays read here, not through the cluster)."""
     if X is None:
         return None
-    return X.compute() if type(X).__module__.startswith("dask") else X
+    return WorkerRead(X).load() if type(X).__module__.startswith("dask") else X
 
 
 def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
@@ -1053,8 +1053,7 @@ def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
     for worker, start, end in zip(workers, bounds[:-1], bounds[1:]):
         parts = [X[start:end], None if mask is None else mask[start:end]]
         parts = [part if part is None else (
-            client.compute(part, workers=[worker], allow_other_workers=True)
-            if type(part).__module__.startswith("dask")
+            WorkerRead(part) if type(part).__module__.startswith("dask")
             else client.scatter(part, workers=[worker], hash=False)) for part in parts]
         shards.append((parts[0], parts[1], (int(start), int(end)), worker))
     return shards

@@ -17,6 +17,7 @@ One call of :meth:`VarianceReducedMF.partial_fit` is one outer iteration ("epoch
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -41,6 +42,7 @@ from ..core.validation import (
     is_sparse,
 )
 from ..engine.checkpoint import tensor_context
+from ..engine.distributed import SpreadRows, connected
 from ..finite.formulations import (
     FORMULATIONS,
     Codes,
@@ -51,6 +53,7 @@ from ..finite.formulations import (
 from ..finite.variance_reduction import (
     FiniteData,
     batch_gradient,
+    chunk_count,
     default_sizes,
     estimate_lipschitz,
     full_gradient,
@@ -285,7 +288,7 @@ class VarianceReducedMF(OnlineEstimator):
     # -- data ------------------------------------------------------------------------------------
 
     def _finite_data(self, X: Any, context: dict | None = None, backend: str | None = None,
-                     form=None) -> FiniteData:
+                     form=None, spread: SpreadRows | None = None) -> FiniteData:
         """The finite data set behind ``X``, or a clear error (VR needs a finite sum)."""
         X = as_array(X)
         if is_sparse(X):
@@ -322,30 +325,52 @@ class VarianceReducedMF(OnlineEstimator):
                 if backend == "pytorch" and backend_of(X) == "pytorch":
                     context["device"] = X.device
         nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
-        return FiniteData(X, backend, context, nonnegative)
+        return FiniteData(X, backend, context, nonnegative, spread)
+
+    @contextlib.contextmanager
+    def _spread(self, X: Any, client: Any) -> Any:
+        """``X``'s rows spread over the workers of ``client`` for the block (None without a
+        client: the full passes run in this process)."""
+        if client is None:
+            yield None
+            return
+        data = self._finite_data(X)  # refuses bad input before connecting
+        with connected(client) as open_client:
+            spread = SpreadRows(open_client, data.X, self.chunk_size)
+            try:
+                yield spread
+            finally:
+                spread.release()
 
     # -- fitting ---------------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None) -> VarianceReducedMF:
+    def fit(self, X: Any, y: Any = None, *, client: Any = None) -> VarianceReducedMF:
         """Run ``n_epochs`` outer iterations from a fresh start on the finite data set ``X``.
 
         ``X``: array ``(n_samples, n_features)`` (numpy, torch, dask, DataArray with samples
         first) or an :class:`~tensorstream.streams.Epochs` stream. The learner is left as it
         was if the data are rejected (NaN/inf, negative for a nonnegative formulation, ...).
+
+        ``client`` (a ``dask.distributed.Client``, a scheduler address or ``"local"``): the
+        full passes (each epoch's full gradient and snapshot codes, the scatter of P7) run on
+        the workers as a map-reduce, each worker reading its own block of chunks (dask-backed
+        data) or holding it (in-memory data, scattered once); the inner steps' mini-batches
+        are read by the driver. The result equals the fit in one process up to the order of
+        floating-point sums (:mod:`tensorstream.engine.distributed`).
         """
         self._check_params()
-        with self._all_or_nothing("fit"):
-            return self._fit_epochs(X)
+        with self._all_or_nothing("fit"), self._spread(X, client) as spread:
+            return self._fit_epochs(X, spread)
 
-    def _fit_epochs(self, X: Any) -> VarianceReducedMF:
-        state = self._initial_state(X)
+    def _fit_epochs(self, X: Any, spread: SpreadRows | None = None) -> VarianceReducedMF:
+        state = self._initial_state(X, spread)
         if self.n_epochs == 0:
             self._commit(state)
             return self
         progress = _progress_bar(self.n_epochs) if self.verbose else None
         try:
             for _ in range(self.n_epochs):
-                state, info = self._epoch(state, X)
+                state, info = self._epoch(state, X, spread)
                 self._commit(state)
                 if progress is not None:
                     progress.update(1)
@@ -357,24 +382,26 @@ class VarianceReducedMF(OnlineEstimator):
                 progress.close()
         return self
 
-    def partial_fit(self, X: Any, y: Any = None) -> VarianceReducedMF:
+    def partial_fit(self, X: Any, y: Any = None, *, client: Any = None) -> VarianceReducedMF:
         """One more outer iteration on the same data set (starts fresh if not fitted): an
-        interrupted or checkpointed run resumes exactly."""
+        interrupted or checkpointed run resumes exactly. ``client``: its full passes on a
+        Dask cluster (see :meth:`fit`)."""
         self._check_params()
-        if "loadings_" in self.__dict__:  # parameters set since the last call apply now
-            state = {**self._state(), "form": self._current_formulation(self._state())}
-        else:
-            state = self._initial_state(X)
-        state, info = self._epoch(state, X)
+        with self._spread(X, client) as spread:
+            if "loadings_" in self.__dict__:  # parameters set since the last call apply now
+                state = {**self._state(), "form": self._current_formulation(self._state())}
+            else:
+                state = self._initial_state(X, spread)
+            state, info = self._epoch(state, X, spread)
         self._commit(state)
         if self.callback is not None:
             self.callback(self, dict(info))
         return self
 
-    def _initial_state(self, X: Any) -> dict:
+    def _initial_state(self, X: Any, spread: SpreadRows | None = None) -> dict:
         probe = self._finite_data(X)
         form = self._make_formulation(probe.d)
-        data = self._finite_data(X, probe.context, probe.backend, form)
+        data = self._finite_data(X, probe.context, probe.backend, form, spread)
         n, d = data.n, data.d
         rng = np.random.default_rng(self.random_state) \
             if not isinstance(self.random_state, np.random.Generator) else self.random_state
@@ -383,8 +410,7 @@ class VarianceReducedMF(OnlineEstimator):
             m = -(-n // b)
         with using(data.backend):
             if self.method != "vr":  # SGD/SMM never pass over all data: validate it up front
-                for _ in data.chunks(self.chunk_size):
-                    pass
+                data.map_reduce(chunk_count, self.chunk_size)
             if form.needs_scatter:
                 form = form.prepare(scatter(data, self.chunk_size), n)
             W = self._initial_dictionary(form, data, rng)
@@ -458,9 +484,11 @@ class VarianceReducedMF(OnlineEstimator):
             _context=state["context"], _W_output=W_out, n_features_in_=state["d"],
             n_samples_=state["n"])
 
-    def _epoch(self, state: dict, X: Any) -> tuple[dict, dict]:
-        """One outer iteration as a pure function of the state (the learner is not touched)."""
-        data = self._finite_data(X, state["context"], state["backend"], state["form"])
+    def _epoch(self, state: dict, X: Any, spread: SpreadRows | None = None
+               ) -> tuple[dict, dict]:
+        """One outer iteration as a pure function of the state (the learner is not touched);
+        its full passes on the workers of ``spread``, if given."""
+        data = self._finite_data(X, state["context"], state["backend"], state["form"], spread)
         if (data.n, data.d) != (state["n"], state["d"]):
             raise ValueError(f"X has shape ({data.n}, {data.d}) but this learner was fitted on "
                              f"({state['n']}, {state['d']}): VR works on one finite data set")
@@ -602,32 +630,36 @@ class VarianceReducedMF(OnlineEstimator):
             return tl.dot(as_tensor(H, self.backend_, **self._context),
                           tl.transpose(self._W_output))
 
-    def objective(self, X: Any) -> float:
+    def objective(self, X: Any, *, client: Any = None) -> float:
         """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves; spec 7 #17).
-        Not counted in ``history_``'s passes or seconds."""
+        Not counted in ``history_``'s passes or seconds. ``client``: the pass runs on a Dask
+        cluster (see :meth:`fit`)."""
         self._check_fitted()
-        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
-        with using(self.backend_):
-            return objective(self.formulation_, self._W_output, data, self.chunk_size,
-                             tol=self.eval_tol, max_iter=self.eval_max_iter)
+        with self._spread(X, client) as spread:
+            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread)
+            with using(self.backend_):
+                return objective(self.formulation_, self._W_output, data, self.chunk_size,
+                                 tol=self.eval_tol, max_iter=self.eval_max_iter)
 
-    def gradient_mapping(self, X: Any, step: float | None = None) -> float:
+    def gradient_mapping(self, X: Any, step: float | None = None, *,
+                         client: Any = None) -> float:
         """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 2.7): a full pass
         with accurate solves, for any ``method`` (``history_`` has it for free for ``vr`` only).
 
         ``step`` is the ``eta`` of the gradient mapping; None uses the learner's step (1.0 for
-        ``smm``).
+        ``smm``). ``client``: the pass runs on a Dask cluster (see :meth:`fit`).
         """
         self._check_fitted()
         eta = step if step is not None else (self.step_size_ or 1.0)
         eta = check_positive_number(eta, "step")
-        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
-        with using(self.backend_):
-            G, _, _ = full_gradient(self.formulation_, self._W_output, data, self.chunk_size,
-                                    solver="fista", tol=self.eval_tol,
-                                    max_iter=self.eval_max_iter)
-            gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
-            return float(tl.sum(gamma * gamma))
+        with self._spread(X, client) as spread:
+            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread)
+            with using(self.backend_):
+                G, _, _ = full_gradient(self.formulation_, self._W_output, data,
+                                        self.chunk_size, solver="fista", tol=self.eval_tol,
+                                        max_iter=self.eval_max_iter)
+                gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
+                return float(tl.sum(gamma * gamma))
 
     def score(self, X: Any, y: Any = None) -> float:
         """``-f(W)`` (higher is better)."""
