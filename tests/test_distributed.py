@@ -329,3 +329,29 @@ def test_the_driver_resumes_a_cluster_fit_from_its_checkpoint(cluster, tmp_path,
         assert a.attrs["n_steps"] == 9
         for name in b.data_vars:
             np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_workers", [1, 3])
+def test_dead_atoms_are_reinitialised_on_the_cluster_as_in_one_process(cluster, n_workers):
+    """The health checks run on the cluster too: the shards send their code counts, and the
+    dead atoms' new loadings come from the batch's worst-explained samples gathered from the
+    shards (in one process's order, ties by row)."""
+    from tensorstream.engine.loop import LearningWarning
+
+    X = np.random.default_rng(3).random((60, 8))
+    X[17] = X[41] = 5.0  # two equally worst-explained samples in different shards: a tie
+    init = np.full((8, 2), 0.5)
+    init[:, 1] = 0.0  # a zero column: dead at once
+    make = lambda: OnlineNMF(2, init=[init], batch_size=60, max_iter=1, random_state=0)  # noqa: E731
+    with pytest.warns(LearningWarning, match=r"re-initialised dead atom\(s\) \[1\]"):
+        straight = make().partial_fit(X)
+    with _client(cluster, n_workers) as client:
+        with pytest.warns(LearningWarning, match=r"re-initialised dead atom\(s\) \[1\]"):
+            spread = make().partial_fit(X, client=client)
+    _assert_same(straight, spread)
+    ours, theirs = spread.state_.health, straight.state_.health
+    assert (ours.idle_steps, ours.idle_samples, ours.bound_steps) == \
+        (theirs.idle_steps, theirs.idle_samples, theirs.bound_steps)
+    # the loss sums are added in another order: equal to rounding
+    np.testing.assert_allclose(ours.block, theirs.block, rtol=1e-12)
+    np.testing.assert_allclose(ours.block_means, theirs.block_means, rtol=1e-12)

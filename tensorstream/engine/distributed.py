@@ -27,10 +27,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 
 from ..core.backend import no_grad, using
 from ..core.validation import check_batch, check_masked_batch
-from .loop import Algorithm, add_sums, finish_step, usable_scale
+from .loop import Algorithm, add_sums, code_activity, finish_step, usable_scale, worst_explained
 from .state import OnlineState
 
 
@@ -82,7 +83,31 @@ def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: f
         raise type(error)(f"{error} (in rows {rows[0]} to {rows[1] - 1} of the batch)") from None
     with using(checks["backend"]), no_grad(checks["backend"]):
         coded = algorithm.encode(X, loadings, scale, mask)
-        return algorithm.batch_sums(X, coded, mask, loadings, scale)
+        return {**algorithm.batch_sums(X, coded, mask, loadings, scale),
+                **code_activity(algorithm, coded.codes, scale)}
+
+
+def shard_worst(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
+                checks: dict, k: int) -> tuple[np.ndarray, Any]:
+    """On a worker: the shard's ``k`` worst-explained samples and their losses (largest
+    first, ties in row order), the candidates that dead atoms are re-initialised from."""
+    X, mask = check_masked_batch(local(X), local(mask), **checks)
+    with using(checks["backend"]), no_grad(checks["backend"]):
+        coded = algorithm.encode(X, loadings, scale, mask)
+        losses = np.asarray(tl.to_numpy(coded.losses))
+        return losses[np.argsort(-losses, kind="stable")[:k]], worst_explained(coded, k)
+
+
+def _batch_worst(client: Any, algorithm: Algorithm, shards: list, loadings: Any, scale: float,
+                 checks: dict, k: int) -> Any:
+    """The batch's ``k`` worst-explained samples from its shards' own ``k`` worst: a stable
+    sort of the shards' lists, in shard order, is the one-process order (ties by row)."""
+    parts = client.gather([client.submit(shard_worst, algorithm, X, mask, loadings, scale,
+                                         checks, k, pure=False, **_on(worker))
+                           for X, mask, _, worker in shards])
+    losses = np.concatenate([losses for losses, _ in parts])
+    samples = tl.concatenate([tl.tensor(worst) for _, worst in parts], axis=0)
+    return tl.stack([samples[int(j)] for j in np.argsort(-losses, kind="stable")[:k]])
 
 
 def shard_scale_sums(algorithm: Algorithm, X: Any, checks: dict) -> tuple[float, float] | None:
@@ -94,7 +119,7 @@ def shard_scale_sums(algorithm: Algorithm, X: Any, checks: dict) -> tuple[float,
 
 
 def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: OnlineState,
-                     checks: dict) -> tuple[OnlineState, dict]:
+                     checks: dict, reinit_dead_atoms: bool = True) -> tuple[OnlineState, dict]:
     """One step of ``algorithm`` on a batch held as ``shards`` on the cluster.
 
     Parameters
@@ -108,6 +133,9 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         The state before the step (its loadings are broadcast to the workers).
     checks : dict
         Validation of the shards on the workers (see :func:`shard_sums`).
+    reinit_dead_atoms : bool
+        Re-initialise dead atoms from the batch's worst-explained samples, as one process
+        would (the shards are coded again for them, only at a step that has dead atoms).
 
     Returns
     -------
@@ -127,7 +155,10 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
                              pure=False, **_on(worker))
                for X, mask, rows, worker in shards]
     sums = add_sums(client.gather(futures))
-    return finish_step(algorithm, state, sums, scale)
+    return finish_step(algorithm, state, sums, scale,
+                       candidates=lambda k: _batch_worst(client, algorithm, shards, loadings,
+                                                         scale, checks, k),
+                       reinit_dead_atoms=reinit_dead_atoms)
 
 
 class SpreadRows:

@@ -853,7 +853,9 @@ class OnlineLearner(OnlineEstimator):
                 n_workers = max(1, len(client.scheduler_info()["workers"]))
                 shards = _shards(client, X, mask, n_workers)
                 with using(backend), no_grad(backend):
-                    return distributed_step(client, self._algorithm(), shards, state, checks)
+                    return distributed_step(
+                        client, self._algorithm(), shards, state, checks,
+                        reinit_dead_atoms=getattr(self, "reinit_dead_atoms", True))
             except lost:
                 if attempt == attempts - 1:
                     raise
