@@ -160,7 +160,7 @@ def test_c1_one_mode_is_online_nmf():
     """With one data mode, OCPDL is Mairal-style online NMF, iterate by iterate."""
     rng = np.random.default_rng(0)
     batches = [rng.random((8, 12)) for _ in range(15)]
-    model = OnlineCPDL(3, random_state=0)
+    model = OnlineCPDL(3, weights="balanced", random_state=0)
     W = None
     A, B = np.zeros((3, 3)), np.zeros((12, 3))
     for t, X in enumerate(batches, 1):
