@@ -2,8 +2,8 @@
 
 The bounded-memory form of the algorithm (spec 004, Algorithm 2). Per mini-batch ``X_t``:
 
-1. code the batch against the current dictionary (nonnegative LASSO,
-   :mod:`tensorstream.coders.lasso`);
+1. code the batch against the current dictionary (nonnegative LASSO, solved exactly by an
+   active-set method, :mod:`tensorstream.coders.lasso`);
 2. fold the batch into the running statistics with weight ``w_t``::
 
        A_t = (1 - w_t) A_{t-1} + w_t H_t^T H_t / b            (R x R)
@@ -162,9 +162,11 @@ class OnlineCPDL(OnlineLearner):
     dict_passes : int, default 1
         Column-minimisation passes per mode and step (1: the reference code's single pass).
     code_max_iter : int, default 300
-        Maximum coordinate-descent sweeps of the coding step.
+        Maximum pivoting rounds of the coding step (exact codes take a few; the cap only
+        matters on degenerate problems).
     code_tol : float, default 1e-5
-        Relative tolerance of the coding step.
+        Relative tolerance of the coding step's optimality test (see
+        :func:`tensorstream.coders.lasso.sparse_code`).
     step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
 dict_row_min, normalize, dict_step
         Divergence losses only: see
@@ -348,14 +350,15 @@ class SurrogateCP(Algorithm):
                                                       self.nonnegative)]
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
-        """Lasso codes by coordinate descent; with a ``mask`` (``X`` is zero where it is 0),
-        each sample has its own Gram ``W^T diag(m_j) W``."""
+        """Exact lasso codes (block principal pivoting); with a ``mask`` (``X`` is zero where it
+        is 0), each sample has its own Gram ``W^T diag(m_j) W``."""
         alpha, ridge = self.params.alpha, self.params.ridge
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = projections(X, loadings)
         H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,
                            max_iter=self.params.code_max_iter, tol=self.params.code_tol)
-        sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
+        flat = tl.reshape(X, (tl.shape(X)[0], -1))
+        sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
         losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
         penalties = alpha * tl.abs(H) + ridge * H * H
         constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
