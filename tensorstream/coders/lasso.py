@@ -86,48 +86,57 @@ def sparse_code(
     array([[3., 2.]])
     """
     Q, live = _regularised_gram(gram, ridge)
-    P = projections
-    b, R = tl.shape(P)
-    context = tl.context(P)
+    b, R = tl.shape(projections)
+    context = tl.context(projections)
     codes = tl.zeros((b, R), **context)
-    # per-sample tolerance: a sample's stopping test never looks at the other samples
-    tolerance = tol * tl.max(tl.abs(P), axis=1) if b else tl.zeros((0,), **context)
-    if init is None:  # the least-squares start: every live atom, with the sign it takes
-        support = _as_float(live, context) + tl.zeros((b, R), **context)
-        signs = _signs(P, True) if nonnegative else _signs(_solve(Q, P, support), False)
-    else:
-        signs = _signs(init, nonnegative)
-        support = _as_float(live & (init != 0), context)
-    solution = _solve(Q, P - 0.5 * alpha * signs, support)
-    rows = tl.arange(0, b)
-    fewest = tl.zeros((b,), **context) + (R + 1)  # fewest violations seen (backup rule)
-    backup = tl.zeros((b,), **context) + _BACKUP_ROUNDS
+    support, signs = _first_guess(Q, projections, live, init, nonnegative)
+    # everything per sample, so that the samples still pivoting can be taken out together
+    state = {"rows": tl.arange(0, b), "P": projections, "support": support, "signs": signs,
+             # per-sample tolerance: a sample's stopping test never looks at the other samples
+             "tolerance": tol * tl.max(tl.abs(projections), axis=1) if b else projections[:, 0],
+             "fewest": tl.zeros((b,), **context) + (R + 1),  # fewest violations seen
+             "backup": tl.zeros((b,), **context) + _BACKUP_ROUNDS}
+    if tl.ndim(Q) == 3:
+        state.update(Q=Q, live=live)
+    solution = _solve(Q, projections - 0.5 * alpha * signs, support)
     n_rounds = 0
     while b and n_rounds < max_iter:
         n_rounds += 1
-        entering, leaving, entry_signs = _violations(Q, P, solution, support, signs, live,
-                                                     alpha, nonnegative, tolerance)
-        count = tl.sum(entering + leaving, axis=1)
+        Q, live = state.get("Q", Q), state.get("live", live)
+        entering, leaving, entry_signs = _violations(
+            Q, state["P"], solution, state["support"], state["signs"], live, alpha, nonnegative,
+            state["tolerance"])
+        violating = entering + leaving
+        count = tl.sum(violating, axis=1)
         done = count == 0
         if n_rounds == max_iter:  # rounds exhausted: the last iterates, made feasible
-            solution = solution * _as_float(solution * signs > 0, context)
+            solution = solution * _as_float(solution * state["signs"] > 0, context)
             done = done | ~done
-        codes = tl.index_update(codes, tl.index[rows[done]], solution[done])
+        codes = tl.index_update(codes, tl.index[state["rows"][done]], solution[done])
         if bool(tl.all(done)):
             break
-        # only the samples still pivoting go on; the others are final
-        keep = ~done
-        rows, P, tolerance, support, signs = (rows[keep], P[keep], tolerance[keep],
-                                              support[keep], signs[keep])
-        entering, entry_signs, count = entering[keep], entry_signs[keep], count[keep]
-        fewest, backup = fewest[keep], backup[keep]
-        if tl.ndim(Q) == 3:
-            Q, live = Q[keep], live[keep]
-        exchange, fewest, backup = _exchange(entering + leaving[keep], count, fewest, backup)
-        signs = signs + entering * exchange * (entry_signs - signs)
-        support = support + exchange * (1 - 2 * support)
-        solution = _solve(Q, P - 0.5 * alpha * signs, support)
+        keep = ~done  # only the samples still pivoting go on; the others are final
+        state = {name: value[keep] for name, value in state.items()}
+        exchange, state["fewest"], state["backup"] = _exchange(
+            violating[keep], count[keep], state["fewest"], state["backup"])
+        entering = entering[keep] * exchange
+        state["signs"] = state["signs"] + entering * (entry_signs[keep] - state["signs"])
+        state["support"] = state["support"] + exchange * (1 - 2 * state["support"])
+        solution = _solve(state.get("Q", Q), state["P"] - 0.5 * alpha * state["signs"],
+                          state["support"])
     return codes, n_rounds
+
+
+def _first_guess(Q: Tensor, P: Tensor, live: Tensor, init: Tensor | None,
+                 nonnegative: bool) -> tuple[Tensor, Tensor]:
+    """The first support and signs: the nonzero entries of ``init``, or every live atom with
+    the sign of the least-squares codes (the least-squares start)."""
+    context = tl.context(P)
+    if init is not None:
+        return _as_float(live & (init != 0), context), _signs(init, nonnegative)
+    support = _as_float(live, context) + tl.zeros(tl.shape(P), **context)
+    signs = _signs(P, True) if nonnegative else _signs(_solve(Q, P, support), False)
+    return support, signs
 
 
 def _regularised_gram(gram: Tensor, ridge: float) -> tuple[Tensor, Tensor]:
