@@ -31,6 +31,7 @@ import tensorly as tl
 Tensor = Any
 
 _BACKUP_ROUNDS = 3  # Kim & Park: full exchanges allowed without progress before single pivots
+_DAMPING = 4  # machine epsilons of the largest curvature added to the diagonal
 
 
 def sparse_code(
@@ -142,18 +143,19 @@ def _first_guess(Q: Tensor, P: Tensor, live: Tensor, init: Tensor | None,
 def _regularised_gram(gram: Tensor, ridge: float) -> tuple[Tensor, Tensor]:
     """``G + ridge I`` with a rounding-level damping, and which atoms are live.
 
-    The damping (a hundred machine epsilons of the largest curvature) keeps the systems of
+    The damping (a few machine epsilons of the largest curvature) keeps the systems of
     supports with collinear atoms solvable at no visible cost. A dead atom (zero curvature: a
     zero column, or one that no observed entry reaches) never enters a support; its code is 0.
     """
     curvature = _diagonal(gram)
     largest = tl.max(curvature, axis=-1)
     eye = tl.eye(tl.shape(gram)[-1], **tl.context(gram))
-    damping = 100 * float(tl.eps(tl.context(gram)["dtype"])) * largest
+    epsilons = _DAMPING * float(tl.eps(tl.context(gram)["dtype"]))
     if tl.ndim(gram) == 3:
         live = curvature > 1e-12 * largest[:, None]
-        return gram + (ridge + damping)[:, None, None] * eye, live
-    return gram + (ridge + damping) * eye, curvature > 1e-12 * largest
+        return gram + (ridge + epsilons * largest)[:, None, None] * eye, live
+    # a Python float: a NumPy scalar would promote float32 Grams to float64
+    return gram + (ridge + epsilons * float(largest)) * eye, curvature > 1e-12 * largest
 
 
 def _solve(Q: Tensor, rhs: Tensor, support: Tensor) -> Tensor:
