@@ -1,22 +1,35 @@
-"""OnlineCPDL vs TensorLy's batch nonnegative CP, side by side on the same data and inits.
+"""OnlineCPDL vs TensorLy's batch nonnegative CP, side by side in one run on the same data.
 
-For each data set: TensorLy's ``non_negative_parafac_hals`` and ``non_negative_parafac`` (MU) run
-on the full tensor; OnlineCPDL streams it in mini-batches (chunk by chunk, as from disk, never
-holding the whole tensor). All start from the same initial factors. Printed per method: time to
-reach a relative error within 1% and 5% of the best batch result, time per step/iteration, the
-final error and the peak memory traced by ``tracemalloc`` (numpy allocations, data included: the
-batch methods must hold the whole tensor, the online learner one chunk).
+Sections (each prints its ratios, measured in the same run, so the machine's load cancels):
 
-Memory is traced in separate short runs (tracing slows Python code several times): loading the
-data plus two iterations for the batch methods, three chunks of streaming for OnlineCPDL.
-Timing notes: OnlineCPDL's evaluation (refit of the codes on the full tensor, chunked) is
-excluded from its time. TensorLy reports errors per iteration but not times, so its per-iteration
-times are the total time spread evenly over iterations (each iteration costs the same work).
+1. **Defaults** (issue 14, goal 2): ``OnlineCPDL(rank)`` with *all its defaults* (``fit`` on the
+   array) against TensorLy's ``non_negative_parafac_hals`` with its defaults, on a planted
+   20000 x 30 x 30 rank-5 tensor (2.3% noise) and a video-like tensor: 2000 grayscale 64 x 64
+   frames of ``skimage.data.camera()``, a window panning along a Lissajous path under a slowly
+   varying brightness, fitted with rank 10. Printed: each method's time to reach 1.03 x HALS's
+   final error (the online learner's error evaluated on the whole tensor at ~15 points, outside
+   its timed region; HALS's per-iteration times are its total spread evenly), the final errors,
+   their ratio, and the peak memory traced by ``tracemalloc`` in separate short runs (HALS: two
+   iterations; OnlineCPDL: 50 steps of ``fit`` on the first quarter and on all of the samples,
+   whose peaks must be equal: memory flat in the number of samples).
+2. **Coder rate** (goal 3): GFLOP/s of OnlineCPDL's coding step (projection of a batch on the
+   atoms, Gram, exact codes, per-sample losses) at batches of 512 and 2048 on the shapes and
+   ranks above, next to this machine's float64 GEMM rate (1000 x 1000, same threads). The flops
+   counted are the data product ``2 b prod(I) R`` only: the work any coder must do, so the
+   percentage says how close the whole step gets to a bare GEMM.
+3. **Patches** (issue 14): rank-24 dictionaries of random 20 x 20 x 3 patches of
+   ``skimage.data.astronaut()``, batches of 100, 400 steps, defaults otherwise: time per step
+   and the relative error on 2000 of the patches.
+4. ``--scaling`` (off by default, minutes): the earlier comparison with HALS and MU from shared
+   initialisations on the paper's ``X_synth`` and on 60 x 60 x N planted streams, chunk by chunk.
+
+``--threads 1`` (default) limits BLAS/OpenMP threads for every method alike.
 
 Usage::
 
-    python benchmarks/bench_cp.py                       # X_synth and 60x60xN for N = 2,000, 20,000
-    python benchmarks/bench_cp.py --sizes 2000 20000 100000 --batch-max 20000
+    python benchmarks/bench_cp.py                       # sections 1-3 (a few minutes)
+    python benchmarks/bench_cp.py --sections coder patches
+    python benchmarks/bench_cp.py --sections --scaling --sizes 2000 20000 100000
 """
 
 from __future__ import annotations
@@ -30,9 +43,194 @@ import numpy as np
 import tensorly as tl
 from tensorly.cp_tensor import CPTensor
 from tensorly.decomposition import non_negative_parafac, non_negative_parafac_hals
+from threadpoolctl import threadpool_limits
 
 from tensorstream import OnlineCPDL
 from tensorstream.datasets import synthetic_ncpd_tensor
+
+TARGET = 1.03  # "reaches HALS's error": within 3% of it
+
+
+# -- data --------------------------------------------------------------------------------------
+
+def planted_tensor(n: int = 20000, size: int = 30, rank: int = 5, noise: float = 0.023,
+                   seed: int = 0) -> np.ndarray:
+    """``n`` samples ``size x size`` of a nonnegative rank-``rank`` CP model (U[0, 1) factors)
+    plus Gaussian noise of ``noise`` times the model's RMS, clipped at 0."""
+    rng = np.random.default_rng(seed)
+    factors = [rng.random((n, rank)), rng.random((size, rank)), rng.random((size, rank))]
+    model = np.einsum("sr,ir,jr->sij", *factors)
+    rms = np.linalg.norm(model) / np.sqrt(model.size)
+    return np.clip(model + noise * rms * rng.standard_normal(model.shape), 0, None)
+
+
+def video_tensor(n: int = 2000, size: int = 64) -> np.ndarray:
+    """``n`` grayscale frames ``size x size``: a window panning over ``skimage.data.camera()``
+    along a Lissajous path, the brightness varying slowly (a video-like tensor that ships)."""
+    from skimage.data import camera
+
+    image = camera().astype(float) / 255
+    t = np.arange(n)
+    span = image.shape[0] - size
+    ys = np.round(span / 2 * (1 + np.sin(6 * np.pi * t / n))).astype(int)
+    xs = np.round(span / 2 * (1 + np.sin(4 * np.pi * t / n + 1))).astype(int)
+    brightness = 0.7 + 0.3 * np.sin(2 * np.pi * t / 400)
+    return np.stack([b * image[y:y + size, x:x + size] for b, y, x in zip(brightness, ys, xs)])
+
+
+def astronaut_patches(n: int, rng: np.random.Generator, size: int = 20) -> np.ndarray:
+    """``n`` random ``size x size x 3`` patches of ``skimage.data.astronaut()`` in [0, 1]."""
+    from skimage.data import astronaut
+
+    image = astronaut().astype(float) / 255
+    corners = rng.integers(0, image.shape[0] - size + 1, (n, 2))
+    return np.stack([image[y:y + size, x:x + size] for y, x in corners])
+
+
+# -- section 1: defaults vs HALS ---------------------------------------------------------------
+
+def relative_error(model: OnlineCPDL, X: np.ndarray, chunk: int = 2000) -> float:
+    """``||X - X_hat|| / ||X||`` with codes refitted on the whole tensor, chunk by chunk."""
+    residual = sum(float(np.sum((X[s:s + chunk] - model.reconstruct(X[s:s + chunk])) ** 2))
+                   for s in range(0, len(X), chunk))
+    return float(np.sqrt(residual) / np.linalg.norm(X))
+
+
+def hals_run(X: np.ndarray, rank: int) -> tuple[list, float]:
+    """TensorLy HALS with its defaults: the (seconds, error) trace and the total time."""
+    start = time.perf_counter()
+    _, errors = non_negative_parafac_hals(X, rank, random_state=0, return_errors=True)
+    seconds = time.perf_counter() - start
+    per_iter = seconds / len(errors)
+    return [((i + 1) * per_iter, float(e)) for i, e in enumerate(errors)], seconds
+
+
+def online_run(X: np.ndarray, rank: int, stop_after: float, n_evals: int = 15) -> list:
+    """OnlineCPDL with its defaults (``fit`` on the array); the (seconds, error) trace, the
+    evaluations excluded from the time; stops once past ``stop_after`` seconds."""
+    probe = OnlineCPDL(rank)
+    total = probe.max_iter * -(-len(X) // probe.batch_size)
+    at = set(np.unique(np.geomspace(5, total, n_evals).astype(int)).tolist()) | {total}
+    trace, clock = [], {"start": 0.0, "excluded": 0.0}
+
+    def evaluate(model, info):
+        if model.n_steps_ not in at:
+            return False
+        begin = time.perf_counter()
+        elapsed = begin - clock["start"] - clock["excluded"]
+        trace.append((elapsed, relative_error(model, X)))
+        clock["excluded"] += time.perf_counter() - begin
+        return elapsed > stop_after
+
+    model = OnlineCPDL(rank, random_state=0, callback=evaluate)
+    clock["start"] = time.perf_counter()
+    model.fit(X)
+    return trace
+
+
+def traced_peak(function) -> float:
+    """Peak memory (MiB) that ``tracemalloc`` sees while ``function()`` runs."""
+    gc.collect()
+    tracemalloc.start()
+    function()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+def time_to(trace, target):
+    for seconds, error in trace:
+        if error <= target:
+            return seconds
+    return float("nan")
+
+
+def _seconds(value: float) -> str:
+    return "not reached" if np.isnan(value) else f"{value:.2f}"
+
+
+def defaults_section(name: str, X: np.ndarray, rank: int) -> None:
+    hals_trace, hals_seconds = hals_run(X, rank)
+    target = TARGET * hals_trace[-1][1]
+    online_trace = online_run(X, rank, stop_after=hals_seconds)
+    hals_to, online_to = time_to(hals_trace, target), time_to(online_trace, target)
+    hals_peak = traced_peak(lambda: non_negative_parafac_hals(X, rank, n_iter_max=2,
+                                                              random_state=0))
+    quarter, full = (traced_peak(lambda n=n: OnlineCPDL(rank, random_state=0).fit(
+        X[:n], n_steps=50)) for n in (len(X) // 4, len(X)))
+    print(f"\n{name}: {X.shape[0]} samples of shape {X.shape[1:]}, rank {rank}; target "
+          f"{TARGET} x HALS's final error = {target:.4f}")
+    print(f"{'method':<22} {'t(target) s':>12} {'run s':>8} {'final err':>10} {'peak MiB':>9}")
+    print(f"{'tensorly HALS':<22} {_seconds(hals_to):>12} {hals_seconds:>8.2f} "
+          f"{hals_trace[-1][1]:>10.4f} {hals_peak:>9.1f}")
+    print(f"{'OnlineCPDL (defaults)':<22} {_seconds(online_to):>12} {online_trace[-1][0]:>8.2f} "
+          f"{online_trace[-1][1]:>10.4f} {full:>9.1f}")
+    print(f"ratios (online / HALS): time to target {online_to / hals_to:.3f}, time to target "
+          f"vs HALS's whole run {online_to / hals_seconds:.3f}, final error "
+          f"{online_trace[-1][1] / hals_trace[-1][1]:.3f}; online peak with N/4 samples "
+          f"{quarter:.1f} MiB, with N {full:.1f} MiB")
+
+
+# -- section 2: the coder's rate ---------------------------------------------------------------
+
+def gemm_rate(size: int = 1000, repeats: int = 5) -> float:
+    """float64 GEMM GFLOP/s of this machine (best of ``repeats``)."""
+    rng = np.random.default_rng(0)
+    A, B = rng.random((size, size)), rng.random((size, size))
+    best = min(_timed(lambda: A @ B) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
+def _timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def _coding_times(algorithm, loadings, W, batch, repeats):
+    """Best times of the coding step on ``batch`` and of its bare product ``X W``."""
+    flat = batch.reshape(len(batch), -1)
+    step = min(_timed(lambda: algorithm.encode(batch, loadings, 1.0)) for _ in range(repeats))
+    product = min(_timed(lambda: flat @ W) for _ in range(repeats))
+    return step, product
+
+
+def coder_section(cases, batches=(512, 2048), repeats: int = 9) -> None:
+    rate = gemm_rate()
+    print(f"\nCoding step (projection, Gram, exact codes, losses) vs GEMM: float64 GEMM "
+          f"{rate:.1f} GFLOP/s")
+    print(f"{'data':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
+          f"{'X W share':>9}")
+    for name, X, rank in cases:
+        model = OnlineCPDL(rank, random_state=0).fit(X, n_steps=200)  # a learned dictionary
+        algorithm, loadings = model._algorithm(), model.loadings_
+        W = tl.tenalg.khatri_rao(list(loadings))
+        for b in batches:
+            batch = X[np.random.default_rng(b).integers(0, len(X), b)]
+            seconds, product = _coding_times(algorithm, loadings, W, batch, repeats)
+            flops = 2 * b * W.shape[0] * rank
+            print(f"{name:<34} {b:>6} {seconds * 1e3:>9.2f} {flops / seconds / 1e9:>8.2f} "
+                  f"{100 * flops / seconds / 1e9 / rate:>6.1f}% {product / seconds:>8.0%}")
+
+
+# -- section 3: image patches ------------------------------------------------------------------
+
+def patches_section(n_steps: int = 400, batch_size: int = 100, rank: int = 24) -> None:
+    rng = np.random.default_rng(0)
+    batches = [astronaut_patches(batch_size, rng) for _ in range(n_steps)]
+    model = OnlineCPDL(rank, random_state=0)
+    start = time.perf_counter()
+    for X in batches:
+        model.partial_fit(X)
+    seconds = time.perf_counter() - start
+    held = np.concatenate(batches[:20])
+    error = np.linalg.norm(held - model.reconstruct(held)) / np.linalg.norm(held)
+    print(f"\nastronaut 20x20x3 patches, rank {rank}, batch {batch_size}: {n_steps} steps in "
+          f"{seconds:.1f} s ({1e3 * seconds / n_steps:.1f} ms/step), relative error "
+          f"{error:.4f} on {len(held)} of the patches")
+
+
+# -- section 4: scaling with N (shared initialisations, HALS and MU) ---------------------------
 
 CHUNK = 1000
 
@@ -90,7 +288,7 @@ def streamed_error(model: OnlineCPDL, data) -> float:
 
 def run_online(data, init, rank, batch_size, n_passes, n_evals, seed):
     """Stream ``n_passes`` over the chunks; returns the (seconds, error) trace and stats."""
-    model = OnlineCPDL(rank, init=init[1:], weights=0.75, random_state=seed)
+    model = OnlineCPDL(rank, init=init[1:], batch_size=batch_size, random_state=seed)
     rng = np.random.default_rng(seed)
     steps_per_pass = sum(-(-min(CHUNK, data.n_samples - c * CHUNK) // batch_size)
                          for c in range(data.n_chunks))
@@ -113,7 +311,7 @@ def run_online(data, init, rank, batch_size, n_passes, n_evals, seed):
 
 def online_peak_memory(data, init, rank, batch_size, n_chunks=3):
     """Peak traced memory of streaming a few chunks (a separate run: tracing slows Python)."""
-    model = OnlineCPDL(rank, init=init[1:], weights=0.75, random_state=0)
+    model = OnlineCPDL(rank, init=init[1:], batch_size=batch_size, random_state=0)
     gc.collect()
     tracemalloc.start()
     for c in range(min(n_chunks, data.n_chunks)):
@@ -145,17 +343,6 @@ def run_batch(method, data, init, rank, n_iter):
     return trace, per_iter, peak
 
 
-def time_to(trace, target):
-    for seconds, error in trace:
-        if error <= target:
-            return seconds
-    return float("nan")
-
-
-def _seconds(value: float) -> str:
-    return "not reached" if np.isnan(value) else f"{value:.3f}"
-
-
 def benchmark(name, data, shape, rank, args, run_batch_methods=True):
     rng = np.random.default_rng(args.seed)
     scale = (np.linalg.norm(data.chunk(0)) * np.sqrt(data.n_chunks)) ** (1 / 3)
@@ -183,11 +370,16 @@ def benchmark(name, data, shape, rank, args, run_batch_methods=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sections", nargs="*", default=["defaults", "coder", "patches"],
+                        choices=["defaults", "coder", "patches"])
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads (0: library default)")
+    parser.add_argument("--video-rank", type=int, default=10)
+    parser.add_argument("--scaling", action="store_true", help="also run section 4 (minutes)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--batch-max", type=int, default=20000,
-                        help="largest N on which the batch methods also run")
-    parser.add_argument("--rank", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=100)
+                        help="largest N on which the batch methods also run (section 4)")
+    parser.add_argument("--rank", type=int, default=10, help="rank of section 4")
+    parser.add_argument("--batch-size", type=int, default=100, help="batch of section 4")
     parser.add_argument("--passes", type=int, default=1, help="passes over the data (online)")
     parser.add_argument("--min-steps", type=int, default=300,
                         help="stream small data sets again until this many steps")
@@ -197,6 +389,23 @@ def main(argv=None):
     parser.add_argument("--skip-synth", action="store_true")
     args = parser.parse_args(argv)
     tl.set_backend("numpy")
+    with threadpool_limits(args.threads or None):
+        planted, video = planted_tensor(), video_tensor()
+        if "defaults" in args.sections:
+            defaults_section("planted 20000x30x30", planted, 5)
+            defaults_section("video 2000x64x64 (camera)", video, args.video_rank)
+        if "coder" in args.sections:
+            patches = astronaut_patches(4000, np.random.default_rng(1))
+            coder_section([("planted 30x30, rank 5", planted, 5),
+                           (f"video 64x64, rank {args.video_rank}", video, args.video_rank),
+                           ("astronaut 20x20x3, rank 24", patches, 24)])
+        if "patches" in args.sections:
+            patches_section()
+        if args.scaling:
+            scaling_section(args)
+
+
+def scaling_section(args) -> None:
     if not args.skip_synth:
         synth_args = argparse.Namespace(**{**vars(args), "batch_size": 20})
         benchmark("X_synth (spec 004)", InMemory(synthetic_ncpd_tensor()), (100, 100, 100), 5,

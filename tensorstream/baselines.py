@@ -46,7 +46,7 @@ def _sweeps(X: Tensor, init: Sequence[Tensor], n_iter: int, update: Callable,
 def nonnegative_cp_als(X: Tensor, init: Sequence[Tensor], n_iter: int = 30,
                        inner_max_iter: int = 30, inner_tol: float = 1e-6,
                        callback: Callable | None = None) -> tuple[CPTensor, list[float]]:
-    """Nonnegative CP by alternating (HALS-solved) nonnegative least squares.
+    """Nonnegative CP by alternating nonnegative least squares (each block solved exactly).
 
     Parameters
     ----------
@@ -57,7 +57,8 @@ def nonnegative_cp_als(X: Tensor, init: Sequence[Tensor], n_iter: int = 30,
     n_iter : int
         Sweeps over the modes (Gauss-Seidel order).
     inner_max_iter, inner_tol : int, float
-        Coordinate-descent sweeps and tolerance of each block's warm-started NNLS.
+        Pivoting rounds and tolerance of each block's NNLS (``coders.lasso.sparse_code``,
+        warm-started from the support of the current factor).
     callback : callable, optional
         ``callback(sweep, factors)``; returning True stops.
 
