@@ -38,6 +38,7 @@ from ..core.validation import (
     check_batch,
     check_masked_batch,
     check_n_components,
+    check_overflow,
     check_positive_int,
     check_sample_weight,
     check_sparse_batch,
@@ -46,6 +47,7 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes, OnlineState, online_step
 from ..engine.checkpoint import (
+    check_fitted_values,
     decode_layout,
     decode_param,
     encode_layout,
@@ -214,6 +216,7 @@ class OnlineEstimator(CheckedParameters):
         """
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
+        self._check_params()  # before random_state seeds a generator
         X = as_array(X)
         with self._all_or_nothing("fit"):
             if client is None:
@@ -406,7 +409,8 @@ class ArrayCheckpoint:
                                     for k in range(int(meta["lists"][name]))]
                 else:
                     fitted[name] = as_tensor(arrays[name], backend, **context)
-        except (KeyError, TypeError, ValueError) as error:
+            check_fitted_values(learner, fitted)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
         learner.__dict__.update(fitted, backend_=backend, _context=context)
@@ -749,7 +753,9 @@ class OnlineLearner(OnlineEstimator):
         """The coding step at the learned dictionary and scale."""
         state = self.state_
         with no_grad(self.backend_):
-            return self._algorithm().encode(X, state.loadings, state.scale, mask)
+            coded = self._algorithm().encode(X, state.loadings, state.scale, mask)
+        check_overflow((coded.codes, coded.losses), "X")
+        return coded
 
     def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``.

@@ -568,7 +568,12 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         return dictionary_projection("l2ball")(W)
 
     def fit(self, X: Any, y: Any = None) -> RobustNMF:
-        """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch."""
+        """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch; on an error
+        the learner is left as it was (a previous fit included)."""
+        with self._all_or_nothing("fit"):
+            return self._factorize(X)
+
+    def _factorize(self, X: Any) -> RobustNMF:
         self._check_params()
         for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
                      "_context", "n_features_in_"):
@@ -583,6 +588,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)
             run = self._admm if self.solver == "admm" else self._pgd
             W, H, R, history = run(X, W, H, self._penalties(X.shape[1]))
+            if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, R)):
+                raise ValueError("X: the factorization overflowed (NaN or infinite factors); "
+                                 "the values are too large for its arithmetic, rescale the data")
         self.__dict__.update(components_=tl.transpose(W), codes_=H, outliers_=R,
                              n_iter_=len(history), history_=history, backend_=backend,
                              _context=context, n_features_in_=int(X.shape[1]))
