@@ -385,3 +385,46 @@ def test_the_cli_blames_a_bad_param_on_the_option(tmp_path, capsys):
                  "--param", "alpha_W=-1", "--out", str(tmp_path / "out.nc"), "--quiet"])
     message = capsys.readouterr().err
     assert code != 0 and "alpha_W must be >= 0" in message and "batch" not in message
+
+
+@pytest.mark.slow
+def test_soak_a_hundred_thousand_tiny_steps_keep_memory_flat_and_finite():
+    """10^5 partial_fit calls of one-sample batches (the cheapest learner): the traced memory
+    after the first 10^4 steps does not grow, and the state stays finite throughout."""
+    import tracemalloc
+
+    model = OnlineRobustPCA(2, code_max_iter=3, random_state=0)
+    stream = np.random.default_rng(0).random((1000, 3)) + 0.1
+    traced = []
+    tracemalloc.start()
+    try:
+        for step in range(100_000):
+            model.partial_fit(stream[step % 1000:step % 1000 + 1])
+            if step % 10_000 == 9_999:
+                assert all(np.all(np.isfinite(U)) for U in model.loadings_), step
+                traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert model.n_steps_ == 100_000
+    assert max(traced[1:]) - traced[0] < 256 * 1024, traced  # flat: no per-step growth
+
+
+class _Payload:
+    """Unpickling this runs code (it would create ``marker``)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_loading_never_runs_code_from_the_file(tmp_path):
+    """A member holding a pickle whose unpickling would run code is refused unread."""
+    marker = tmp_path / "ran"
+    good = ONLINE["nmf"]().fit(_data()).save(tmp_path / "m.npz")
+    evil = _rewrite(good, tmp_path / "evil.npz", lambda m, a: a.update(
+        loading_0=np.array([_Payload(marker)], dtype=object)))  # np.savez pickles it
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+        load(evil)
+    assert not marker.exists()

@@ -14,6 +14,7 @@ callbacks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import time
 from collections.abc import Iterable, Iterator
@@ -147,14 +148,21 @@ class CheckedParameters:
         """Rules between parameters that constraints on one parameter cannot say."""
 
 
+@functools.cache
+def _init_parameter_names(cls: type) -> tuple[str, ...]:
+    """The parameters of ``cls.__init__``, read once per class (``get_params`` runs at every
+    step, and reading a signature costs more than a tiny step's arithmetic)."""
+    signature = inspect.signature(cls.__init__)
+    return tuple(p.name for p in signature.parameters.values()
+                 if p.name != "self" and p.kind != p.VAR_KEYWORD)
+
+
 class OnlineEstimator(CheckedParameters):
     """Base class: parameters, ``fit`` over an array or a stream, progress bar and callback."""
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        signature = inspect.signature(cls.__init__)
-        return [p.name for p in signature.parameters.values()
-                if p.name != "self" and p.kind != p.VAR_KEYWORD]
+        return list(_init_parameter_names(cls))
 
     def get_params(self, deep: bool = True) -> dict:
         """Hyper-parameters of the estimator, as given to ``__init__``."""
@@ -661,6 +669,7 @@ class OnlineLearner(OnlineEstimator):
         algorithm = self._algorithm()
         data, layout = self._unlabel(X, sample_dim, modes)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        had_rng = "_rng" in self.__dict__
         self._init_random_state()
         # the generator is shared with fit's shuffling, so it is restored rather than copied
         saved = self._rng.bit_generator.state
@@ -672,6 +681,8 @@ class OnlineLearner(OnlineEstimator):
                 new, coded, info = online_step(algorithm, X, state, mask)
         except BaseException:
             self._rng.bit_generator.state = saved
+            if not had_rng:  # a refused first step leaves no trace, not even a generator
+                del self._rng
             raise
         self.__dict__.update(fresh)
         self.state_ = new
