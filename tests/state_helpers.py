@@ -1,14 +1,30 @@
-"""Helpers of the reliability tests: every learner of the registry made small, and a learner's
-state described exactly, to say "bit-identical before and after"."""
+"""Helpers of the reliability tests: every learner of the registry made small, and (from the
+battery, ``benchmarks/battery.py``) a learner's state described exactly, to say
+"bit-identical before and after", and its factors."""
 
-import dataclasses
 import importlib.util
 import inspect
-import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from tensorstream.learners.registry import registered
+
+
+def _load_battery():
+    """The battery script as a module: its exact description of a learner's state and of
+    its factors are the ones the tests use."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "battery.py"
+    spec = importlib.util.spec_from_file_location("tensorstream_battery", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_battery = _load_battery()
+fingerprint = _battery.fingerprint
 
 BACKENDS = ["numpy"] + (["pytorch"] if importlib.util.find_spec("torch") else [])
 LEARNERS = [e.name for e in registered()]
@@ -39,55 +55,14 @@ def data(backend="numpy", n=30, d=8, seed=0):
     return X
 
 
-def fingerprint(value, depth=0):
-    """An exact, comparable description: arrays by dtype, shape and bytes, generators by
-    their state, objects by their attributes (a few levels deep)."""
-    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
-        array = value.detach().cpu().numpy()
-        return ("tensor", str(value.dtype), value.requires_grad, array.shape, array.tobytes())
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, np.random.Generator):
-        return ("rng", json.dumps(value.bit_generator.state, sort_keys=True, default=str))
-    if isinstance(value, float):
-        return ("float", repr(value))
-    if isinstance(value, dict):
-        return {repr(k): fingerprint(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [fingerprint(v, depth + 1) for v in value])
-    if depth < 4 and (dataclasses.is_dataclass(value) or hasattr(value, "__dict__")) \
-            and not callable(value) and not isinstance(value, type):
-        return (type(value).__name__, fingerprint(vars(value), depth + 1))
-    return repr(value)
-
-
 def state_of(model):
     """Every attribute of ``model`` (its random generator included), exactly."""
     return fingerprint(vars(model))
 
 
-def host(value):
-    return value.detach().cpu().double().numpy() if hasattr(value, "detach") else np.asarray(
-        value, dtype=float)
-
-
-def factors(model):
-    """The learned factors as float64 numpy arrays."""
-    found = []
-    for name in ("loadings_", "components_", "codes_"):
-        if name in vars(model) or (name == "loadings_" and "state_" in vars(model)):
-            value = getattr(model, name)
-            found.extend(value if isinstance(value, list) else [value])
-    return [host(U) for U in found]
-
-
-def nonnegative(model):
-    """Whether the model's factors must be nonnegative."""
-    algorithm = getattr(model, "_algorithm", None)
-    if algorithm is not None:
-        return bool(getattr(algorithm(), "nonnegative", False))
-    return bool(getattr(model, "_positive_data", False)) and not getattr(
-        model, "allow_negative", True)
+host = _battery.to_host
+factors = _battery.factors_of
+nonnegative = _battery.nonnegative_model
 
 
 def assert_feasible(model):
