@@ -589,8 +589,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             run = self._admm if self.solver == "admm" else self._pgd
             W, H, R, history = run(X, W, H, self._penalties(X.shape[1]))
             if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, R)):
-                raise ValueError("X: the factorization overflowed (NaN or infinite factors); "
-                                 "the values are too large for its arithmetic, rescale the data")
+                raise ValueError("X: the factorization overflowed to NaN or infinite factors: "
+                                 "the values are too large for its arithmetic (rescale the "
+                                 "data) or the steps too long (kappa, rho)")
         self.__dict__.update(components_=tl.transpose(W), codes_=H, outliers_=R,
                              n_iter_=len(history), history_=history, backend_=backend,
                              _context=context, n_features_in_=int(X.shape[1]))
