@@ -11,7 +11,7 @@ float16/float32, DataFrames, nested lists) must be accepted.
 Run::
 
     python benchmarks/battery.py            # everything
-    python benchmarks/battery.py --quick    # fewer hyper-parameter values (about a minute)
+    python benchmarks/battery.py --quick    # fewer hyper-parameter values (a few minutes)
 
 It prints tried/held counts per learner and area, then every failure; the exit status is 1 when
 something failed.
