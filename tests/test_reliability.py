@@ -2,12 +2,23 @@
 review is a test here, and each test covers its whole class (every learner, both backends)."""
 
 import importlib.util
+import json
 import threading
 
 import numpy as np
 import pytest
 import tensorly as tl
 from conftest import assert_same_state
+from state_helpers import (
+    BACKENDS,
+    LEARNERS,
+    assert_feasible,
+    data,
+    fingerprint,
+    host,
+    make,
+    state_of,
+)
 from threadpoolctl import threadpool_info
 
 from tensorstream import (
@@ -18,6 +29,7 @@ from tensorstream import (
     OnlineRobustPCA,
     RobustOnlineNMF,
     VarianceReducedMF,
+    load,
 )
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -227,3 +239,192 @@ def test_scalars_empty_and_boolean_data(name):
     model = ONLINE[name]().fit(flags)
     np.testing.assert_array_equal(np.asarray(model.transform(flags)),
                                   np.asarray(model.transform(flags.astype(float))))
+
+
+# -- found by the battery (benchmarks/battery.py): every learner of the registry, both backends
+
+
+#: fewer inner iterations where a learner's solvers run to their limit on overflowing data
+CHEAP = {"maxnorm": {"code_max_iter": 10, "ball_max_iter": 10, "basis_sweeps": 1}}
+
+
+@pytest.fixture(params=LEARNERS)
+def learner_name(request):
+    return request.param
+
+
+@pytest.fixture(params=BACKENDS)
+def fitted_model(request, learner_name):
+    """A fitted learner of the registry, on the parametrized backend (as ``fitted_backend``)."""
+    model = make(learner_name, **CHEAP.get(learner_name, {})).fit(data(request.param))
+    model.fitted_backend = request.param  # an instance attribute: part of the state compared
+    return model
+
+
+def _rewrite(source, target, change):
+    """A copy of a checkpoint with its metadata and members changed by ``change``."""
+    with np.load(source) as archive:
+        arrays = {k: archive[k] for k in archive.files}
+    meta = json.loads(str(arrays.pop("__meta__")))
+    change(meta, arrays)
+    np.savez(target, __meta__=np.array(json.dumps(meta)), **arrays)
+    return target
+
+
+def _first_member(meta, arrays):
+    return next(k for k in arrays if not k.startswith(("layout_", "param_")))
+
+
+TAMPERED = {
+    "params": lambda m, a: m.update(params=[1, 2]),
+    "backend": lambda m, a: m.update(backend="jax"),
+    "dtype": lambda m, a: m.update(dtype="bogus"),
+    "rng": lambda m, a: m.update(rng="x") if "rng" in m else m.update(n_steps=-5),
+    "n_steps": lambda m, a: m.update(n_steps=-5),
+    "as int": lambda m, a: a.update({_first_member(m, a): a[_first_member(m, a)].astype(int)}),
+    "scalar": lambda m, a: a.update({_first_member(m, a): np.float64(1.0)}),
+    "NaN": lambda m, a: a[_first_member(m, a)].fill(np.nan),
+}
+
+
+def test_tampered_checkpoint_fields_are_refused_by_name(fitted_model, tmp_path):
+    """Metadata of the wrong type (a list of params, backend 'jax', a string random state) and
+    members of the wrong dtype or rank loaded silently or failed deep inside (AttributeError,
+    ImportError, IndexError) for some learners; the batch learners validated nothing."""
+    good = fitted_model.save(tmp_path / "good.npz")
+    field = {"as int": "dtype", "scalar": "float array", "NaN": "NaN", "rng": "n"}
+    for tamper, change in TAMPERED.items():
+        bad = _rewrite(good, tmp_path / "bad.npz", change)
+        with pytest.raises(ValueError, match="cannot read checkpoint") as raised:
+            load(bad)
+        assert field.get(tamper, tamper) in str(raised.value), tamper
+
+
+def test_save_run_then_load_run_reads_run_npz(fitted_model, tmp_path, monkeypatch):
+    """save("run") writes run.npz; load("run") used to say there is no checkpoint."""
+    monkeypatch.chdir(tmp_path)
+    assert fitted_model.save("run").name == "run.npz"
+    back = load("run")
+    assert fingerprint(back.get_params()) == fingerprint(
+        {k: v for k, v in fitted_model.get_params().items()})
+
+
+@pytest.mark.parametrize("name", ["cpdl-kl", "divergence"])
+def test_a_dict_loss_params_comes_back_a_dict(name, tmp_path):
+    model = ONLINE[name]().set_params(loss="beta", loss_params={"beta": 1.5}).fit(_data())
+    back = load(model.save(tmp_path / "m.npz"))
+    assert back.loss_params == {"beta": 1.5}
+    np.testing.assert_array_equal(back.transform(_data()), model.transform(_data()))
+
+
+@pytest.mark.parametrize("name", ["cpdl-kl", "divergence"])
+def test_bad_loss_params_text_is_named(name):
+    model = ONLINE[name]().set_params(loss_params="bogus")
+    with pytest.raises(ValueError, match="loss_params must be a dict"):
+        model.fit(_data())
+    assert not model._fitted
+
+
+def test_overflowing_transform_and_score_are_refused(fitted_model):
+    """Codes and scores of finite data whose squares overflow were NaN and -inf without an
+    error (entries near 1e160): either a clear refusal with the state kept, or finite."""
+    X = data(fitted_model.fitted_backend)
+    before = state_of(fitted_model)
+    for method in ("transform", "score"):
+        if not hasattr(fitted_model, method):
+            continue
+        with np.errstate(all="ignore"):
+            try:
+                result = getattr(fitted_model, method)(X * 1e160)
+            except ValueError as error:
+                assert "too large" in str(error)
+            else:
+                assert np.all(np.isfinite(host(result)))
+        assert state_of(fitted_model) == before
+
+
+def test_a_refused_fit_keeps_a_fitted_learner(fitted_model):
+    """Batch RobustNMF dropped its fitted attributes before checking the new data; at 1e160
+    it silently fitted NaN factors."""
+    before = state_of(fitted_model)
+    bad = data(fitted_model.fitted_backend)
+    bad[-1, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        fitted_model.fit(bad)
+    assert state_of(fitted_model) == before
+    with np.errstate(all="ignore"):
+        try:
+            fitted_model.fit(data(fitted_model.fitted_backend) * 1e160)
+        except ValueError as error:
+            assert "too large" in str(error)
+            assert state_of(fitted_model) == before
+        else:
+            assert_feasible(fitted_model)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameters_are_checked_before_seeding_and_strings_are_named(learner_name, backend):
+    """random_state='bogus' failed inside numpy's SeedSequence; object arrays of strings
+    inside numpy's astype."""
+    model = make(learner_name)
+    if "random_state" in model.get_params():
+        model.set_params(random_state="bogus")
+        with pytest.raises((TypeError, ValueError), match="random_state"):
+            model.fit(data(backend))
+        assert not model._fitted
+    with pytest.raises(TypeError, match="X must hold real numbers"):
+        make(learner_name).fit(np.full((30, 8), "a", dtype=object))
+
+
+def test_the_cli_blames_a_bad_param_on_the_option(tmp_path, capsys):
+    """A bad --param was reported as a problem "in the batch sample 0 ... 39"."""
+    from tensorstream.cli.main import main
+
+    np.save(tmp_path / "x.npy", _data())
+    code = main(["fit", str(tmp_path / "x.npy"), "--model", "nmf", "--n-components", "2",
+                 "--param", "alpha_W=-1", "--out", str(tmp_path / "out.nc"), "--quiet"])
+    message = capsys.readouterr().err
+    assert code != 0 and "alpha_W must be >= 0" in message and "batch" not in message
+
+
+@pytest.mark.slow
+def test_soak_a_hundred_thousand_tiny_steps_keep_memory_flat_and_finite():
+    """10^5 partial_fit calls of one-sample batches (the cheapest learner): the traced memory
+    after the first 10^4 steps does not grow, and the state stays finite throughout."""
+    import tracemalloc
+
+    model = OnlineRobustPCA(2, code_max_iter=3, random_state=0)
+    stream = np.random.default_rng(0).random((1000, 3)) + 0.1
+    traced = []
+    tracemalloc.start()
+    try:
+        for step in range(100_000):
+            model.partial_fit(stream[step % 1000:step % 1000 + 1])
+            if step % 10_000 == 9_999:
+                assert all(np.all(np.isfinite(U)) for U in model.loadings_), step
+                traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert model.n_steps_ == 100_000
+    assert max(traced[1:]) - traced[0] < 256 * 1024, traced  # flat: no per-step growth
+
+
+class _Payload:
+    """Unpickling this runs code (it would create ``marker``)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_loading_never_runs_code_from_the_file(tmp_path):
+    """A member holding a pickle whose unpickling would run code is refused unread."""
+    marker = tmp_path / "ran"
+    good = ONLINE["nmf"]().fit(_data()).save(tmp_path / "m.npz")
+    evil = _rewrite(good, tmp_path / "evil.npz", lambda m, a: a.update(
+        loading_0=np.array([_Payload(marker)], dtype=object)))  # np.savez pickles it
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+        load(evil)
+    assert not marker.exists()

@@ -436,7 +436,14 @@ def _literal(text: str) -> Any:
 def _new_learner(args: argparse.Namespace, plan: dict) -> Any:
     params = _learner_params(args, plan)
     params.setdefault("random_state", 0)  # reproducible by default; the batch order uses it
-    return plan["cls"](**params)
+    learner = plan["cls"](**params)
+    check = getattr(learner, "_check_params", None)
+    if check is not None:  # a bad --param is the command line's problem, not the data's
+        try:
+            check()
+        except (TypeError, ValueError) as error:
+            raise CLIError(f"invalid model option: {error}") from None
+    return learner
 
 
 def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:

@@ -3,6 +3,7 @@ changes, so a rejected batch leaves the learner exactly as it was."""
 
 from __future__ import annotations
 
+import json
 import numbers
 from typing import Any
 
@@ -80,7 +81,7 @@ def check_batch(
     if source == "numpy":
         X = np.asarray(X)
         if X.dtype.kind == "O":  # numbers stored as objects (a pandas column, a ragged build)
-            X = X.astype(np.float64)
+            X = _numbers_from_objects(X, name)
         if X.dtype.kind == "c":
             raise ValueError(f"{name}: Complex data not supported (got dtype {X.dtype})")
     if not is_real_dtype(X):
@@ -108,6 +109,48 @@ def check_batch(
                              f"{float(tl.min(tensor)):.3g}): {name} has negative entries, but "
                              f"the model is nonnegative (nonnegative=True)")
     return tensor
+
+
+def _numbers_from_objects(X: np.ndarray, name: str) -> np.ndarray:
+    """An object array of numbers as float64; anything else (strings, None, ragged rows) is a
+    ``TypeError`` naming the argument, not numpy's conversion error."""
+    try:
+        return X.astype(np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must hold real numbers, got an object array that does not "
+                        f"convert to float ({error})") from None
+
+
+def check_overflow(results: tuple, name: str = "X") -> None:
+    """Refuse results that overflowed on finite (validated) data: its values are too large for
+    the model's arithmetic (e.g. entries near 1e160, whose squares are inf). Without this, a
+    score of such data is -inf and its codes NaN, with no error.
+
+    Raises
+    ------
+    ValueError
+        Some result holds NaN or infinite values; the message names the argument.
+    """
+    for result in results:
+        with using(backend_of(result)):
+            finite = bool(tl.all(tl.abs(result) < float("inf")))
+        if not finite:
+            raise ValueError(f"{name}: the values are too large for this model's arithmetic "
+                             f"(its codes or losses overflow to inf or NaN); rescale the data")
+
+
+def json_mapping(value: Any, name: str) -> dict | None:
+    """A mapping given as itself, None, or its JSON text (how checkpoints of older versions
+    stored it); text that is not a JSON object is a ``ValueError`` naming the parameter."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name} must be a dict or the JSON text of one, got {value!r}")
+    return parsed
 
 
 def is_sparse(X: Any) -> bool:

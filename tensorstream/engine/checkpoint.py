@@ -49,7 +49,11 @@ def encode_param(name: str, value: Any) -> Any:
     if isinstance(value, (list, tuple)) and name == "init":
         return "random"  # the initial loadings are superseded by the saved ones
     if isinstance(value, dict) and name == "loss_params":
-        return json.dumps(value)  # the learners accept the JSON string in its place
+        try:  # a mapping comes back as a mapping (older files stored its JSON text)
+            return {"__mapping__": json.loads(json.dumps(value))}
+        except (TypeError, ValueError):
+            raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers and "
+                            f"strings can be saved in it") from None
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers, strings and "
@@ -57,9 +61,11 @@ def encode_param(name: str, value: Any) -> Any:
 
 
 def decode_param(value: Any) -> Any:
-    if isinstance(value, dict) and "__schedule__" in value:
+    if isinstance(value, dict) and value.get("__schedule__") in _SCHEDULES:
         fields = {k: decode_param(v) for k, v in value.items() if k != "__schedule__"}
         return _SCHEDULES[value["__schedule__"]](**fields)
+    if isinstance(value, dict) and set(value) == {"__mapping__"}:
+        return dict(value["__mapping__"])
     return value
 
 
@@ -113,7 +119,7 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     >>> meta["class"], meta["n_steps"], arrays["loading_0"].shape
     ('OnlineCPDL', 1, (3, 2))
     """
-    path = Path(path)
+    path = checkpoint_path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     if not path.is_file():  # a FIFO or a device would block or stream forever
@@ -136,7 +142,124 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
         raise ValueError(f"cannot read checkpoint {str(path)!r}: format version {version!r} is "
                          f"not supported by this tensorstream (versions 1 to {VERSION}); "
                          f"upgrade tensorstream")
+    try:
+        check_contents(meta, arrays)
+    except ValueError as error:
+        raise ValueError(f"cannot read checkpoint {str(path)!r}: {error}") from None
     return meta, arrays
+
+
+def checkpoint_path(path: str | os.PathLike) -> Path:
+    """The file ``save(path)`` wrote: ``path`` itself, or ``path`` with ``.npz`` appended
+    (``save("run")`` writes ``run.npz``, so ``load("run")`` reads it)."""
+    path = Path(path)
+    if not path.exists() and path.suffix != ".npz":
+        written = path.with_suffix(path.suffix + ".npz")
+        if written.exists():
+            return written
+    return path
+
+
+_FLOAT_DTYPES = ("float32", "float64")
+_COUNTS = ("n_steps", "n_samples_seen", "n_loadings")
+
+
+def check_contents(meta: dict, arrays: dict) -> None:
+    """Refuse metadata and members that tensorstream never writes, before any learner is
+    built: a ``ValueError`` naming the field.
+
+    What holds for every learner is checked here (types of the common fields, counts, the
+    random state, member dtypes, finiteness); each learner then checks its own shapes and
+    parameters, as its constructor and ``partial_fit`` would.
+    """
+    if not isinstance(meta.get("class"), str):
+        raise ValueError(f"class must be a string, got {meta.get('class')!r}")
+    if not isinstance(meta.get("params"), dict):
+        raise ValueError(f"params must be a mapping, got {type(meta.get('params')).__name__}")
+    if meta.get("backend") not in ("numpy", "pytorch"):
+        raise ValueError(f"backend must be 'numpy' or 'pytorch', got {meta.get('backend')!r}")
+    dtype = str(meta.get("dtype")).replace("torch.", "")
+    if dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"dtype must be float32 or float64, got {meta.get('dtype')!r}")
+    if not isinstance(meta.get("device", "cpu"), str):
+        raise ValueError(f"device must be a string, got {meta.get('device')!r}")
+    for name in _COUNTS:
+        value = meta.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    for name in ("scale", "c"):
+        value = meta.get(name, 1.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not np.isfinite(value) or (name == "scale" and value <= 0):
+            raise ValueError(f"{name} must be a finite number{' > 0' if name == 'scale' else ''}"
+                             f", got {value!r}")
+    if "rng" in meta:
+        _check_random_state(meta["rng"])
+    for key, value in arrays.items():
+        _check_member(key, value, dtype)
+
+
+def _check_random_state(state: Any) -> None:
+    try:
+        np.random.default_rng().bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as error:
+        raise ValueError(f"rng is not the state of a numpy random generator ({error})") from None
+
+
+def _check_member(key: str, value: np.ndarray, dtype: str) -> None:
+    """A state member: a finite float array of at least one dimension, in the checkpoint's
+    dtype (parameters given as arrays are stored in float64); layout coordinates are checked
+    when the layout is rebuilt."""
+    if key.startswith("layout_"):
+        return
+    if value.dtype.kind != "f" or value.ndim == 0:
+        raise ValueError(f"member {key!r} must be a float array, got dtype {value.dtype} and "
+                         f"shape {value.shape}")
+    if not key.startswith("param_") and value.dtype != np.dtype(dtype):
+        raise ValueError(f"member {key!r} has dtype {value.dtype} but the checkpoint's dtype "
+                         f"is {dtype}")
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"member {key!r} holds NaN or infinite values")
+
+
+#: fitted arrays of the batch learners whose second axis runs over the features
+_FEATURE_AXIS_ARRAYS = ("components_", "low_rank_", "sparse_", "outliers_")
+
+
+def check_fitted_values(learner: Any, fitted: dict) -> None:
+    """What a batch learner's ``fit`` never leaves behind, refused with a ``ValueError``
+    naming the field: invalid parameters, counts that are not integers >= 0, histories that
+    are not lists, arrays whose shapes disagree with ``n_features_in_`` or ``n_components``,
+    negative factors of a nonnegative model."""
+    try:
+        learner._check_params()
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"invalid parameters ({error})") from None
+    for name, value in fitted.items():
+        if name.startswith("n_") and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        if name == "history_" and not isinstance(value, list):
+            raise ValueError(f"history_ must be a list, got {type(value).__name__}")
+    n_features = fitted.get("n_features_in_")
+    for name in _FEATURE_AXIS_ARRAYS:
+        if name in fitted and (len(fitted[name].shape) != 2 or (
+                n_features is not None and fitted[name].shape[1] != n_features)):
+            raise ValueError(f"{name} has shape {tuple(fitted[name].shape)}, not "
+                             f"(..., n_features_in_={n_features})")
+    n_components = getattr(learner, "n_components", None)
+    if "components_" in fitted and isinstance(n_components, int) and \
+            fitted["components_"].shape[0] != n_components:
+        raise ValueError(f"components_ has {fitted['components_'].shape[0]} rows but "
+                         f"n_components={n_components}")
+    if getattr(learner, "_positive_data", False):
+        for name in ("components_", "codes_"):
+            if name in fitted and float(np.min(np.asarray(_host(fitted[name])))) < 0:
+                raise ValueError(f"{name} has negative entries, but the model is nonnegative")
+
+
+def _host(value: Any) -> Any:
+    return value.detach().cpu() if hasattr(value, "detach") else value
 
 
 def _check_members(path: Path) -> None:

@@ -14,6 +14,7 @@ calls the same :func:`finish_step`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -98,6 +99,11 @@ class Algorithm:
         return {}
 
 
+_TOO_LARGE = ("X: the batch's values are too large for this model's arithmetic (its losses or "
+              "statistics overflow to inf); rescale the data. The learner's state was left "
+              "unchanged")
+
+
 def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = None,
                 reinit_dead_atoms: bool = True) -> tuple[OnlineState, Codes, dict]:
     """One step of ``algorithm`` on the validated batch ``X``: ``(new state, codes, info)``.
@@ -115,12 +121,15 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
             **code_activity(algorithm, coded.codes, scale)}
     if not np.isfinite(sums["loss"]) and _overflows(X):
         # finite data whose squares overflow (e.g. entries near 1e160)
-        raise ValueError("X: the batch's values are too large for this model's arithmetic (its "
-                         "losses or statistics overflow to inf); rescale the data. The "
-                         "learner's state was left unchanged")
-    new, info = finish_step(algorithm, state, sums, scale,
-                            candidates=lambda k: worst_explained(coded, k),
-                            reinit_dead_atoms=reinit_dead_atoms)
+        raise ValueError(_TOO_LARGE)
+    try:
+        new, info = finish_step(algorithm, state, sums, scale,
+                                candidates=lambda k: worst_explained(coded, k),
+                                reinit_dead_atoms=reinit_dead_atoms)
+    except _arithmetic_errors():
+        if _overflows(X):  # the statistics, not the loss, overflowed: the data's fault
+            raise ValueError(_TOO_LARGE) from None
+        raise
     return new, coded, info
 
 
@@ -174,12 +183,25 @@ def add_sums(parts: list[dict]) -> dict:
     return total
 
 
+#: room left for the products of codes and statistics with the data's squares
+_OVERFLOW_MARGIN = 1e6
+
+
 def _overflows(X: Any) -> bool:
-    """Whether squares of the batch's entries summed over a sample overflow."""
+    """Whether squares of the batch's entries summed over a sample come within a margin of
+    the largest number of the batch's dtype (the statistics multiply them further)."""
     values = X.data if hasattr(X, "tocsr") or hasattr(X, "nnz") else X
     largest = float(tl.max(tl.abs(values))) if tl.shape(values)[0] else 0.0
     size = float(np.prod(X.shape[1:]))
-    return not np.isfinite(largest * largest * size)
+    limit = float(np.finfo(str(X.dtype).replace("torch.", "")).max)
+    return not largest * largest * size * _OVERFLOW_MARGIN < limit
+
+
+def _arithmetic_errors() -> tuple:
+    """The errors of failed arithmetic: divergence, and singular systems on either backend."""
+    errors = (FloatingPointError, np.linalg.LinAlgError)
+    torch = sys.modules.get("torch")
+    return errors + ((torch.linalg.LinAlgError,) if torch is not None else ())
 
 
 def _finite(tensor: Any) -> bool:

@@ -48,6 +48,7 @@ from ..core.validation import (
     check_batch,
     check_masked_batch,
     check_n_components,
+    check_overflow,
     check_positive_int,
     check_sample_weight,
     check_sparse_batch,
@@ -56,6 +57,7 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes, OnlineState, online_step
 from ..engine.checkpoint import (
+    check_fitted_values,
     decode_health,
     decode_layout,
     decode_param,
@@ -148,9 +150,6 @@ THREADED_METHODS = ("fit", "partial_fit", "transform", "fit_transform", "inverse
 
 #: parameters renamed in every learner (old name: new name), for checkpoints
 RENAMED_EVERYWHERE = {"blas_threads": "n_threads"}
-
-
-_PARAM_NAMES: dict = {}
 
 
 def _with_n_threads(init: Any) -> Any:
@@ -252,17 +251,21 @@ class CheckedParameters:
         """Rules between parameters that constraints on one parameter cannot say."""
 
 
+@functools.cache
+def _init_parameter_names(cls: type) -> tuple[str, ...]:
+    """The parameters of ``cls.__init__``, read once per class (``get_params`` runs at every
+    step, and reading a signature costs more than a tiny step's arithmetic)."""
+    signature = inspect.signature(cls.__init__)
+    return tuple(p.name for p in signature.parameters.values()
+                 if p.name != "self" and p.kind != p.VAR_KEYWORD)
+
+
 class OnlineEstimator(CheckedParameters):
     """Base class: parameters, ``fit`` over an array or a stream, progress bar and callback."""
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        names = _PARAM_NAMES.get(cls)
-        if names is None:  # cached: inspect.signature costs ~0.1 ms, twice per partial_fit
-            signature = inspect.signature(cls.__init__)
-            names = _PARAM_NAMES[cls] = [p.name for p in signature.parameters.values()
-                                         if p.name != "self" and p.kind != p.VAR_KEYWORD]
-        return list(names)
+        return list(_init_parameter_names(cls))
 
     def get_params(self, deep: bool = True) -> dict:
         """Hyper-parameters of the estimator, as given to ``__init__``."""
@@ -324,6 +327,7 @@ class OnlineEstimator(CheckedParameters):
         """
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
+        self._check_params()  # before random_state seeds a generator
         X = as_array(X)
         with self._all_or_nothing("fit"):
             if client is None:
@@ -524,7 +528,8 @@ class ArrayCheckpoint:
                                     for k in range(int(meta["lists"][name]))]
                 else:
                     fitted[name] = as_tensor(arrays[name], backend, **context)
-        except (KeyError, TypeError, ValueError) as error:
+            check_fitted_values(learner, fitted)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
         learner.__dict__.update(fitted, backend_=backend, _context=context)
@@ -778,6 +783,7 @@ class OnlineLearner(OnlineEstimator):
         algorithm = self._algorithm()
         data, layout = self._unlabel(X, sample_dim, modes)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        had_rng = "_rng" in self.__dict__
         self._init_random_state()
         # the generator is shared with fit's shuffling, so it is restored rather than copied
         saved = self._rng.bit_generator.state
@@ -791,6 +797,8 @@ class OnlineLearner(OnlineEstimator):
                     reinit_dead_atoms=getattr(self, "reinit_dead_atoms", True))
         except BaseException:
             self._rng.bit_generator.state = saved
+            if not had_rng:  # a refused first step leaves no trace, not even a generator
+                del self._rng
             raise
         self.__dict__.update(fresh)
         self.state_ = new
@@ -882,7 +890,9 @@ class OnlineLearner(OnlineEstimator):
         """The coding step at the learned dictionary and scale."""
         state = self.state_
         with no_grad(self.backend_):
-            return self._algorithm().encode(X, state.loadings, state.scale, mask)
+            coded = self._algorithm().encode(X, state.loadings, state.scale, mask)
+        check_overflow((coded.codes, coded.losses), "X")
+        return coded
 
     def transform(self, X: Any, mask: Any = None) -> Any:
         """Codes of the samples of ``X`` against the learned dictionary, shape ``(n, R)``.

@@ -38,7 +38,6 @@ nonzeros. Every other loss, and tensor samples, densify each batch (one batch at
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -64,6 +63,7 @@ from ..core.validation import (
     Options,
     check_batch,
     is_sparse,
+    json_mapping,
 )
 from ..engine import Algorithm, Codes, OnlineState
 from ..engine.loop import usable_scale
@@ -455,8 +455,7 @@ class OnlineDivergenceNMF(OnlineLearner):
     def loss_(self) -> Divergence:
         """The divergence object (from ``loss`` and ``loss_params``)."""
         params = self.loss_params
-        if isinstance(params, str):  # as restored from a checkpoint
-            params = json.loads(params)
+        params = json_mapping(params, "loss_params")  # JSON text: older checkpoints
         return get_loss(self.loss, **(params or {}))
 
     def _algorithm(self) -> DivergenceCP:

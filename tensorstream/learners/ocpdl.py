@@ -27,7 +27,6 @@ one (KL, beta, IS, Huber, ...) configures the online algorithm of Zhao, Tan & Xu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +45,7 @@ from ..core.validation import (
     Interval,
     Options,
     check_batch,
+    json_mapping,
 )
 from ..engine import Algorithm, Codes
 from ..losses import Divergence, get_loss
@@ -263,8 +263,7 @@ dict_row_min, normalize, dict_step
     def loss_(self) -> Divergence:
         """The divergence object (from ``loss`` and ``loss_params``)."""
         params = self.loss_params
-        if isinstance(params, str):  # as restored from a checkpoint
-            params = json.loads(params)
+        params = json_mapping(params, "loss_params")  # JSON text: older checkpoints
         return get_loss(self.loss, **(params or {}))
 
     def _algorithm(self) -> Algorithm:

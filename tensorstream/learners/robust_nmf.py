@@ -653,7 +653,12 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         return dictionary_projection("l2ball")(W)
 
     def fit(self, X: Any, y: Any = None) -> RobustNMF:
-        """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch."""
+        """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch; on an error
+        the learner is left as it was (a previous fit included)."""
+        with self._all_or_nothing("fit"):
+            return self._factorize(X)
+
+    def _factorize(self, X: Any) -> RobustNMF:
         self._check_params()
         for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
                      "_context", "n_features_in_", "scale_"):
@@ -670,6 +675,10 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             run = self._admm if self.solver == "admm" else self._pgd
             # at unit scale (every threshold is in the data's units); objectives scaled back
             W, H, R, history = run(X / scale, W, H, self._penalties(X.shape[1]))
+            if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, R)):
+                raise ValueError("X: the factorization overflowed to NaN or infinite factors: "
+                                 "the values are too large for its arithmetic (rescale the "
+                                 "data) or the steps too long (kappa, rho)")
             for info in history:
                 info["objective"] *= scale ** 2
         self.__dict__.update(components_=tl.transpose(W), codes_=H * scale,

@@ -38,6 +38,7 @@ from ..core.validation import (
     Interval,
     Options,
     as_array,
+    check_overflow,
     check_positive_number,
     is_sparse,
 )
@@ -474,6 +475,7 @@ class VarianceReducedMF(OnlineEstimator):
         return form
 
     def _commit(self, state: dict) -> None:
+        check_overflow((state["W"],))  # finite data whose squares overflow (entries ~1e160)
         W_out = state["W_out"] if self.output == "random" and self.method == "vr" else state["W"]
         self.__dict__.update(
             _fit_state=state, loadings_=[state["W"]], history_=list(state["history"]),
@@ -663,7 +665,9 @@ class VarianceReducedMF(OnlineEstimator):
 
     def score(self, X: Any, y: Any = None) -> float:
         """``-f(W)`` (higher is better)."""
-        return -self.objective(X)
+        value = self.objective(X)
+        check_overflow((np.asarray(value),))
+        return -value
 
     # -- checkpoints (the format of tensorstream.engine.checkpoint) ---------------------------
 
@@ -703,10 +707,20 @@ class VarianceReducedMF(OnlineEstimator):
     @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
                          path: Any) -> VarianceReducedMF:
+        try:
+            return cls._restored(meta, arrays, overrides)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+            raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
+                             f"contents ({error!r})") from None
+
+    @classmethod
+    def _restored(cls, meta: dict, arrays: dict, overrides: dict) -> VarianceReducedMF:
+        """The learner of a checkpoint, checked as the constructor and ``fit`` would."""
         context = tensor_context(meta["backend"], meta["dtype"], meta["device"])
         params = {k: (arrays[f"param_{k}"] if isinstance(v, dict) and "__array__" in v else v)
                   for k, v in meta["params"].items()}
         learner = cls(**{**params, **overrides})
+        learner._check_params()
         backend = meta["backend"]
         state = dict(meta["state"])
         if "eta" not in state:  # checkpoints written before step_size="auto"
@@ -720,6 +734,9 @@ class VarianceReducedMF(OnlineEstimator):
             for key in ("W", "W_out", "A", "B"):
                 value = arrays.get(_ARRAY_NAMES.get(key, f"state_{key}"))
                 state[key] = None if value is None else as_tensor(value, backend, **context)
+        if tuple(state["W"].shape) != (state["d"], learner.n_components):
+            raise ValueError(f"the loadings have shape {tuple(state['W'].shape)}, not "
+                             f"(d={state['d']!r}, n_components={learner.n_components!r})")
         state.update(form=form, rng=rng, backend=backend, context=context,
                      history=list(meta["history"]))
         learner._commit(state)

@@ -1,0 +1,73 @@
+"""Helpers of the reliability tests: every learner of the registry made small, and (from the
+battery, ``benchmarks/battery.py``) a learner's state described exactly, to say
+"bit-identical before and after", and its factors."""
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tensorstream.learners.registry import registered
+
+
+def _load_battery():
+    """The battery script as a module: its exact description of a learner's state and of
+    its factors are the ones the tests use."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "battery.py"
+    spec = importlib.util.spec_from_file_location("tensorstream_battery", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_battery = _load_battery()
+fingerprint = _battery.fingerprint
+
+BACKENDS = ["numpy"] + (["pytorch"] if importlib.util.find_spec("torch") else [])
+LEARNERS = [e.name for e in registered()]
+SMALL = {"batch_size": 10, "max_iter": 1, "random_state": 0, "n_epochs": 1}
+BATCH_MAX_ITER = {"robust-nmf-batch": 20, "robust-pca-batch": 50}
+
+
+def entry_of(name):
+    return next(e for e in registered() if e.name == name)
+
+
+def make(name, **params):
+    """The registered learner ``name`` with two components and settings that fit in ms."""
+    cls = entry_of(name).load()
+    accepted = inspect.signature(cls.__init__).parameters
+    small = {"n_components": 2, **{k: v for k, v in SMALL.items() if k in accepted}}
+    if name in BATCH_MAX_ITER:
+        small["max_iter"] = BATCH_MAX_ITER[name]
+    return cls(**{**small, **params})
+
+
+def data(backend="numpy", n=30, d=8, seed=0):
+    X = np.random.default_rng(seed).random((n, d)) + 0.1
+    if backend == "pytorch":
+        import torch
+
+        return torch.tensor(X)
+    return X
+
+
+def state_of(model):
+    """Every attribute of ``model`` (its random generator included), exactly."""
+    return fingerprint(vars(model))
+
+
+host = _battery.to_host
+factors = _battery.factors_of
+nonnegative = _battery.nonnegative_model
+
+
+def assert_feasible(model):
+    """Finite factors inside their constraint sets (nonnegative where the model is)."""
+    for U in factors(model):
+        assert np.all(np.isfinite(U))
+        if nonnegative(model):
+            assert U.min() >= 0
