@@ -375,8 +375,9 @@ class RobustOnlineNMF(OnlineLearner):
         stats = self.statistics_
         with using(self.backend_):
             # the dictionary penalties are in units of the data scale, squared like the loss
+            penalty = penalty_value(self.loadings_, self.dict_l1, self.dict_l2)
             return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
-                self.scale_ ** 2 * penalty_value(self.loadings_, self.dict_l1, self.dict_l2)
+                self.scale_ * self.scale_ * penalty
 
     def decompose(self, X: Any, mask: Any = None) -> tuple[Any, Any]:
         """``(codes, outliers)`` of the samples of ``X`` against the learned dictionary.
@@ -488,9 +489,9 @@ class RobustNMFAlgorithm(SurrogateCP):
         sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
         extra = outlier_penalty(R, penalties) + code_penalty(H, penalties)
         # engine scale: twice the paper's c_t; back to the data's units (losses: squared)
-        constant = float(tl.mean(sq_norms + 2 * extra)) * scale ** 2
+        constant = float(tl.mean(sq_norms + 2 * extra)) * (scale * scale)
         R = R * scale
-        losses = coding.losses * scale ** 2
+        losses = coding.losses * (scale * scale)
         largest = float(tl.max(tl.abs(raw))) if tl.shape(raw)[0] else 0.0
         if not math.isfinite(largest * largest * float(np.prod(X.shape[1:]))):
             # the statistics square the codes, at the data's scale: without a box the outliers
@@ -505,7 +506,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         p = self.params
         # the step at unit data scale (A, B and c scale as its square), so that rho, the
         # penalties and the stopping rule mean the same whatever the data's units
-        unit = scale ** 2
+        unit = scale * scale
         new, _ = surrogate_solver_step(
             loadings, statistics["A"] / unit, statistics["B"] / unit, statistics["c"] / unit,
             solver=p.solver,
@@ -680,7 +681,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                                  "the values are too large for its arithmetic (rescale the "
                                  "data) or the steps too long (kappa, rho)")
             for info in history:
-                info["objective"] *= scale ** 2
+                info["objective"] *= scale * scale
         self.__dict__.update(components_=tl.transpose(W), codes_=H * scale,
                              outliers_=R * scale, n_iter_=len(history), history_=history,
                              backend_=backend, _context=context, n_features_in_=int(X.shape[1]),
