@@ -54,18 +54,31 @@ def column_descent(
     U = tl.copy(U)
     curvature = [float(a) for a in tl.to_numpy(tl.diag(A_i))]
     scale = max(curvature + [0.0])
+    columns = [r for r, a_rr in enumerate(curvature)
+               if l2 > 0 or not (a_rr <= 1e-12 * scale or a_rr == 0.0)]
     for _ in range(n_passes):
-        for r, a_rr in enumerate(curvature):
-            if l2 <= 0 and (a_rr <= 1e-12 * scale or a_rr == 0.0):
-                continue
+        for r in columns:
+            a_rr = curvature[r]
             gradient = tl.dot(U, A_i[:, r]) - B_i[:, r]
             if l1 == 0 and l2 == 0:
                 target = U[:, r] - gradient / a_rr
             else:
                 target = soft_threshold(a_rr * U[:, r] - gradient, l1) / (a_rr + l2)
-            column = project_columns(target, nonnegative=nonnegative, column_bound=column_bound)
-            U = tl.index_update(U, tl.index[:, r], column)
+            U = tl.index_update(U, tl.index[:, r], _project_column(target, nonnegative,
+                                                                   column_bound))
     return U
+
+
+def _project_column(column: Tensor, nonnegative: bool, bound: float | None) -> Tensor:
+    """:func:`project_columns` of one column, its norm test on the host (one scalar per
+    column is cheaper than the tensor calls of a tensor-valued shrink factor)."""
+    if nonnegative:
+        column = tl.clip(column, 0, None)
+    if bound is not None:
+        ratio = float(tl.norm(column)) / bound
+        if ratio > 1.0:  # inside the ball the shrink is a division by 1: skipped
+            column = column / ratio
+    return column
 
 
 def entrywise_block_statistics(A: Tensor, B: Tensor, loadings: Sequence[Tensor], mode: int):
