@@ -3,6 +3,7 @@ changes, so a rejected batch leaves the learner exactly as it was."""
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -100,12 +101,15 @@ def check_batch(
             context["device"] = X.device
     tensor = as_tensor(X, backend, **context)
     with using(backend):
-        if not bool(tl.all(tl.abs(tensor) < float("inf"))):
+        # two passes without temporaries: the extremes are NaN if any entry is (both
+        # libraries propagate NaN), so they are finite exactly when every entry is
+        low, high = float(tl.min(tensor)), float(tl.max(tensor))
+        if not -math.inf < low <= high < math.inf:
             raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "
                              f"entries, use missing='nan' or pass a mask")
-        if nonnegative and bool(tl.min(tensor) < 0):
+        if nonnegative and low < 0:
             raise ValueError(f"Negative values in data passed to {name} (min "
-                             f"{float(tl.min(tensor)):.3g}): {name} has negative entries, but "
+                             f"{low:.3g}): {name} has negative entries, but "
                              f"the model is nonnegative (nonnegative=True)")
     return tensor
 

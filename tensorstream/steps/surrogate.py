@@ -52,18 +52,28 @@ def column_descent(
     it is.
     """
     U = tl.copy(U)
-    curvature = [float(a) for a in tl.to_numpy(tl.diag(A_i))]
+    diagonal = tl.diag(A_i)
+    curvature = [float(a) for a in tl.to_numpy(diagonal)]
     scale = max(curvature + [0.0])
     columns = [r for r, a_rr in enumerate(curvature)
                if l2 > 0 or not (a_rr <= 1e-12 * scale or a_rr == 0.0)]
+    if not columns:
+        return U
+    # a column's move is affine in U: its unthresholded target is U m_r + b_r with
+    # M = diag(A_i) - A_i (the column's own term cancels) and B_i, both over a_rr + l2 when
+    # there is nothing to threshold, so a column costs one product and one sum
+    M = tl.diag(diagonal) - A_i
+    threshold = l1 > 0
+    if not threshold:
+        denominator = diagonal + l2
+        denominator = tl.where(denominator > 0, denominator,
+                               tl.ones(tl.shape(denominator), **tl.context(denominator)))
+        M, B_i = M / denominator, B_i / denominator
     for _ in range(n_passes):
         for r in columns:
-            a_rr = curvature[r]
-            gradient = tl.dot(U, A_i[:, r]) - B_i[:, r]
-            if l1 == 0 and l2 == 0:
-                target = U[:, r] - gradient / a_rr
-            else:
-                target = soft_threshold(a_rr * U[:, r] - gradient, l1) / (a_rr + l2)
+            target = tl.dot(U, M[:, r]) + B_i[:, r]
+            if threshold:
+                target = soft_threshold(target, l1) / (curvature[r] + l2)
             U = tl.index_update(U, tl.index[:, r], _project_column(target, nonnegative,
                                                                    column_bound))
     return U
