@@ -703,7 +703,7 @@ def nonnegative_code_admm(
     return _put_rows(codes, rows, U), n_iter
 
 
-_COMPACT = 4  # drop stopped samples once they are a quarter of the working set
+_COMPACT = 2  # drop stopped samples once they are half of the working set
 
 
 def _retire(codes, U, Z, fixed, rows, done):

@@ -15,6 +15,7 @@ which is the forward monotonicity (Lemma 4.2 i) the convergence proof uses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -85,7 +86,7 @@ def _project_column(column: Tensor, nonnegative: bool, bound: float | None) -> T
     if nonnegative:
         column = tl.clip(column, 0, None)
     if bound is not None:
-        ratio = float(tl.norm(column)) / bound
+        ratio = math.sqrt(float(tl.dot(column, column))) / bound
         if ratio > 1.0:  # inside the ball the shrink is a division by 1: skipped
             column = column / ratio
     return column
