@@ -692,7 +692,8 @@ def nonnegative_code_admm(
         n_done = int(tl.sum(done))
         if n_done == n_stopped:
             continue
-        if _COMPACT * n_done >= tl.shape(U)[0]:
+        working = tl.shape(U)[0]
+        if n_done == working or (_COMPACT * n_done >= working and n_done >= _MIN_DROP):
             # dropping rows costs a few indexing calls: done once it shrinks the work enough
             codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
             moving, n_stopped = None, 0
@@ -703,7 +704,8 @@ def nonnegative_code_admm(
     return _put_rows(codes, rows, U), n_iter
 
 
-_COMPACT = 2  # drop stopped samples once they are half of the working set
+_COMPACT = 2  # drop stopped samples once they are half of the working set ...
+_MIN_DROP = 64  # ... and this many at least (indexing costs more than a few rows' work)
 
 
 def _retire(codes, U, Z, fixed, rows, done):
