@@ -48,3 +48,29 @@ def test_calls_per_step_do_not_grow_with_the_batch_and_only_the_sweep_with_the_r
     for b in BATCHES:  # the rank only enters them too, but for the column sweep
         growth = calls[RANKS[1], b] - calls[RANKS[0], b]
         assert growth <= PER_COLUMN * n_loadings * (RANKS[1] - RANKS[0]), (name, calls)
+
+
+def test_no_learner_writes_into_the_batch_it_is_given():
+    """``check_batch`` hands a float64 numpy batch over without a copy, so no method of any
+    learner may write into it (with missing entries too: they are zeroed in a copy)."""
+    from sklearn.base import clone
+    from test_sklearn_compat import LEARNERS
+
+    X = np.random.default_rng(0).random((30, 8)) + 0.1
+    X[2, 3] = 0.0
+    for learner in LEARNERS:
+        data = X.copy()
+        model = clone(learner)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(data)
+            if hasattr(model, "batch_size"):  # the online learners
+                model.partial_fit(data[:10])
+            if hasattr(model, "transform"):
+                model.transform(data)
+        np.testing.assert_array_equal(data, X, err_msg=type(model).__name__)
+    masked = X.copy()
+    masked[4, 5] = np.nan
+    data = masked.copy()
+    OnlineNMF(2, batch_size=10, max_iter=1, missing="nan", random_state=0).fit(data)
+    np.testing.assert_array_equal(data, masked)

@@ -99,7 +99,10 @@ def check_batch(
         context = {"dtype": float_dtype_of(X, backend)}
         if source == "pytorch":
             context["device"] = X.device
-    tensor = as_tensor(X, backend, **context)
+    if source == backend == "numpy" and X.dtype == np.dtype(context["dtype"]):
+        tensor = X  # already the learner's arrays: no copy (no learner writes into a batch)
+    else:
+        tensor = as_tensor(X, backend, **context)
     with using(backend):
         # two passes without temporaries: the extremes are NaN if any entry is (both
         # libraries propagate NaN), so they are finite exactly when every entry is
