@@ -658,14 +658,16 @@ def nonnegative_code_admm(
         bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
 
-    def times_inverse(T: Tensor, shift: float) -> Tensor:
-        """``T (G + shift I)^-1`` (``shift`` > 0 and well above rounding: an accurate inverse)."""
-        return tl.dot(tl.dot(T, vectors) / (eigenvalues + shift), tl.transpose(vectors))
-
     target = P - l1 if l1 else P
+    rotated = tl.dot(target, vectors)  # shared by both products with a shifted inverse
+
+    def times_inverse(shift: float) -> Tensor:
+        """``target (G + shift I)^-1`` (``shift`` > 0 and well above rounding: accurate)."""
+        return tl.dot(rotated / (eigenvalues + shift), tl.transpose(vectors))
+
     if H0 is None:
-        H0 = times_inverse(target, l2 + 1e-10 * top + _TINY)
-    fixed = times_inverse(target, rho + l2)  # the part of every h-update that never changes
+        H0 = times_inverse(l2 + 1e-10 * top + _TINY)
+    fixed = times_inverse(rho + l2)  # the part of every h-update that never changes
     # rho (G + (rho + l2) I)^-1 = rho V diag(1 / (e + rho + l2)) V^T, without forming I
     inverse = rho * tl.dot(vectors / (eigenvalues + (rho + l2)), tl.transpose(vectors))
     # the iteration keeps z = (relaxed h) + y only: u = max(z, 0) and y = z - u = min(z, 0)
