@@ -3,7 +3,6 @@ changes, so a rejected batch leaves the learner exactly as it was."""
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
@@ -107,7 +106,7 @@ def check_batch(
         # two passes without temporaries: the extremes are NaN if any entry is (both
         # libraries propagate NaN), so they are finite exactly when every entry is
         low, high = float(tl.min(tensor)), float(tl.max(tensor))
-        if not -math.inf < low <= high < math.inf:
+        if not (np.isfinite(low) and np.isfinite(high)):
             raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "
                              f"entries, use missing='nan' or pass a mask")
         if nonnegative and low < 0:
