@@ -220,3 +220,22 @@ def test_pytorch_backend_refuses_sparse_input():
     with pytest.raises(TypeError, match="numpy backend"):
         model.transform(sparse.COO.from_numpy(X))
     assert tuple(model.transform(X[:2]).shape) == (2, 2)
+
+
+def test_mu_codes_equal_whether_or_not_converged_samples_leave_the_working_set(monkeypatch):
+    """Dropping converged samples mid-solve only saves work: codes, per-sample iteration
+    counts, flags and objectives are those of the loop that keeps every sample."""
+    import tensorstream.coders.divergence as divergence
+
+    X = scipy.sparse.csr_matrix(sparse_counts(n=400, F=40, K=4, density=0.3, seed=5))
+    W = np.random.default_rng(5).random((40, 4))
+    options = dict(tol=1e-9, max_iter=400)
+    monkeypatch.setattr(divergence, "_MIN_DROP", 8)
+    dropped, info = code_divergence_sparse(X, W, "kl", **options)
+    assert len(np.unique(info["iterations"])) > 10  # samples stop at many iterations
+    monkeypatch.setattr(divergence, "_MIN_DROP", 10**9)
+    kept, reference = code_divergence_sparse(X, W, "kl", **options)
+    np.testing.assert_array_equal(dropped, kept)
+    np.testing.assert_array_equal(info["iterations"], reference["iterations"])
+    np.testing.assert_array_equal(info["converged"], reference["converged"])
+    np.testing.assert_allclose(info["objective"], reference["objective"], rtol=1e-14)

@@ -619,3 +619,22 @@ def test_code_space_admm_solves_the_nonnegative_elastic_net(backend, l1, l2):
         alone, _ = nonnegative_code_admm(tl.tensor(G), tl.tensor(P[rows]), l1=l1, l2=l2,
                                          residual_tol=1e-2)
         np.testing.assert_allclose(tl.to_numpy(alone), tl.to_numpy(loose)[rows], atol=1e-12)
+
+
+def test_code_space_admm_gives_the_same_codes_whatever_the_working_set(monkeypatch):
+    """Stopped samples keep their codes (a zero step) until they leave the working set: when
+    they leave changes the work only, not one bit of the codes or the iteration count."""
+    import tensorstream.coders.robust as robust
+
+    rng = np.random.default_rng(8)
+    W = rng.random((30, 6)) ** 2
+    X = rng.random((400, 30)) * rng.choice([1.0, 30.0], size=(400, 1))
+    G, P = W.T @ W, X @ W
+    results = []
+    for compact, min_drop in ((2, 1), (2, 64), (10**9, 10**9)):
+        monkeypatch.setattr(robust, "_COMPACT", compact)
+        monkeypatch.setattr(robust, "_MIN_DROP", min_drop)
+        results.append(nonnegative_code_admm(G, P, residual_tol=1e-4, max_iter=300))
+    for codes, n_iter in results[1:]:
+        np.testing.assert_array_equal(codes, results[0][0])
+        assert n_iter == results[0][1] < 300

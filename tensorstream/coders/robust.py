@@ -658,36 +658,56 @@ def nonnegative_code_admm(
         bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
 
-    def times_inverse(T: Tensor, shift: float) -> Tensor:
-        """``T (G + shift I)^-1`` (``shift`` > 0 and well above rounding: an accurate inverse)."""
-        return tl.dot(tl.dot(T, vectors) / (eigenvalues + shift), tl.transpose(vectors))
-
     target = P - l1 if l1 else P
+    rotated = tl.dot(target, vectors)  # shared by both products with a shifted inverse
+
+    def times_inverse(shift: float) -> Tensor:
+        """``target (G + shift I)^-1`` (``shift`` > 0 and well above rounding: accurate)."""
+        return tl.dot(rotated / (eigenvalues + shift), tl.transpose(vectors))
+
     if H0 is None:
-        H0 = times_inverse(target, l2 + 1e-10 * top + _TINY)
-    fixed = times_inverse(target, rho + l2)  # the part of every h-update that never changes
-    inverse = rho * times_inverse(tl.eye(tl.shape(G)[0], **tl.context(G)), rho + l2)
+        H0 = times_inverse(l2 + 1e-10 * top + _TINY)
+    fixed = times_inverse(rho + l2)  # the part of every h-update that never changes
+    # rho (G + (rho + l2) I)^-1 = rho V diag(1 / (e + rho + l2)) V^T, without forming I
+    inverse = rho * tl.dot(vectors / (eigenvalues + (rho + l2)), tl.transpose(vectors))
     # the iteration keeps z = (relaxed h) + y only: u = max(z, 0) and y = z - u = min(z, 0)
     Z = tl.clip(H0, 0, None)
     U = Z
     codes = U
     rows = None  # positions in the batch of the samples still running (None: all of them)
+    moving = None  # (working, 1) booleans, False for stopped samples not yet dropped
+    n_stopped = 0  # stopped samples still in the working set
     bound = residual_tol * residual_tol
+    # row sums as products with ones: a reduction along short rows is several times slower
+    ones = tl.ones((tl.shape(G)[0],), **tl.context(G))
     n_iter = 0
     while n_iter < max_iter and tl.shape(U)[0]:
         n_iter += 1
         H = fixed + tl.dot(2 * U - Z, inverse)  # u - y = 2 u - z
         step = relaxation * (H - U)  # z_new - z, as (1 - a) u + y = z - a u
+        if moving is not None:  # stopped samples keep their codes (a zero step)
+            step = step * moving
         Z = Z + step
         U = tl.clip(Z, 0, None)
-        done = tl.sum(step * step, axis=1) <= bound * tl.sum(U * U, axis=1)
-        if not bool(tl.any(done)):
+        # a stopped sample's zero step passes the test again, so `done` counts it too
+        done = tl.dot(step * step, ones) <= bound * tl.dot(U * U, ones)
+        n_done = int(tl.sum(done))
+        if n_done == n_stopped:
             continue
-        # the stopped samples' codes are final: write them out and drop them from the work
-        codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
+        working = tl.shape(U)[0]
+        if n_done == working or (_COMPACT * n_done >= working and n_done >= _MIN_DROP):
+            # dropping rows costs a few indexing calls: done once it shrinks the work enough
+            codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
+            moving, n_stopped = None, 0
+        else:
+            moving, n_stopped = tl.reshape(~done, (-1, 1)), n_done
     if rows is None:
         return U, n_iter
     return _put_rows(codes, rows, U), n_iter
+
+
+_COMPACT = 2  # drop stopped samples once they are half of the working set ...
+_MIN_DROP = 64  # ... and this many at least (indexing costs more than a few rows' work)
 
 
 def _retire(codes, U, Z, fixed, rows, done):

@@ -99,14 +99,20 @@ def check_batch(
         context = {"dtype": float_dtype_of(X, backend)}
         if source == "pytorch":
             context["device"] = X.device
-    tensor = as_tensor(X, backend, **context)
+    if source == backend == "numpy" and X.dtype == np.dtype(context["dtype"]):
+        tensor = X  # already the learner's arrays: no copy (no learner writes into a batch)
+    else:
+        tensor = as_tensor(X, backend, **context)
     with using(backend):
-        if not bool(tl.all(tl.abs(tensor) < float("inf"))):
+        # two passes without temporaries: the extremes are NaN if any entry is (both
+        # libraries propagate NaN), so they are finite exactly when every entry is
+        low, high = float(tl.min(tensor)), float(tl.max(tensor))
+        if not (np.isfinite(low) and np.isfinite(high)):
             raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "
                              f"entries, use missing='nan' or pass a mask")
-        if nonnegative and bool(tl.min(tensor) < 0):
+        if nonnegative and low < 0:
             raise ValueError(f"Negative values in data passed to {name} (min "
-                             f"{float(tl.min(tensor)):.3g}): {name} has negative entries, but "
+                             f"{low:.3g}): {name} has negative entries, but "
                              f"the model is nonnegative (nonnegative=True)")
     return tensor
 

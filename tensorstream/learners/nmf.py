@@ -377,7 +377,8 @@ class NMFAlgorithm(SurrogateCP):
             H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
                                          residual_tol=_ADMM_TOL if tol is None else tol,
                                          max_iter=self.params.code_max_iter)
-        sq_norms = tl.sum(tl.reshape(X * X, (X.shape[0], -1)), axis=1)
+        flat = tl.reshape(X, (X.shape[0], -1))
+        sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
         losses = 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
         if alpha or ridge:  # the codes' penalties, summed as the engine sums them
             sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)

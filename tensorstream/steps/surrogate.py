@@ -15,6 +15,7 @@ which is the forward monotonicity (Lemma 4.2 i) the convergence proof uses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,20 +53,43 @@ def column_descent(
     it is.
     """
     U = tl.copy(U)
-    curvature = [float(a) for a in tl.to_numpy(tl.diag(A_i))]
+    diagonal = tl.diag(A_i)
+    curvature = [float(a) for a in tl.to_numpy(diagonal)]
     scale = max(curvature + [0.0])
+    columns = [r for r, a_rr in enumerate(curvature)
+               if l2 > 0 or not (a_rr <= 1e-12 * scale or a_rr == 0.0)]
+    if not columns:
+        return U
+    # a column's move is affine in U: its unthresholded target is U m_r + b_r with
+    # M = diag(A_i) - A_i (the column's own term cancels) and B_i, both over a_rr + l2 when
+    # there is nothing to threshold, so a column costs one product and one sum
+    M = tl.diag(diagonal) - A_i
+    threshold = l1 > 0
+    if not threshold:
+        denominator = diagonal + l2
+        denominator = tl.where(denominator > 0, denominator,
+                               tl.ones(tl.shape(denominator), **tl.context(denominator)))
+        M, B_i = M / denominator, B_i / denominator
     for _ in range(n_passes):
-        for r, a_rr in enumerate(curvature):
-            if l2 <= 0 and (a_rr <= 1e-12 * scale or a_rr == 0.0):
-                continue
-            gradient = tl.dot(U, A_i[:, r]) - B_i[:, r]
-            if l1 == 0 and l2 == 0:
-                target = U[:, r] - gradient / a_rr
-            else:
-                target = soft_threshold(a_rr * U[:, r] - gradient, l1) / (a_rr + l2)
-            column = project_columns(target, nonnegative=nonnegative, column_bound=column_bound)
-            U = tl.index_update(U, tl.index[:, r], column)
+        for r in columns:
+            target = tl.dot(U, M[:, r]) + B_i[:, r]
+            if threshold:
+                target = soft_threshold(target, l1) / (curvature[r] + l2)
+            U = tl.index_update(U, tl.index[:, r], _project_column(target, nonnegative,
+                                                                   column_bound))
     return U
+
+
+def _project_column(column: Tensor, nonnegative: bool, bound: float | None) -> Tensor:
+    """:func:`project_columns` of one column, its norm test on the host (one scalar per
+    column is cheaper than the tensor calls of a tensor-valued shrink factor)."""
+    if nonnegative:
+        column = tl.clip(column, 0, None)
+    if bound is not None:
+        ratio = math.sqrt(float(tl.dot(column, column))) / bound
+        if ratio > 1.0:  # inside the ball the shrink is a division by 1: skipped
+            column = column / ratio
+    return column
 
 
 def entrywise_block_statistics(A: Tensor, B: Tensor, loadings: Sequence[Tensor], mode: int):

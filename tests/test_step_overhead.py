@@ -1,0 +1,76 @@
+"""Issue 14, goal 3: the Python work of one ``partial_fit`` step is bounded.
+
+Counted in Python and C function calls (a deterministic cost measure, unlike a timing): one
+step of OnlineNMF and OnlineCPDL at two ranks and two batch sizes, each coder held to a fixed
+number of iterations so that only the sizes change between the runs.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from test_coding import _count_calls
+
+from tensorstream import OnlineCPDL, OnlineNMF
+
+RANKS = (3, 12)
+BATCHES = (16, 256)
+#: calls of one exact column step of the dictionary (``steps.surrogate.column_descent``): a
+#: Gauss-Seidel sweep is sequential over the columns, so it is the one part that grows with
+#: the rank (about 27 calls per column and loading, measured; 47 before issue 14)
+PER_COLUMN = 32
+
+
+def _step_calls(make, sample_shape, R, b):
+    rng = np.random.default_rng(R * 1000 + b)
+    X = rng.random((2 * b, *sample_shape))
+    model = make(R)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.partial_fit(X[:b])  # the first step also initialises
+        calls, _ = _count_calls(lambda: model.partial_fit(X[b:]))
+    return calls
+
+
+@pytest.mark.parametrize("name, make, sample_shape, n_loadings", [
+    ("OnlineNMF", lambda R: OnlineNMF(R, code_max_iter=3, code_tol=1e-300, random_state=0),
+     (20,), 1),
+    ("OnlineCPDL", lambda R: OnlineCPDL(R, code_max_iter=1, random_state=0,
+                                        reinit_dead_atoms=False), (6, 5), 2),
+])
+def test_calls_per_step_do_not_grow_with_the_batch_and_only_the_sweep_with_the_rank(
+        name, make, sample_shape, n_loadings):
+    calls = {(R, b): _step_calls(make, sample_shape, R, b) for R in RANKS for b in BATCHES}
+    for R in RANKS:  # the batch only enters the batched backend calls (the lasso coder's
+        # branches, e.g. whether every sample stopped, differ by a few dozen calls)
+        small, large = calls[R, BATCHES[0]], calls[R, BATCHES[1]]
+        assert abs(large - small) <= 0.05 * small, (name, calls)
+    for b in BATCHES:  # the rank only enters them too, but for the column sweep
+        growth = calls[RANKS[1], b] - calls[RANKS[0], b]
+        assert growth <= PER_COLUMN * n_loadings * (RANKS[1] - RANKS[0]), (name, calls)
+
+
+def test_no_learner_writes_into_the_batch_it_is_given():
+    """``check_batch`` hands a float64 numpy batch over without a copy, so no method of any
+    learner may write into it (with missing entries too: they are zeroed in a copy)."""
+    from sklearn.base import clone
+    from test_sklearn_compat import LEARNERS
+
+    X = np.random.default_rng(0).random((30, 8)) + 0.1
+    X[2, 3] = 0.0
+    for learner in LEARNERS:
+        data = X.copy()
+        model = clone(learner)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(data)
+            if hasattr(model, "batch_size"):  # the online learners
+                model.partial_fit(data[:10])
+            if hasattr(model, "transform"):
+                model.transform(data)
+        np.testing.assert_array_equal(data, X, err_msg=type(model).__name__)
+    masked = X.copy()
+    masked[4, 5] = np.nan
+    data = masked.copy()
+    OnlineNMF(2, batch_size=10, max_iter=1, missing="nan", random_state=0).fit(data)
+    np.testing.assert_array_equal(data, masked)
