@@ -92,12 +92,13 @@ class VarianceReducedMF(OnlineEstimator):
         step), e.g. to evaluate ``objective`` at the start.
     step_size : float > 0 or "auto", default "auto"
         ``vr``: the constant step ``eta`` (in units of the data scale). ``sgd``: the first
-        step ``gamma_0 = beta / beta'`` (so ``beta = step_size * step_offset``). Unused by ``smm``. ``"auto"`` (an extension,
-        spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local Lipschitz constant of the gradient
-        at the initial dictionary, found by backtracking on the descent lemma over a random
-        subsample of ``auto_samples`` samples (:func:`~tensorstream.finite.variance_reduction.
-        estimate_lipschitz`); the step is then kept constant (``step_size_``), and the passes
-        and seconds it costs are counted in ``history_``.
+        step ``gamma_0 = beta / beta'`` (so ``beta = step_size * step_offset``). Unused by
+        ``smm``. ``"auto"`` (an extension, spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local
+        Lipschitz constant of the gradient at the initial dictionary, found by backtracking on
+        the descent lemma over a random subsample of ``auto_samples`` samples
+        (:func:`~tensorstream.finite.variance_reduction.estimate_lipschitz`); the step is then
+        kept constant (``step_size_``), and the passes and seconds it costs are counted in
+        ``history_``.
     auto_samples : int, default 1000
         Subsample size of ``step_size="auto"``.
     step_offset : float > 0 or None, default None
@@ -192,7 +193,8 @@ class VarianceReducedMF(OnlineEstimator):
 
     #: The paper's settings (spec 003, section 4): every formulation weight ``1/sqrt(d)`` in
     #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge),
-    #: Algorithm 1, and its all-ones start ``W^{0,0}``, which is degenerate (it warns and adds a little noise: docs/svrmf.md).
+    #: Algorithm 1, and its all-ones start ``W^{0,0}``, which is degenerate (it warns and adds
+    #: a little noise: docs/svrmf.md).
     #: The paper gives no step size: pass ``step_size`` (the spec's tests use 10 on ORPCA-synth,
     #: 3 on digits-ODL).
     paper_params = {"method": "vr", "lam": None, "lam1": None, "lam2": None, "lam3": 1.0,
