@@ -64,6 +64,8 @@ from tensorstream.learners.robust_pca import OnlineRobustPCA
 from tensorstream.metrics import expressed_variance
 
 CODER = dict(code_solver="fista", code_tol=1e-6, code_max_iter=100)
+#: the spec's settings: its step grids are in the data's raw units
+RAW_UNITS = dict(data_scale=1.0)
 CURVE_FIELDS = ("setup", "method", "step", "epoch", "passes_read", "solves", "seconds", "f",
                 "grad_map_sq", "ev", "best")
 
@@ -95,7 +97,8 @@ def _digits(n_samples: int | None, seed: int) -> np.ndarray:
 def odl_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
     """Digits-ODL (spec 6.3): l2-ball columns, ``lam = 1/8``, k = 49."""
     return Setup("odl-digits", _digits(n_samples, seed), 49,
-                 dict(formulation="odl", lam=1 / 8, eval_tol=1e-3, eval_max_iter=1000, **CODER),
+                 dict(formulation="odl", lam=1 / 8, eval_tol=1e-3, eval_max_iter=1000,
+                      **CODER, **RAW_UNITS),
                  vr_steps=(0.3, 1.0, 3.0), sgd_steps=(1.0, 3.0, 10.0), vr_default=3.0,
                  sgd_default=3.0)
 
@@ -103,7 +106,8 @@ def odl_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) 
 def onmf_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
     """Digits-ONMF (spec 6.4): simplex columns, ``h >= 0``, ``lam = 1/8``, k = 49."""
     return Setup("onmf-digits", _digits(n_samples, seed), 49,
-                 dict(formulation="onmf", lam=1 / 8, eval_tol=1e-4, eval_max_iter=1000, **CODER),
+                 dict(formulation="onmf", lam=1 / 8, eval_tol=1e-4, eval_max_iter=1000,
+                      **CODER, **RAW_UNITS),
                  vr_steps=(0.1, 0.3, 1.0, 3.0), sgd_steps=(0.3, 1.0, 3.0, 10.0), vr_default=0.3,
                  sgd_default=1.0)
 
@@ -115,7 +119,8 @@ def orpca_synth(n_samples: int | None = None, seed: int = 0, full: bool = False)
     # eval_tol 1e-2 moves f by < 1e-5 here (f ~ 500) and is 5x cheaper than 1e-6
     return Setup("orpca-synth", data.X, k,
                  dict(formulation="orpca", lam1=lam, lam2=lam, init="gaussian", eval_tol=1e-2,
-                      eval_max_iter=1000, **CODER),
+                      eval_max_iter=1000,
+                      **CODER, **RAW_UNITS),
                  vr_steps=(3.0, 10.0, 30.0), sgd_steps=(10.0, 30.0, 100.0), vr_default=10.0,
                  sgd_default=30.0, W_true=data.W_true)
 

@@ -59,9 +59,11 @@ def online_pca_curve(data, rank: int, every: int) -> list[float]:
 def panel(ax, rho: float, p: int, d: int, n: int, every: int, seed: int) -> None:
     data = corrupted_low_rank(p, d, n, rho, random_state=seed)
     ts = np.arange(every, n + 1, every)
-    curves = {
-        "OMRMD": online_curve(OnlineMaxNormMD(d, random_state=seed), data, every),
-        "OR-PCA": online_curve(OnlineRobustPCA(d, random_state=seed), data, every),
+    curves = {  # the paper's settings (its figures), not the data-adaptive defaults
+        "OMRMD": online_curve(OnlineMaxNormMD(d, random_state=seed,
+                                              **OnlineMaxNormMD.paper_params), data, every),
+        "OR-PCA": online_curve(OnlineRobustPCA(d, random_state=seed,
+                                               **OnlineRobustPCA.paper_params), data, every),
         "Online PCA": online_pca_curve(data, d, every),
     }
     for name, curve in curves.items():

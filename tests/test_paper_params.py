@@ -33,12 +33,12 @@ def test_paper_params_are_parameters_and_fit(cls):
     assert np.all(np.isfinite(np.asarray(fitted.components_)))
 
 
-@pytest.mark.parametrize("cls", [OnlineMaxNormMD, OnlineRobustPCA],
+@pytest.mark.parametrize("cls", [OnlineMaxNormMD, OnlineRobustPCA, VarianceReducedMF],
                          ids=lambda cls: cls.__name__)
-def test_max_norm_paper_params_are_the_defaults(cls):
-    """The max-norm learners' defaults are still the papers' settings."""
-    defaults = cls(2).get_params()
-    assert {k: defaults[k] for k in cls.paper_params} == cls.paper_params
+def test_paper_params_work_in_raw_units_and_the_defaults_adapt(cls):
+    """The papers' weights are in the data's raw units; the defaults measure the data."""
+    assert cls.paper_params["data_scale"] == 1.0
+    assert cls(2).get_params()["data_scale"] == "auto"
 
 
 def test_svrmf_paper_start_warns():

@@ -21,8 +21,8 @@ ten epochs; gated at 0.5).
 
 import numpy as np
 import pytest
+from test_variance_reduction import spec_vr
 
-from tensorstream import VarianceReducedMF
 from tensorstream.datasets.svrmf import svrmf_synthetic
 from tensorstream.metrics import expressed_variance
 
@@ -43,7 +43,7 @@ def _odl(**extra):
 
 @pytest.fixture(scope="module")
 def odl_runs(digits):
-    vr = VarianceReducedMF(49, n_epochs=10, step_size=3.0, **_odl()).fit(digits)
+    vr = spec_vr(49, n_epochs=10, step_size=3.0, **_odl()).fit(digits)
     assert vr.inner_batch_ == 30 and vr.epoch_length_ == 6  # the paper's b, m for n = 1797
     f10 = vr.objective(digits)
     for _ in range(30):
@@ -51,7 +51,7 @@ def odl_runs(digits):
     f40 = vr.objective(digits)
     passes = vr.history_[-1]["passes_read"]
     vr.partial_fit(digits)  # its snapshot is W^{40,0}
-    smm = VarianceReducedMF(49, method="smm", inner_batch=30, n_epochs=44, **_odl()).fit(digits)
+    smm = spec_vr(49, method="smm", inner_batch=30, n_epochs=44, **_odl()).fit(digits)
     return {"f10": f10, "f40": f40, "passes": passes, "vr": vr,
             "smm": smm.objective(digits), "smm_passes": smm.history_[-1]["passes_read"]}
 
@@ -61,13 +61,13 @@ def _orpca_runs(n_samples):
     data = svrmf_synthetic(100, n_samples, 5, random_state=SEED)
     common = dict(formulation="orpca", lam1=0.1, lam2=0.1, init="gaussian", code_tol=1e-6,
                   code_max_iter=100, random_state=SEED + 1, eval_tol=1e-6)
-    vr = VarianceReducedMF(10, n_epochs=10, step_size=10.0, **common).fit(data.X)
+    vr = spec_vr(10, n_epochs=10, step_size=10.0, **common).fit(data.X)
     out = {"ev": expressed_variance(data.W_true, vr.loadings_[0]), "f": vr.objective(data.X),
            "passes": vr.history_[-1]["passes_read"], "b": vr.inner_batch_,
            "m": vr.epoch_length_}
     vr.partial_fit(data.X)
     out["grad_maps"] = [h["grad_map_sq"] for h in vr.history_]
-    smm = VarianceReducedMF(10, method="smm", n_epochs=11, inner_batch=vr.inner_batch_,
+    smm = spec_vr(10, method="smm", n_epochs=11, inner_batch=vr.inner_batch_,
                             **common).fit(data.X)
     out.update(smm_ev=expressed_variance(data.W_true, smm.loadings_[0]),
                smm_f=smm.objective(data.X), smm_passes=smm.history_[-1]["passes_read"])
@@ -126,7 +126,7 @@ def test_t6_stationarity_measure_falls(odl_runs, orpca_runs):
 def test_t7_inexact_schedule_tightens_the_solves():
     """CI-sized: the tolerance falls and the solver works harder every epoch."""
     X = svrmf_synthetic(30, 400, 3, random_state=0).X
-    model = VarianceReducedMF(5, formulation="orpca", inexact=True, c_tol=1.0, n_epochs=6,
+    model = spec_vr(5, formulation="orpca", inexact=True, c_tol=1.0, n_epochs=6,
                               step_size=5.0, init="gaussian", code_max_iter=5000,
                               random_state=0).fit(X)
     tolerances = [h["code_tol"] for h in model.history_]
@@ -139,8 +139,8 @@ def test_t7_inexact_schedule_tightens_the_solves():
 def test_t7_inexact_run_matches_exact_solves(digits):
     common = dict(formulation="odl", lam=1 / 8, code_solver="fista", code_max_iter=1000,
                   random_state=SEED, eval_tol=1e-5, n_epochs=10, step_size=3.0)
-    exact = VarianceReducedMF(49, code_tol=1e-6, **common).fit(digits)
-    inexact = VarianceReducedMF(49, inexact=True, c_tol=0.1, tau=1e-3, **common).fit(digits)
+    exact = spec_vr(49, code_tol=1e-6, **common).fit(digits)
+    inexact = spec_vr(49, inexact=True, c_tol=0.1, tau=1e-3, **common).fit(digits)
     iterations = [h["code_iterations"] for h in inexact.history_]
     assert np.all(np.diff(iterations) > 0)
     assert inexact.objective(digits) <= exact.objective(digits) + 3e-3

@@ -26,6 +26,16 @@ from tensorstream.streams import Epochs, IIDSlices
 CTX = {"dtype": np.float64}
 
 
+#: The settings the spec's tests were written for (the defaults before issue #15): the data's
+#: raw units, the constant step 1.0 and a start from data rows.
+SPEC_SETTINGS = {"data_scale": 1.0, "step_size": 1.0, "init": "random"}
+
+
+def spec_vr(*args, **params):
+    """``VarianceReducedMF`` at :data:`SPEC_SETTINGS` (each overridable)."""
+    return VarianceReducedMF(*args, **{**SPEC_SETTINGS, **params})
+
+
 def _data(n=60, d=8, seed=0, nonnegative=True):
     rng = np.random.default_rng(seed)
     X = rng.random((n, 3)) @ rng.random((3, d)) + 0.1 * rng.random((n, d))
@@ -142,10 +152,10 @@ def test_vr_estimator_is_unbiased_with_the_lemma_2_variance():
 def test_full_batch_vr_is_proximal_gradient_descent():
     X = _data(n=40)
     form, eta = SparseDL(lam=0.1), 0.5
-    model = VarianceReducedMF(4, formulation="odl", lam=0.1, inner_batch=40, epoch_length=3,
+    model = spec_vr(4, formulation="odl", lam=0.1, inner_batch=40, epoch_length=3,
                               n_epochs=2, step_size=eta, code_tol=0.0, code_max_iter=60,
                               chunk_size=16, random_state=0)
-    start = VarianceReducedMF(4, formulation="odl", lam=0.1, random_state=0)
+    start = spec_vr(4, formulation="odl", lam=0.1, random_state=0)
     W = start._initial_dictionary(form, _finite(X), np.random.default_rng(0))
     model.fit(X)
     values = [objective(form, W, _finite(X), tol=1e-10)]
@@ -164,7 +174,7 @@ def test_full_batch_vr_is_proximal_gradient_descent():
 def test_every_iterate_is_feasible(name):
     X = _data(n=50)
     seen = []
-    model = VarianceReducedMF(5, formulation=name, epoch_length=1, n_epochs=12, step_size=2.0,
+    model = spec_vr(5, formulation=name, epoch_length=1, n_epochs=12, step_size=2.0,
                               random_state=0,
                               callback=lambda m, info: seen.append(np.array(m.loadings_[0])))
     model.fit(X)
@@ -181,13 +191,13 @@ def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
     X = _data(n=80, d=10)
     common = dict(formulation="odl", lam=0.05, n_epochs=3, step_size=1.0, code_solver="bsum",
                   random_state=0)
-    trapped = VarianceReducedMF(4, init=np.ones((4, 10)), **common).fit(X)
+    trapped = spec_vr(4, init=np.ones((4, 10)), **common).fit(X)
     W = np.asarray(trapped.loadings_[0])
     assert np.max(np.abs(W - W[:, :1])) <= 1e-14  # all columns identical: rank one forever
-    default = VarianceReducedMF(4, **common).fit(X)
+    default = spec_vr(4, **common).fit(X)
     assert np.linalg.matrix_rank(np.asarray(default.components_)) == 4
     with pytest.warns(UserWarning, match="rank one"):
-        ones = VarianceReducedMF(4, init="ones", **common).fit(X)
+        ones = spec_vr(4, init="ones", **common).fit(X)
     assert np.linalg.matrix_rank(np.asarray(ones.components_)) == 4
 
 
@@ -199,10 +209,10 @@ def test_same_seed_same_result_and_exact_resume(tmp_path, method):
     X = _data(n=70)
     params = dict(formulation="ornmf", lam=0.1, method=method, n_epochs=4, step_size=0.5,
                   output="random" if method == "vr" else "last", random_state=5)
-    a = VarianceReducedMF(3, **params).fit(X)
-    b = VarianceReducedMF(3, **params).fit(X)
+    a = spec_vr(3, **params).fit(X)
+    b = spec_vr(3, **params).fit(X)
     assert np.array_equal(a.components_, b.components_)
-    half = VarianceReducedMF(3, **{**params, "n_epochs": 2}).fit(X)
+    half = spec_vr(3, **{**params, "n_epochs": 2}).fit(X)
     path = half.save(tmp_path / "run.npz")
     resumed = load(path)
     resumed.partial_fit(X).partial_fit(X)
@@ -215,11 +225,11 @@ def test_same_seed_same_result_and_exact_resume(tmp_path, method):
 def test_checkpoint_keeps_array_parameters(tmp_path):
     X = _data(n=40)
     lap = np.eye(8) * 2 - np.eye(8, k=1) - np.eye(8, k=-1)
-    model = VarianceReducedMF(3, formulation="ssodl", laplacian=lap, n_epochs=1,
+    model = spec_vr(3, formulation="ssodl", laplacian=lap, n_epochs=1,
                               random_state=0).fit(X)
     again = load(model.save(tmp_path / "s.npz"))
     assert np.array_equal(again.laplacian, lap)
-    lrr = VarianceReducedMF(3, formulation="olrr", n_epochs=1, random_state=0).fit(X)
+    lrr = spec_vr(3, formulation="olrr", n_epochs=1, random_state=0).fit(X)
     again = load(lrr.save(tmp_path / "l.npz"))
     assert np.array_equal(again.formulation_.Q, lrr.formulation_.Q)
     assert np.array_equal(again.partial_fit(X).loadings_[0], lrr.partial_fit(X).loadings_[0])
@@ -231,7 +241,7 @@ def test_checkpoint_keeps_array_parameters(tmp_path):
 def test_grad_map_from_the_snapshot_matches_a_fresh_computation():
     X = _data(n=60)
     snapshots = []
-    model = VarianceReducedMF(4, formulation="orpca", lam1=0.1, lam2=0.1, n_epochs=3,
+    model = spec_vr(4, formulation="orpca", lam1=0.1, lam2=0.1, n_epochs=3,
                               step_size=2.0, code_tol=1e-11, code_max_iter=20000,
                               random_state=0,
                               callback=lambda m, info: snapshots.append(np.array(m.loadings_[0])))
@@ -252,13 +262,13 @@ def test_inexact_schedule_and_pass_accounting():
     tols = [inexact_tolerance(1.0, 1e-3, 6, s, t) for s in range(3) for t in range(6)]
     assert np.all(np.diff(tols) < 0)
     X = _data(n=100)
-    model = VarianceReducedMF(3, inner_batch=10, epoch_length=2, n_epochs=2, inexact=True,
+    model = spec_vr(3, inner_batch=10, epoch_length=2, n_epochs=2, inexact=True,
                               random_state=0).fit(X)
     first = model.history_[0]
     assert first["passes_read"] == pytest.approx(1.2)
     assert first["solves"] == pytest.approx(1.4)
     assert model.history_[1]["code_tol"] < first["code_tol"]
-    stored = VarianceReducedMF(3, inner_batch=10, epoch_length=2, n_epochs=1,
+    stored = spec_vr(3, inner_batch=10, epoch_length=2, n_epochs=1,
                                store_snapshot_codes=True, random_state=0).fit(X)
     assert stored.history_[0]["solves"] == pytest.approx(1.2)
 
@@ -267,8 +277,8 @@ def test_stored_snapshot_codes_give_the_same_iterates():
     X = _data(n=50)
     params = dict(formulation="orpca", n_epochs=2, code_tol=0.0, code_max_iter=50,
                   chunk_size=13, random_state=0)
-    a = VarianceReducedMF(3, **params).fit(X)
-    b = VarianceReducedMF(3, store_snapshot_codes=True, **params).fit(X)
+    a = spec_vr(3, **params).fit(X)
+    b = spec_vr(3, store_snapshot_codes=True, **params).fit(X)
     assert np.allclose(a.loadings_[0], b.loadings_[0], atol=1e-12)
 
 
@@ -277,16 +287,16 @@ def test_accepts_epochs_stream_dask_and_dataarray():
     xr = pytest.importorskip("xarray")
     X = _data(n=50)
     params = dict(n_epochs=2, random_state=0)
-    ref = VarianceReducedMF(3, **params).fit(X).loadings_[0]
+    ref = spec_vr(3, **params).fit(X).loadings_[0]
     for data in (Epochs(X, batch_size=5), da.from_array(X, chunks=(7, 8)),
                  xr.DataArray(X, dims=("sample", "feature"))):
-        got = VarianceReducedMF(3, **params).fit(data).loadings_[0]
+        got = spec_vr(3, **params).fit(data).loadings_[0]
         assert np.allclose(got, ref, atol=1e-12)
 
 
 def test_transform_outliers_objective():
     X = _data(n=40)
-    model = VarianceReducedMF(3, formulation="orpca", n_epochs=2, random_state=0).fit(X)
+    model = spec_vr(3, formulation="orpca", n_epochs=2, random_state=0).fit(X)
     H, R = model.transform(X), model.outliers(X)
     assert H.shape == (40, 3) and R.shape == (40, 8)
     f = model.objective(X)
@@ -306,8 +316,8 @@ def test_numpy_and_pytorch_agree(name, method):
     torch = pytest.importorskip("torch")
     X = _data(n=50)
     params = dict(formulation=name, method=method, n_epochs=2, step_size=0.5, random_state=0)
-    a = VarianceReducedMF(3, **params).fit(X)
-    b = VarianceReducedMF(3, **params).fit(torch.tensor(X))
+    a = spec_vr(3, **params).fit(X)
+    b = spec_vr(3, **params).fit(torch.tensor(X))
     assert isinstance(b.components_, torch.Tensor)
     assert np.allclose(a.components_, b.components_.numpy(), atol=1e-8)
     assert a.history_[-1]["grad_map_sq"] == pytest.approx(b.history_[-1]["grad_map_sq"],
@@ -322,7 +332,7 @@ def test_numpy_and_pytorch_agree(name, method):
 
 
 def _fitted():
-    return VarianceReducedMF(3, formulation="onmf", n_epochs=1, random_state=0).fit(_data(n=40))
+    return spec_vr(3, formulation="onmf", n_epochs=1, random_state=0).fit(_data(n=40))
 
 
 def _snapshot(model):
@@ -383,19 +393,19 @@ def test_bad_parameters_are_refused_and_state_is_kept(params, match):
 def test_nonnegative_formulation_accepts_negative_data_on_request():
     X = _data(n=40, nonnegative=False)
     with pytest.raises(ValueError, match="negative"):
-        VarianceReducedMF(3, formulation="ornmf", n_epochs=1).fit(X)
+        spec_vr(3, formulation="ornmf", n_epochs=1).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        VarianceReducedMF(3, formulation="ornmf", n_epochs=1, allow_negative=True).fit(X)
+        spec_vr(3, formulation="ornmf", n_epochs=1, allow_negative=True).fit(X)
 
 
 def test_unfitted_use_is_a_clear_error():
     with pytest.raises(AttributeError, match="not fitted"):
-        VarianceReducedMF(2).transform(np.ones((3, 4)))
+        spec_vr(2).transform(np.ones((3, 4)))
 
 
 def test_nmf_formulation_object_is_shared():
-    assert isinstance(VarianceReducedMF(2, formulation="onmf").fit(_data(n=20)).formulation_,
+    assert isinstance(spec_vr(2, formulation="onmf").fit(_data(n=20)).formulation_,
                       NMF)
-    assert isinstance(VarianceReducedMF(2, formulation="ornmf").fit(_data(n=20)).formulation_,
+    assert isinstance(spec_vr(2, formulation="ornmf").fit(_data(n=20)).formulation_,
                       RobustNMF)

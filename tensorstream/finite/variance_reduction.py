@@ -63,20 +63,25 @@ class FiniteData:
     spread : tensorstream.engine.distributed.SpreadRows, optional
         The same rows spread over the workers of a Dask cluster: the full passes
         (:meth:`map_reduce`) then run there, each worker reading its own chunks.
+    scale : float, default 1.0
+        Every piece is read in units of ``scale`` (divided by it as it is read: the data set
+        itself is not copied), so that weights, steps and tolerances are in the data's units.
     """
 
     def __init__(self, X: Any, backend: str, context: dict, nonnegative: bool = False,
-                 spread: Any = None):
+                 spread: Any = None, scale: float = 1.0):
         self.X = X
         self.backend = backend
         self.context = context
         self.nonnegative = nonnegative
         self.spread = spread
+        self.scale = float(scale)
         self.n, self.d = int(X.shape[0]), int(X.shape[1])
 
     def _convert(self, piece: Any) -> Tensor:
-        return check_batch(densify(piece), backend=self.backend, context=self.context,
-                           sample_shape=(self.d,), nonnegative=self.nonnegative)
+        piece = check_batch(densify(piece), backend=self.backend, context=self.context,
+                            sample_shape=(self.d,), nonnegative=self.nonnegative)
+        return piece if self.scale == 1.0 else piece / self.scale
 
     def rows(self, index: np.ndarray) -> Tensor:
         """Samples at the (sorted) positions ``index``."""
@@ -99,7 +104,7 @@ class FiniteData:
         """
         if self.spread is not None:
             reading = {"backend": self.backend, "context": self.context,
-                       "nonnegative": self.nonnegative}
+                       "nonnegative": self.nonnegative, "scale": self.scale}
             return _add(self.spread.map_reduce(function, chunk_size, args, reading))
         return _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))
 

@@ -26,6 +26,7 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -44,6 +45,8 @@ from ..core.validation import (
     Options,
 )
 from ..engine import Algorithm, Codes
+from ..engine.loop import usable_scale
+from ..engine.state import OnlineState
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
@@ -74,14 +77,32 @@ class RobustMatrixLearner(OnlineLearner):
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
         "lambda1": [Interval("real", 0, None, closed="neither"), NONE],
-        "lambda2": [Interval("real", 0, None, closed="neither"), NONE],
-        "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "lambda2": [Interval("real", 0, None, closed="neither"), Options("auto"), NONE],
+        "column_bound": [Interval("real", 0, None, closed="neither"), Options("auto"), NONE],
+        "data_scale": [Interval("real", 0, None, closed="neither"), Options("auto")],
         "code_tol": [Interval("real", 0, None)],
         "code_max_iter": [Interval("int", 1, None), NONE],
         "init": [Options(*INITS), ARRAY, SEQUENCE],
         "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
                     CALLABLE],
     }
+
+    @classmethod
+    def _renamed(cls, params: dict) -> dict:
+        """Checkpoints written before ``data_scale`` existed resume as they ran: in raw units
+        (``data_scale=1.0``), with ``column_bound="auto"`` meaning what it meant then."""
+        params = super()._renamed(params)
+        if "data_scale" not in params:
+            params["data_scale"] = 1.0
+            if params.get("column_bound") == "auto":
+                params["column_bound"] = cls._algorithm_class.legacy_column_bound(params)
+        return params
+
+    @property
+    def scale_(self) -> float:
+        """The data scale (``data_scale``) the thresholds and the column bound are in units of."""
+        self._check_fitted()
+        return float(self.state_.scale)
 
     def _check_rules(self) -> None:
         if not isinstance(self.init, str):
@@ -128,7 +149,8 @@ class RobustMatrixLearner(OnlineLearner):
         self._check_fitted()
         X, mask = self._validate_masked(X, mask)
         with using(self.backend_):
-            return X, self._algorithm().robust_codes(X, self.loadings_[0], mask), mask
+            coded = self._algorithm().robust_codes(X, self.loadings_[0], self.scale_, mask)
+        return X, coded, mask
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``g_t`` (eq. (3.1), per-sample mean) at the current basis.
@@ -156,6 +178,23 @@ def init_matrix(init: Any) -> Any:
     return init
 
 
+def sample_scale_sums(X: Any) -> tuple[float, float]:
+    """``(sum, count)`` of the samples' median absolute entries: their mean is the data scale.
+
+    A median per sample ignores a corruption of fewer than half of its entries (however
+    large), and a mean over samples adds up across the shards of a batch on a cluster. A
+    sample whose median is zero (sparse data) counts with its mean absolute entry.
+    """
+    magnitudes = tl.sort(tl.abs(X), axis=1)
+    p = int(tl.shape(X)[1])
+    medians = (magnitudes[:, (p - 1) // 2] + magnitudes[:, p // 2]) / 2
+    medians = tl.where(medians > 0, medians, tl.mean(magnitudes, axis=1))
+    return float(tl.sum(medians)), float(tl.shape(X)[0])
+
+
+_FIRST_STEP = OnlineState(loadings=[], statistics=None)  # what data_scale sees at step 1
+
+
 class RobustMatrixAlgorithm(Algorithm):
     """Robust matrix decomposition as a configuration of the engine: ``(r, e)`` codes by
     block coordinate descent, the statistics of ``z - e``, and a penalized basis step.
@@ -173,35 +212,75 @@ class RobustMatrixAlgorithm(Algorithm):
         self.params = params
         self.weights = make_weights(params.weights)
 
+    #: ``lambda2="auto"`` in units of the data scale: residual entries beyond about this many
+    #: typical entries are corruption. See docs/maxnorm.md for the measurements.
+    auto_lambda2 = 0.5
+
     @classmethod
-    def column_bound_of(cls, params: Any) -> float | None:
-        """The bound on the basis' column norms (None: unbounded)."""
-        return params.column_bound
+    def legacy_column_bound(cls, params: dict) -> float | None:
+        """What ``column_bound="auto"`` meant before ``data_scale`` existed (raw units)."""
+        return params.get("column_bound")
+
+    def column_bound_of(self, n_features: int) -> float | None:
+        """The bound on the basis' column norms in units of the data scale (None: unbounded)."""
+        bound = self.params.column_bound
+        return None if bound is None else float(bound)
 
     def lambdas(self, n_features: int) -> tuple[float, float]:
-        """``(lambda1, lambda2)``, ``None`` resolved to ``1/sqrt(p)`` (the paper's choice)."""
+        """``(lambda1, lambda2)``; ``lambda2`` in units of the data scale. ``None`` is
+        ``1/sqrt(p)`` (the paper's choice), ``"auto"`` is :attr:`auto_lambda2`."""
         default = 1.0 / math.sqrt(n_features)
         p = self.params
+        lambda2 = p.lambda2
+        if lambda2 == "auto":
+            lambda2 = self.auto_lambda2
         return (default if p.lambda1 is None else float(p.lambda1),
-                default if p.lambda2 is None else float(p.lambda2))
+                default if lambda2 is None else float(lambda2))
+
+    # -- the data scale ------------------------------------------------------------------------
+
+    def data_scale(self, X: Any, state: Any) -> float:
+        """The first batch's scale (:func:`sample_scale_sums`), kept for every later step."""
+        if state.n_steps > 0:
+            return state.scale
+        sums = self.scale_sums(X)
+        return float(self.params.data_scale) if sums is None else usable_scale(sums[0] / sums[1])
+
+    def scale_sums(self, X: Any) -> tuple[float, float] | None:
+        """``(sum, count)`` of the per-sample median absolute entries (None when declared)."""
+        if self.params.data_scale != "auto":
+            return None
+        return sample_scale_sums(X)
 
     def coder_options(self, lambda1: float) -> dict:
         """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""
         raise NotImplementedError
 
-    def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
-        """The basis after one step on the statistics, penalty weighted by ``kappa``."""
+    def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
+        """The basis after one step on the statistics, penalty weighted by ``kappa``, columns
+        bounded by ``bound`` (the data's units; None: unbounded)."""
         raise NotImplementedError
 
     def penalty_value(self, L: Any) -> float:
         """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``lambda1``)."""
         raise NotImplementedError
 
-    def robust_codes(self, X: Any, L: Any, mask: Any = None) -> RobustCodes:
-        """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``."""
+    def robust_codes(self, X: Any, L: Any, scale: float, mask: Any = None) -> RobustCodes:
+        """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``.
+
+        The coding runs on ``X / scale`` against ``L / scale``, where every threshold and
+        tolerance is in units of the data scale; the parts are returned in the data's units,
+        so fitting ``c X`` gives ``c`` times the reconstruction of ``X``.
+        """
         lambda1, lambda2 = self.lambdas(X.shape[1])
-        return robust_code(X, L, lambda2, mask=mask, tol=self.params.code_tol,
-                           max_iter=self.params.code_max_iter, **self.coder_options(lambda1))
+        coded = robust_code(X / scale, L / scale, lambda2, mask=mask, tol=self.params.code_tol,
+                            max_iter=self.params.code_max_iter, **self.coder_options(lambda1))
+        if scale == 1.0:
+            return coded
+        squared = scale * scale
+        return dataclasses.replace(
+            coded, outliers=coded.outliers * scale, low_rank=coded.low_rank * scale,
+            losses=coded.losses * squared, penalties=coded.penalties * squared)
 
     # -- the engine's hooks --------------------------------------------------------------------
 
@@ -214,7 +293,8 @@ class RobustMatrixAlgorithm(Algorithm):
                 L = rng.random((p, R))
             else:
                 L = np.linalg.svd(rng.standard_normal((p, R)), full_matrices=False)[0]
-            return [tl.tensor(L, **context)]
+            # in units of the data scale, so that fitting c X starts from c L_0
+            return [tl.tensor(L * self.data_scale(X, _FIRST_STEP), **context)]
         L = np.asarray(to_numpy(init_matrix(init)), dtype=float)
         if L.shape != (p, R) or not np.all(np.isfinite(L)):
             raise ValueError(f"init must be a finite array of shape {(p, R)}, got shape "
@@ -223,7 +303,7 @@ class RobustMatrixAlgorithm(Algorithm):
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
         """``explained = z - e`` (zero at missing entries) feeds the statistics."""
-        coded = self.robust_codes(X, loadings[0], mask)
+        coded = self.robust_codes(X, loadings[0], scale, mask)
         explained = X - coded.outliers
         if mask is not None:
             explained = explained * mask
@@ -239,7 +319,9 @@ class RobustMatrixAlgorithm(Algorithm):
                scale: float = 1.0) -> list:
         """The paper's sum-form step, penalties scaled by one sample's weight."""
         kappa = checked_weight(self.weights, t) / sums["n"]
-        return [self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa)]
+        bound = self.column_bound_of(loadings[0].shape[0])
+        return [self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa,
+                                None if bound is None else bound * scale)]
 
     def info(self, t: int, w: float | None) -> dict:
         return {"weight": w, "radius": None}
@@ -252,24 +334,31 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
                        "the statistic A is rank-deficient: use variant='authors' or "
                        "basis_solver='prox_grad'")
 
+    #: ``column_bound="auto"`` of the ``"authors"`` variant, in units of ``sqrt(p)`` data
+    #: scales: with ``||r|| <= 1``, ``||L r||`` can reach the norm of a typical sample (about
+    #: ``sqrt(p)`` scales) instead of shrinking every reconstruction towards zero.
+    auto_column_bound = 1.0
+
     @classmethod
-    def column_bound_of(cls, params: Any) -> float | None:
-        if isinstance(params.column_bound, str):
-            if params.column_bound != "auto":
-                raise ValueError(f"column_bound must be 'auto', a float > 0 or None, got "
-                                 f"{params.column_bound!r}")
-            return 1.0 if params.variant == "authors" else None
-        return params.column_bound
+    def legacy_column_bound(cls, params: dict) -> float | None:
+        return 1.0 if params.get("variant", "authors") == "authors" else None
+
+    def column_bound_of(self, n_features: int) -> float | None:
+        bound = self.params.column_bound
+        if bound == "auto":
+            if self.params.variant != "authors":
+                return None
+            return self.auto_column_bound * math.sqrt(n_features)
+        return None if bound is None else float(bound)
 
     def coder_options(self, lambda1: float) -> dict:
         p = self.params
         return dict(noise=p.noise, ball=True, ridge=p.eps, ball_solver=p.ball_solver,
                     ball_tol=p.ball_tol, ball_max_iter=p.ball_max_iter)
 
-    def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+    def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
         p = self.params
         lambda1, _ = self.lambdas(L.shape[0])
-        bound = self.column_bound_of(p)
         if p.basis_solver == "prox_grad":
             return max_norm_prox_gradient(
                 L, A, B, max_norm=kappa * lambda1, jitter=kappa * p.basis_jitter,
@@ -296,8 +385,14 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         Basis size ``d`` (at most the number of features).
     lambda1 : float > 0 or None, default None
         Max-norm weight; ``None`` is ``1/sqrt(n_features)`` (the paper's choice).
-    lambda2 : float > 0 or None, default None
-        Weight of the noise penalty; ``None`` is ``1/sqrt(n_features)``.
+    lambda2 : "auto", float > 0 or None, default "auto"
+        Weight of the noise penalty, in units of the data scale: ``"auto"`` is 0.5, ``None``
+        ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
+    data_scale : "auto" or float, default "auto"
+        The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
+        absolute entries (``scale_``, kept in checkpoints); ``lambda2``, the column bound and the
+        coding's tolerances are in its units, so fitting ``c X`` gives ``c`` times the parts of
+        ``X``. A float declares it (1.0: the paper's raw units). See docs/maxnorm.md.
     variant : {"authors", "paper"}, default "authors"
         ``"authors"`` reproduces the authors' released code, which projects every basis column
         onto the unit ball after its update; ``"paper"`` is the paper's Algorithm 4, without it.
@@ -308,8 +403,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         The penalty ``h(e)``: entrywise sparse corruption (max-norm RPCA, the paper's
         experiments), whole-sample outliers (``||e||_2``), dense ``||e||^2`` noise, or no ``e``.
     column_bound : "auto", float or None, default "auto"
-        Bound on every basis column's norm; ``"auto"`` is 1.0 in the ``"authors"`` variant and
-        None in the ``"paper"`` variant.
+        Bound on every basis column's norm, in units of the data scale; ``"auto"`` is
+        ``sqrt(n_features)`` in the ``"authors"`` variant (a typical sample's norm) and None in
+        the ``"paper"`` variant. The paper's is 1.0 (``paper_params``).
     basis_solver : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
         Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
         exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
@@ -340,7 +436,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         of the paper's OMRMC) and the statistics use observed entries only.
     weights : "balanced", float or callable, default "balanced"
         Schedule ``w_t`` of the statistics (``1/t``: every sample counts the same, the paper).
-    batch_size : int, default 1
+    batch_size : int, default 10
         Samples per step when ``fit`` is given an array (1: the paper's algorithm; larger
         batches share one basis update and run the coding step vectorised).
     max_iter : int, default 1
@@ -379,25 +475,29 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     """
 
     #: The paper's settings (spec 002), as the authors' code runs them: ``lambda1 = lambda2 =
-    #: 1/sqrt(p)``, one sample per step, U[0, 1] ``L_0``, the column projection. They are also
-    #: the defaults; ``OnlineMaxNormMD(d, **OnlineMaxNormMD.paper_params)`` keeps them if the
-    #: defaults change. ``variant="paper"`` is the paper's Algorithm 4 without the projection.
-    paper_params = {"lambda1": None, "lambda2": None, "variant": "authors", "noise": "l1",
-                    "eps": 0.01, "batch_size": 1, "init": "random", "weights": "balanced"}
+    #: 1/sqrt(p)`` and unit basis columns in the data's raw units (``data_scale=1.0``), one
+    #: sample per step, U[0, 1] ``L_0``, the column projection:
+    #: ``OnlineMaxNormMD(d, **OnlineMaxNormMD.paper_params)``. With ``variant="paper"`` (the
+    #: paper's Algorithm 4 without the projection) also pass ``column_bound=None``.
+    paper_params = {"lambda1": None, "lambda2": None, "data_scale": 1.0, "column_bound": 1.0,
+                    "variant": "authors", "noise": "l1", "eps": 0.01, "batch_size": 1,
+                    "init": "random", "weights": "balanced"}
 
     def __init__(self, n_components: int, *, lambda1: float | None = None,
-                 lambda2: float | None = None, variant: str = "authors", noise: str = "l1",
+                 lambda2: float | str | None = "auto", data_scale: float | str = "auto",
+                 variant: str = "authors", noise: str = "l1",
                  column_bound="auto", basis_solver: str = "bcd_subgrad",
                  basis_sweeps: int | None = None, eps: float = 0.01, basis_jitter: float = 1e-3,
                  code_tol: float = 1e-6, code_max_iter: int = 100,
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
-                 missing: str | None = None, weights="balanced", batch_size: int = 1,
+                 missing: str | None = None, weights="balanced", batch_size: int = 10,
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
+        self.data_scale = data_scale
         self.variant = variant
         self.noise = noise
         self.column_bound = column_bound

@@ -34,11 +34,24 @@ class RobustPCAAlgorithm(RobustMatrixAlgorithm):
         # a ridge lambda1/2 ||r||^2 on the coefficients, no ball (spec 002, section 6.3)
         return dict(noise="l1", ball=False, ridge=lambda1)
 
-    def basis_step(self, L: Any, A: Any, B: Any, kappa: float) -> Any:
+    #: ``column_bound="auto"``, in units of the data scale (about the reference code's unit
+    #: bound on the max-norm paper's data and on faces scaled to [0, 1]).
+    auto_column_bound = 2.0
+
+    @classmethod
+    def legacy_column_bound(cls, params: dict) -> float | None:
+        return params.get("column_bound", 1.0)
+
+    def column_bound_of(self, n_features: int) -> float | None:
+        bound = self.params.column_bound
+        if bound == "auto":
+            return self.auto_column_bound
+        return None if bound is None else float(bound)
+
+    def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
         lambda1, _ = self.lambdas(L.shape[0])
         # the reference code's A + lambda1 I (sum scale) is A + kappa lambda1 I on the mean scale
-        return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1,
-                                    column_bound=self.params.column_bound,
+        return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1, column_bound=bound,
                                     n_sweeps=self.params.basis_sweeps)
 
     def penalty_value(self, L: Any) -> float:
@@ -60,10 +73,14 @@ class OnlineRobustPCA(RobustMatrixLearner):
     lambda1 : float > 0 or None, default None
         Nuclear-norm weight (ridge on ``r``, Frobenius on ``L``); ``None`` is
         ``1/sqrt(n_features)``, the max-norm paper's setting.
-    lambda2 : float > 0 or None, default None
-        l1 weight of the sparse corruption; ``None`` is ``1/sqrt(n_features)``.
-    column_bound : float or None, default 1.0
-        Bound on every basis column's norm (the reference code's projection).
+    lambda2 : "auto", float > 0 or None, default "auto"
+        l1 weight of the sparse corruption, in units of the data scale: ``"auto"`` is 0.5,
+        ``None`` ``1/sqrt(n_features)``.
+    data_scale : "auto" or float, default "auto"
+        As in :class:`OnlineMaxNormMD`.
+    column_bound : "auto", float or None, default "auto"
+        Bound on every basis column's norm (the reference code's projection), in units of the
+        data scale; ``"auto"`` is 2.0, the paper's is 1.0 (``paper_params``).
     basis_sweeps : int, default 1
         Column sweeps per batch (further sweeps are kept only while they lower the surrogate).
     code_tol : float, default 1e-6
@@ -74,7 +91,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
     missing : {None, "nan"}, default None
         ``"nan"``: NaN entries are missing (see :class:`OnlineMaxNormMD`).
     weights : "balanced", float or callable, default "balanced"
-    batch_size : int, default 1
+    batch_size : int, default 10
     max_iter : int, default 1
         Passes over an array given to ``fit``.
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
@@ -105,21 +122,24 @@ class OnlineRobustPCA(RobustMatrixLearner):
     """
 
     #: The settings of the max-norm paper's OR-PCA baseline (spec 002): ``lambda1 = lambda2 =
-    #: 1/sqrt(p)``, one sample per step, unit-norm basis columns, U[0, 1] ``L_0``; also the
-    #: defaults (``OnlineRobustPCA(d, **OnlineRobustPCA.paper_params)``).
-    paper_params = {"lambda1": None, "lambda2": None, "column_bound": 1.0, "batch_size": 1,
-                    "init": "random", "weights": "balanced"}
+    #: 1/sqrt(p)`` and unit-norm basis columns in the data's raw units (``data_scale=1.0``),
+    #: one sample per step, U[0, 1] ``L_0``:
+    #: ``OnlineRobustPCA(d, **OnlineRobustPCA.paper_params)``.
+    paper_params = {"lambda1": None, "lambda2": None, "data_scale": 1.0, "column_bound": 1.0,
+                    "batch_size": 1, "init": "random", "weights": "balanced"}
 
     def __init__(self, n_components: int, *, lambda1: float | None = None,
-                 lambda2: float | None = None, column_bound: float | None = 1.0,
+                 lambda2: float | str | None = "auto", data_scale: float | str = "auto",
+                 column_bound: float | str | None = "auto",
                  basis_sweeps: int = 1, code_tol: float = 1e-6,
                  code_max_iter: int | None = None, missing: str | None = None,
-                 weights="balanced", batch_size: int = 1, max_iter: int = 1, init="random",
+                 weights="balanced", batch_size: int = 10, max_iter: int = 1, init="random",
                  random_state=None, backend: str | None = None, verbose: bool = False,
                  callback=None, reinit_dead_atoms: bool = True):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
+        self.data_scale = data_scale
         self.column_bound = column_bound
         self.basis_sweeps = basis_sweeps
         self.code_tol = code_tol

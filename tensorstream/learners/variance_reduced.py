@@ -44,6 +44,7 @@ from ..core.validation import (
 )
 from ..engine.checkpoint import tensor_context
 from ..engine.distributed import SpreadRows, connected
+from ..engine.loop import usable_scale
 from ..finite.formulations import (
     FORMULATIONS,
     Codes,
@@ -68,6 +69,7 @@ from ..finite.variance_reduction import (
 )
 from ..streams import Epochs, Stream
 from ._base import SHARED_CONSTRAINTS, OnlineEstimator, _progress_bar
+from .maxnorm import sample_scale_sums
 
 METHODS = ("vr", "sgd", "smm")
 AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (spec 2.2)
@@ -92,14 +94,15 @@ class VarianceReducedMF(OnlineEstimator):
     n_epochs : int, default 10
         Outer iterations run by ``fit``; 0 only initialises (``W^{0,0}``, and the ``"auto"``
         step), e.g. to evaluate ``objective`` at the start.
-    step_size : float > 0 or "auto", default 1.0
-        ``vr``: the constant step ``eta``. ``sgd``: the first step ``gamma_0 = beta / beta'``
-        (so ``beta = step_size * step_offset``). Unused by ``smm``. ``"auto"`` (an extension,
-        spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local Lipschitz constant of the gradient
-        at the initial dictionary, found by backtracking on the descent lemma over a random
-        subsample of ``auto_samples`` samples (:func:`~tensorstream.finite.variance_reduction.
-        estimate_lipschitz`); the step is then kept constant (``step_size_``), and the passes
-        and seconds it costs are counted in ``history_``.
+    step_size : float > 0 or "auto", default "auto"
+        ``vr``: the constant step ``eta`` (in units of the data scale). ``sgd``: the first
+        step ``gamma_0 = beta / beta'`` (so ``beta = step_size * step_offset``). Unused by
+        ``smm``. ``"auto"`` (an extension, spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local
+        Lipschitz constant of the gradient at the initial dictionary, found by backtracking on
+        the descent lemma over a random subsample of ``auto_samples`` samples
+        (:func:`~tensorstream.finite.variance_reduction.estimate_lipschitz`); the step is then
+        kept constant (``step_size_``), and the passes and seconds it costs are counted in
+        ``history_``.
     auto_samples : int, default 1000
         Subsample size of ``step_size="auto"``.
     step_offset : float > 0 or None, default None
@@ -115,12 +118,21 @@ class VarianceReducedMF(OnlineEstimator):
     tau, c_tol : float
         Parameters of that schedule.
     lam, lam1, lam2, lam3, M, M_prime, nu, groups, laplacian, lrr_A, lrr_B
-        Formulation weights (see :func:`tensorstream.finite.formulations.make_formulation`); None
-        weights are ``1/sqrt(d)``.
+        Formulation weights (see :func:`tensorstream.finite.formulations.make_formulation`), in
+        units of the data scale (``data_scale``); None weights are ``1/sqrt(d)``.
+    data_scale : "auto" or float, default "auto"
+        The unit the problem is solved in: the data are read divided by it, so the weights,
+        the step and the tolerances are in its units and fitting ``c X`` gives ``c`` times the
+        reconstruction and outliers of ``X``. ``"auto"``: the mean over samples of each
+        sample's median absolute entry (robust to corruptions of fewer than half of a sample's
+        entries), one pass over the data, counted in ``history_``; kept as ``scale_`` and in
+        checkpoints. A float declares it (1.0: the raw units of the paper).
     allow_negative : bool, default False
         Accept negative data with the nonnegative formulations (onmf, ssodl, ornmf).
-    init : {"random", "gaussian", "ones"} or array of shape (n_components, n_features)
-        ``"random"``: random data rows plus ``1e-3`` Gaussian noise, projected onto ``C``;
+    init : {"auto", "random", "gaussian", "ones"} or array of shape (n_components, n_features)
+        ``"auto"`` (default): ``"gaussian"`` for the robust formulations (orpca, omrmd, olrr,
+        ornmf: data rows carry the outliers), ``"random"`` otherwise. ``"random"``: random data
+        rows plus ``1e-3`` Gaussian noise, projected onto ``C``;
         ``"gaussian"``: N(0, 1) entries, projected; ``"ones"``: the paper's all-ones start,
         which is degenerate (rank one forever, spec 7 #1), so it warns and adds the same noise.
     output : {"last", "random"}, default "last"
@@ -159,7 +171,12 @@ class VarianceReducedMF(OnlineEstimator):
         accuracy, free; ``vr`` only), ``code_iterations`` (solver iterations, summed over
         samples), ``max_code_iter``, ``code_tol`` (the snapshot tolerance).
     step_size_ : float or None
-        The step used (``step_size``, or the estimate of ``"auto"``; None for ``smm``).
+        The step used (``step_size``, or the estimate of ``"auto"``; None for ``smm``), in
+        units of the data scale.
+    scale_ : float
+        The data scale (``data_scale``). ``history_``'s ``snapshot_loss`` and :meth:`objective`
+        are in the data's units; the gradient mappings are those of the problem in units of
+        the scale.
     n_epochs_ : int
     n_steps_ : int
         Inner steps so far.
@@ -178,23 +195,25 @@ class VarianceReducedMF(OnlineEstimator):
     True
     """
 
-    #: The paper's settings (spec 003, section 4): every formulation weight ``1/sqrt(d)``
-    #: (``lam3 = 1``, ``M = M' = 1e3``, no ridge), Algorithm 1, and its all-ones start
-    #: ``W^{0,0}``, which is degenerate (it warns and adds a little noise: docs/svrmf.md).
+    #: The paper's settings (spec 003, section 4): every formulation weight ``1/sqrt(d)`` in
+    #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge),
+    #: Algorithm 1, and its all-ones start ``W^{0,0}``, which is degenerate (it warns and adds
+    #: a little noise: docs/svrmf.md).
     #: The paper gives no step size: pass ``step_size`` (the spec's tests use 10 on ORPCA-synth,
     #: 3 on digits-ODL).
     paper_params = {"method": "vr", "lam": None, "lam1": None, "lam2": None, "lam3": 1.0,
-                    "M": 1e3, "M_prime": 1e3, "nu": 0.0, "init": "ones"}
+                    "M": 1e3, "M_prime": 1e3, "nu": 0.0, "init": "ones", "data_scale": 1.0}
 
     def __init__(self, n_components: int, *, formulation: str = "odl", method: str = "vr",
-                 n_epochs: int = 10, step_size: float | str = 1.0,
+                 n_epochs: int = 10, step_size: float | str = "auto",
                  step_offset: float | None = None, auto_samples: int = 1000,
                  inner_batch: int | None = None, epoch_length: int | None = None,
                  inexact: bool = False, tau: float = 1e-3, c_tol: float = 1.0,
                  lam: float | None = None, lam1: float | None = None,
                  lam2: float | None = None, lam3: float = 1.0, M: float = 1e3,
                  M_prime: float = 1e3, nu: float = 0.0, groups=None, laplacian=None,
-                 lrr_A=None, lrr_B=None, allow_negative: bool = False, init="random",
+                 lrr_A=None, lrr_B=None, allow_negative: bool = False, init="auto",
+                 data_scale: float | str = "auto",
                  output: str = "last", store_snapshot_codes: bool = False, smm_steps: int = 5,
                  chunk_size: int = 1024, code_solver: str = "fista", code_tol: float = 1e-6,
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
@@ -225,6 +244,7 @@ class VarianceReducedMF(OnlineEstimator):
         self.lrr_B = lrr_B
         self.allow_negative = allow_negative
         self.init = init
+        self.data_scale = data_scale
         self.output = output
         self.store_snapshot_codes = store_snapshot_codes
         self.smm_steps = smm_steps
@@ -269,7 +289,8 @@ class VarianceReducedMF(OnlineEstimator):
         "lrr_A": [ARRAY, NONE],
         "lrr_B": [ARRAY, NONE],
         "allow_negative": [BOOLEAN],
-        "init": [Options("random", "gaussian", "ones"), ARRAY],
+        "init": [Options("auto", "random", "gaussian", "ones"), ARRAY],
+        "data_scale": [Interval("real", 0, None, closed="neither"), Options("auto")],
         "output": [Options("last", "random")],
         "store_snapshot_codes": [BOOLEAN],
         "smm_steps": [Interval("int", 1, None)],
@@ -289,8 +310,10 @@ class VarianceReducedMF(OnlineEstimator):
     # -- data ------------------------------------------------------------------------------------
 
     def _finite_data(self, X: Any, context: dict | None = None, backend: str | None = None,
-                     form=None, spread: SpreadRows | None = None) -> FiniteData:
-        """The finite data set behind ``X``, or a clear error (VR needs a finite sum)."""
+                     form=None, spread: SpreadRows | None = None, *,
+                     scale: float | None = None) -> FiniteData:
+        """The finite data set behind ``X``, or a clear error (VR needs a finite sum); with a
+        ``scale``, read in its units; with ``spread``, its full passes run on the workers."""
         X = as_array(X)
         if is_sparse(X):
             raise TypeError(f"{type(self).__name__} does not support sparse input: its "
@@ -326,7 +349,8 @@ class VarianceReducedMF(OnlineEstimator):
                 if backend == "pytorch" and backend_of(X) == "pytorch":
                     context["device"] = X.device
         nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
-        return FiniteData(X, backend, context, nonnegative, spread)
+        return FiniteData(X, backend, context, nonnegative, spread,
+                          1.0 if scale is None else scale)
 
     @contextlib.contextmanager
     def _spread(self, X: Any, client: Any) -> Any:
@@ -403,6 +427,10 @@ class VarianceReducedMF(OnlineEstimator):
         probe = self._finite_data(X)
         form = self._make_formulation(probe.d)
         data = self._finite_data(X, probe.context, probe.backend, form, spread)
+        start = time.perf_counter()
+        scale, scale_passes = self._scale_of(data)
+        scale_seconds = time.perf_counter() - start
+        data = self._finite_data(X, probe.context, probe.backend, form, spread, scale=scale)
         n, d = data.n, data.d
         rng = np.random.default_rng(self.random_state) \
             if not isinstance(self.random_state, np.random.Generator) else self.random_state
@@ -416,12 +444,23 @@ class VarianceReducedMF(OnlineEstimator):
                 form = form.prepare(scatter(data, self.chunk_size), n)
             W = self._initial_dictionary(form, data, rng)
         state = {"W": W, "W_out": W, "out_count": 0, "A": None, "B": None, "epochs": 0,
-                 "steps": 0, "passes": 0.0, "solves": 0.0, "seconds": 0.0, "history": [],
+                 "steps": 0, "passes": scale_passes, "solves": 0.0, "seconds": scale_seconds,
+                 "history": [], "scale": scale,
                  "rng": rng, "form": form, "b": b, "m": m, "n": n, "d": d, "eta": None,
                  "backend": data.backend, "context": data.context}
         if self.method != "smm":
             state["eta"] = self._step_size(state, data)
         return state
+
+    def _scale_of(self, data: FiniteData) -> tuple[float, float]:
+        """``(scale, passes read)``: ``data_scale``, or for ``"auto"`` the mean over samples of
+        each sample's median absolute entry (:func:`~tensorstream.learners.maxnorm.
+        sample_scale_sums`), one pass over the data set."""
+        if self.data_scale != "auto":
+            return float(self.data_scale), 0.0
+        with using(data.backend):  # a map-reduce: on the workers when the data are spread
+            total = data.map_reduce(_scale_sum, self.chunk_size)
+        return usable_scale(float(total) / data.n), 1.0
 
     def _step_size(self, state: dict, data: FiniteData) -> float:
         """``step_size``, or with ``"auto"`` ``1 / (2.3 L)`` from a backtracking estimate of
@@ -444,6 +483,10 @@ class VarianceReducedMF(OnlineEstimator):
     def _initial_dictionary(self, form, data: FiniteData, rng: np.random.Generator) -> Any:
         n, d, k = data.n, data.d, self.n_components
         init = self.init
+        if isinstance(init, str) and init == "auto":
+            # data rows carry the outliers a robust formulation is meant to ignore (rows with
+            # entries of 1000 scales stall it at the start): a Gaussian start for those
+            init = "gaussian" if form.robust else "random"
         if isinstance(init, str) and init in ("random", "ones"):
             if init == "ones":
                 warnings.warn("init='ones' (the paper's start) keeps W rank one forever (spec "
@@ -482,7 +525,7 @@ class VarianceReducedMF(OnlineEstimator):
             n_epochs_=state["epochs"], n_iter_=state["epochs"], n_steps_=state["steps"],
             inner_batch_=state["b"],
             epoch_length_=state["m"], formulation_=state["form"], backend_=state["backend"],
-            step_size_=state.get("eta"),
+            step_size_=state.get("eta"), scale_=state.get("scale", 1.0),
             _context=state["context"], _W_output=W_out, n_features_in_=state["d"],
             n_samples_=state["n"])
 
@@ -490,7 +533,8 @@ class VarianceReducedMF(OnlineEstimator):
                ) -> tuple[dict, dict]:
         """One outer iteration as a pure function of the state (the learner is not touched);
         its full passes on the workers of ``spread``, if given."""
-        data = self._finite_data(X, state["context"], state["backend"], state["form"], spread)
+        data = self._finite_data(X, state["context"], state["backend"], state["form"], spread,
+                                 scale=state.get("scale", 1.0))
         if (data.n, data.d) != (state["n"], state["d"]):
             raise ValueError(f"X has shape ({data.n}, {data.d}) but this learner was fitted on "
                              f"({state['n']}, {state['d']}): VR works on one finite data set")
@@ -499,6 +543,8 @@ class VarianceReducedMF(OnlineEstimator):
         with using(data.backend):
             run = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
             info = run[self.method](state, data)
+        if info["snapshot_loss"] is not None:  # in the data's units, as objective()
+            info["snapshot_loss"] *= state.get("scale", 1.0) ** 2
         state["seconds"] += time.perf_counter() - start
         state["epochs"] += 1
         info.update(epoch=state["epochs"], passes_read=state["passes"], solves=state["solves"],
@@ -607,7 +653,8 @@ class VarianceReducedMF(OnlineEstimator):
 
     def _codes(self, X: Any, tol: float, max_iter: int) -> tuple[Any, Codes]:
         self._check_fitted()
-        data = self._finite_data(X, self._context, self.backend_, self.formulation_)
+        data = self._finite_data(X, self._context, self.backend_, self.formulation_,
+                                 scale=self.scale_)
         if data.d != self.n_features_in_:
             raise ValueError(f"X has {data.d} features but this learner was fitted on "
                              f"{self.n_features_in_}")
@@ -618,12 +665,13 @@ class VarianceReducedMF(OnlineEstimator):
             return data, _concatenate(parts)
 
     def transform(self, X: Any) -> Any:
-        """Codes ``H`` of shape ``(n_samples, n_components)`` at the output dictionary."""
-        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].H
+        """Codes ``H`` of shape ``(n_samples, n_components)`` at the output dictionary (in the
+        data's units: ``inverse_transform`` of them is the low-rank part of ``X``)."""
+        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].H * self.scale_
 
     def outliers(self, X: Any) -> Any:
         """Outliers ``R`` of shape ``(n_samples, n_features)`` (zeros if not robust)."""
-        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].R
+        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].R * self.scale_
 
     def inverse_transform(self, H: Any) -> Any:
         """``H W^T``: the low-rank part of the samples coded ``H``."""
@@ -633,15 +681,18 @@ class VarianceReducedMF(OnlineEstimator):
                           tl.transpose(self._W_output))
 
     def objective(self, X: Any, *, client: Any = None) -> float:
-        """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves; spec 7 #17).
-        Not counted in ``history_``'s passes or seconds. ``client``: the pass runs on a Dask
-        cluster (see :meth:`fit`)."""
+        """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves; spec 7 #17),
+        in the data's squared units (``scale_**2`` times the problem solved in units of the
+        data scale). Not counted in ``history_``'s passes or seconds. ``client``: the pass runs
+        on a Dask cluster (see :meth:`fit`)."""
         self._check_fitted()
         with self._spread(X, client) as spread:
-            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread)
+            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread,
+                                     scale=self.scale_)
             with using(self.backend_):
-                return objective(self.formulation_, self._W_output, data, self.chunk_size,
-                                 tol=self.eval_tol, max_iter=self.eval_max_iter)
+                return self.scale_ * self.scale_ * objective(
+                    self.formulation_, self._W_output, data, self.chunk_size,
+                    tol=self.eval_tol, max_iter=self.eval_max_iter)
 
     def gradient_mapping(self, X: Any, step: float | None = None, *,
                          client: Any = None) -> float:
@@ -655,7 +706,8 @@ class VarianceReducedMF(OnlineEstimator):
         eta = step if step is not None else (self.step_size_ or 1.0)
         eta = check_positive_number(eta, "step")
         with self._spread(X, client) as spread:
-            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread)
+            data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread,
+                                     scale=self.scale_)
             with using(self.backend_):
                 G, _, _ = full_gradient(self.formulation_, self._W_output, data,
                                         self.chunk_size, solver="fista", tol=self.eval_tol,
@@ -699,7 +751,7 @@ class VarianceReducedMF(OnlineEstimator):
                 "device": str(state["context"].get("device", "cpu")),
                 "state": {k: state[k] for k in ("out_count", "epochs", "steps", "passes",
                                                 "solves", "seconds", "b", "m", "n", "d",
-                                                "eta")},
+                                                "eta", "scale")},
                 "history": state["history"], "n_steps": state["steps"], "n_loadings": 1,
                 "n_samples_seen": int(round(state["passes"] * state["n"]))}
         return meta, arrays
@@ -719,10 +771,13 @@ class VarianceReducedMF(OnlineEstimator):
         context = tensor_context(meta["backend"], meta["dtype"], meta["device"])
         params = {k: (arrays[f"param_{k}"] if isinstance(v, dict) and "__array__" in v else v)
                   for k, v in meta["params"].items()}
+        # checkpoints written before data_scale ran in the data's raw units
+        params.setdefault("data_scale", 1.0)
         learner = cls(**{**params, **overrides})
         learner._check_params()
         backend = meta["backend"]
         state = dict(meta["state"])
+        state.setdefault("scale", 1.0)
         if "eta" not in state:  # checkpoints written before step_size="auto"
             state["eta"] = None if learner.method == "smm" else float(learner.step_size)
         form = learner._make_formulation(state["d"])
@@ -741,6 +796,11 @@ class VarianceReducedMF(OnlineEstimator):
                      history=list(meta["history"]))
         learner._commit(state)
         return learner
+
+
+def _scale_sum(chunk: Any) -> float:
+    """A chunk's part of the ``"auto"`` data scale (its samples' median absolute entries)."""
+    return sample_scale_sums(chunk)[0]
 
 
 def _json_list(value: Any) -> Any:
