@@ -23,7 +23,8 @@ def _kkt_violation(W, X, H, alpha):
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.5, 3.0])
-def test_b6_codes_satisfy_kkt(backend, rng, alpha):
+def test_codes_satisfy_the_kkt_conditions(backend, rng, alpha):
+    # spec item(s): spec 004 B6
     W, X, G, P = _problem(rng)
     H, _ = sparse_code(G, P, alpha=alpha, tol=1e-12, max_iter=20000)
     H = tl.to_numpy(H)
@@ -59,7 +60,8 @@ def test_ridge_codes_solve_the_regularised_normal_equations(rng):
     np.testing.assert_allclose(H, expected, atol=1e-8)
 
 
-def test_c3_l1_threshold_zeroes_the_codes_exactly(rng):
+def test_the_l1_threshold_zeroes_the_codes_exactly(rng):
+    # spec item(s): spec 004 C3
     W, X, G, P = _problem(rng)
     threshold = float(np.max(2 * X @ W))
     H, _ = sparse_code(G, P, alpha=threshold)

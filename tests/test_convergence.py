@@ -40,12 +40,14 @@ def _ocpdl_errors(X, trial, checkpoints, **params):
     return errors
 
 
-def test_d1_synthetic_recipe(x_synth):
+def test_x_synth_recipe_has_the_reference_norm_and_mean(x_synth):
+    # spec item(s): spec 004 D1
     assert abs(np.linalg.norm(x_synth) - 62.6133) < 1e-3
     assert abs(x_synth.mean() - 0.061724) < 1e-6
 
 
-def test_d2_ocpdl_on_x_synth(x_synth):
+def test_ocpdl_reaches_the_reference_errors_on_x_synth(x_synth):
+    # spec item(s): spec 004 D2
     runs = [_ocpdl_errors(x_synth, trial, (10, 30, 100), weights="balanced")  # the paper's 1/t
             for trial in range(5)]
     mean = {t: np.mean([run[t] for run in runs]) for t in (10, 30, 100)}
@@ -54,7 +56,8 @@ def test_d2_ocpdl_on_x_synth(x_synth):
     assert min(min(run.values()) for run in runs) >= 0.0744
 
 
-def test_d3_batch_baselines_on_x_synth(x_synth):
+def test_batch_als_and_mu_reach_the_reference_errors_on_x_synth(x_synth):
+    # spec item(s): spec 004 D3
     init = _paper_init(x_synth, 0)
     _, als = nonnegative_cp_als(x_synth, init, n_iter=30)
     assert als[9] <= 0.078 and als[29] <= 0.0755
@@ -63,7 +66,8 @@ def test_d3_batch_baselines_on_x_synth(x_synth):
     assert mu[-1] <= 0.13
 
 
-def test_d4_low_rank_recovery(x_low_rank):
+def test_ocpdl_and_als_recover_a_low_rank_tensor(x_low_rank):
+    # spec item(s): spec 004 D4
     reference = [_ocpdl_errors(x_low_rank, trial, (100,), weights=0.75,
                                search_radius=ReferenceRadius(10, 0.75),
                                radius_mode="column")[100] for trial in range(3)]

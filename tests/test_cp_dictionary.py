@@ -18,7 +18,8 @@ def _problem(rng, sample_shape=(4, 5, 3), R=3, b=6):
     return loadings, _random(rng, (b, R)), _random(rng, (b, *sample_shape))
 
 
-def test_a1_reconstruction_matches_einsum_matrix_and_tensorly(backend, rng):
+def test_reconstruction_matches_einsum_matrix_and_tensorly(backend, rng):
+    # spec item(s): spec 004 A1
     loadings, H, _ = _problem(rng)
     Y = cpd.reconstruct(loadings, H)
     U1, U2, U3 = (tl.to_numpy(U) for U in loadings)
@@ -31,7 +32,8 @@ def test_a1_reconstruction_matches_einsum_matrix_and_tensorly(backend, rng):
     np.testing.assert_allclose(tl.to_numpy(cp), expected, rtol=1e-10)
 
 
-def test_a2_gram_is_hadamard_of_loading_grams(backend, rng):
+def test_gram_is_hadamard_of_loading_grams(backend, rng):
+    # spec item(s): spec 004 A2
     loadings, _, _ = _problem(rng)
     W = tl.to_numpy(cpd.dictionary_matrix(loadings))
     np.testing.assert_allclose(tl.to_numpy(cpd.gram(loadings)), W.T @ W, rtol=1e-10)

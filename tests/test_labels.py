@@ -458,7 +458,8 @@ def test_a_real_factorization_lines_up_with_the_planted_labels():
     ],
     ids=["a-no-reshape", "b-hour-measurement", "c-city-hour"],
 )
-def test_c4_reshaped_atoms_have_the_expected_unfolding_ranks(modes, ranks):
+def test_reshaped_atoms_have_the_expected_unfolding_ranks(modes, ranks):
+    # spec item(s): spec 004 C4
     rng = np.random.default_rng(4)
     meas = ["temp", "humidity", "wind", "pressure"]
     da = xr.DataArray(

@@ -867,29 +867,33 @@ SMALL_GROUP = pytest.mark.xdist_group("maxnorm-small")
 
 
 @SMALL_GROUP
-def test_s1_low_corruption():
+def test_omrmd_and_orpca_recover_the_subspace_at_low_corruption():
     """Spec values: OMRMD 0.970, OR-PCA 0.998 (mean of seeds 0-2)."""
+    # spec item(s): spec 002 S1
     assert _final("omrmd", 100, 10, 1000, 0.1, (0,)) >= 0.95
     assert _final("orpca", 100, 10, 1000, 0.1, (0,)) >= 0.99
 
 
 @SMALL_GROUP
 @pytest.mark.slow
-def test_s1_low_corruption_three_seeds():
+def test_omrmd_and_orpca_recover_the_subspace_at_low_corruption_3_seeds():
+    # spec item(s): spec 002 S1
     assert _final("omrmd", 100, 10, 1000, 0.1, (0, 1, 2)) >= 0.95
     assert _final("orpca", 100, 10, 1000, 0.1, (0, 1, 2)) >= 0.99
 
 
 @SMALL_GROUP
-def test_s2_high_corruption():
+def test_omrmd_and_orpca_recover_the_subspace_at_high_corruption():
     """Spec values: OMRMD 0.942, OR-PCA 0.974."""
+    # spec item(s): spec 002 S2
     assert _final("omrmd", 100, 10, 1000, 0.3, (0,)) >= 0.92
     assert _final("orpca", 100, 10, 1000, 0.3, (0,)) >= 0.95
 
 
 @SMALL_GROUP
 @pytest.mark.slow
-def test_s2_high_corruption_three_seeds():
+def test_omrmd_and_orpca_recover_the_subspace_at_high_corruption_3_seeds():
+    # spec item(s): spec 002 S2
     assert _final("omrmd", 100, 10, 1000, 0.3, (0, 1, 2)) >= 0.92
     assert _final("orpca", 100, 10, 1000, 0.3, (0, 1, 2)) >= 0.95
 
@@ -897,40 +901,45 @@ def test_s2_high_corruption_three_seeds():
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow),
                                   pytest.param(2, marks=pytest.mark.slow)])
 @SMALL_GROUP
-def test_s3_trajectory(seed):
+def test_omrmd_expressed_variance_grows_along_the_stream(seed):
+    # spec item(s): spec 002 S3
     evs = _ev_run("omrmd", 100, 10, 1000, 0.1, seed)
     assert evs[1000] >= evs[100] + 0.03
     values = [evs[t] for t in range(100, 1001, 100)]
     assert np.all(np.diff(values) >= -0.005)
 
 
-def test_s4_middle_rank():
+def test_omrmd_beats_orpca_at_middle_rank():
     """The spec's setting scaled by 0.4 (p = 80, d = 24, n = 800: rank p/3.3, n = 10 p as in the
     spec's p = 200, d = 60, n = 2000). Measured over seeds 0-2: OMRMD 0.809 / 0.842 / 0.840,
     OR-PCA 0.742 / 0.765 / 0.760."""
+    # spec item(s): spec 002 S4
     omrmd = _final("omrmd", 80, 24, 800, 0.3, (0,))
     assert omrmd >= 0.78 and omrmd - _final("orpca", 80, 24, 800, 0.3, (0,)) >= 0.05
 
 
 @pytest.mark.slow
-def test_s4_middle_rank_spec_size():
+def test_omrmd_beats_orpca_at_middle_rank_at_the_spec_size():
     """Spec values (seed 0): OMRMD 0.798, OR-PCA 0.702."""
+    # spec item(s): spec 002 S4
     omrmd = _final("omrmd", 200, 60, 2000, 0.3, (0,))
     assert omrmd >= 0.76 and omrmd - _final("orpca", 200, 60, 2000, 0.3, (0,)) >= 0.05
 
 
-def test_s11_plain_pca_collapses():
+def test_plain_pca_collapses_onto_the_outliers():
     """Uncentered PCA of all samples (Online PCA at t = n) sees only the spikes: EV ~ d/p."""
+    # spec item(s): spec 002 S11
     data = corrupted_low_rank(400, 80, 5000, 0.01, random_state=0)
     basis = np.linalg.eigh(data.Z.T @ data.Z)[1][:, -80:]
     assert expressed_variance(data.U, basis) <= 0.3
 
 
 @SMALL_GROUP
-def test_s12_the_column_projection_is_load_bearing():
+def test_the_column_projection_is_load_bearing():
     """Spec values at t = 1000: authors' mode 0.945 vs paper-exact 0.632 (p=100, d=10, rho=0.3,
     seed 0). The gap is there from the start: measured 0.907 vs 0.601 at t = 300, 0.954 vs 0.712
     at t = 1000."""
+    # spec item(s): spec 002 S12
     authors = _ev_run("omrmd", 100, 10, 1000, 0.3, 0)[300]  # S2's run
     paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"),), length=300)[300]
     assert authors >= paper + 0.1
@@ -950,14 +959,16 @@ FIGURE4_GROUP = pytest.mark.xdist_group("figure4")
 
 @pytest.mark.slow
 @FIGURE4_GROUP
-def test_s5_figure_4c():
+def test_omrmd_beats_orpca_at_rho_0_3_as_in_figure_4c():
+    # spec item(s): spec 002 S5
     omrmd = _final("omrmd", *FIGURE4, 0.3, (0,))
     assert omrmd >= 0.83 and omrmd - _final("orpca", *FIGURE4, 0.3, (0,)) >= 0.10
 
 
 @pytest.mark.slow
 @FIGURE4_GROUP
-def test_s6_figure_4d():
+def test_omrmd_beats_orpca_at_rho_0_5_as_in_figure_4d():
+    # spec item(s): spec 002 S6
     omrmd = _final("omrmd", *FIGURE4, 0.5, (0,))
     assert omrmd >= 0.60 and omrmd - _final("orpca", *FIGURE4, 0.5, (0,)) >= 0.10
 
@@ -965,23 +976,26 @@ def test_s6_figure_4d():
 @pytest.mark.slow
 @FIGURE4_GROUP
 @pytest.mark.parametrize("rho", [0.01, 0.1])
-def test_s7_figure_4ab(rho):
+def test_omrmd_matches_orpca_at_low_rho_as_in_figure_4ab(rho):
+    # spec item(s): spec 002 S7
     omrmd = _final("omrmd", *FIGURE4, rho, (0,))
     assert omrmd >= 0.93 and abs(omrmd - _final("orpca", *FIGURE4, rho, (0,))) <= 0.05
 
 
 @pytest.mark.slow
 @FIGURE4_GROUP
-def test_s8_figure_4_decreasing_in_rho():
+def test_omrmd_expressed_variance_decreases_with_rho():
+    # spec item(s): spec 002 S8
     finals = [_final("omrmd", *FIGURE4, rho, (0,)) for rho in (0.01, 0.1, 0.3, 0.5)]
     assert np.all(np.diff(finals) < 0)
 
 
 @pytest.mark.slow
-def test_s9_figure_5b_prefix():
+def test_omrmd_recovers_and_orpca_falls_short_as_in_figure_5b():
     """OMRMD with L_0 = orth(randn) (measured 0.839 [0.810]). The spec's OR-PCA value (0.598,
     "L_0 = orth for both") is not reproduced with an orthonormal start: this OR-PCA, which
     matches the reference loop and the spec's Figure-4 numbers, reaches 0.953 from
     orth(randn) and 0.662 from rand(p, d); the threshold is checked from rand(p, d)."""
+    # spec item(s): spec 002 S9
     assert _final("omrmd", 1000, 100, 3000, 0.3, (0,), (("init", "orthogonal"),)) >= 0.78
     assert _final("orpca", 1000, 100, 3000, 0.3, (0,)) <= 0.68

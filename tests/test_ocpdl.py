@@ -60,7 +60,8 @@ def _run_with_checks(model, batches):
 
 
 @pytest.mark.parametrize("params", SCHEDULES)
-def test_b1_b2_b3_b5_invariants(params):
+def test_steps_are_feasible_radius_bounded_monotone_and_recursive(params):
+    # spec item(s): spec 004 B1 B2 B3 B5
     batches = nonnegative_tensor_stream(60, 5)
     model = OnlineCPDL(4, random_state=0, **params)
     _run_with_checks(model, batches)
@@ -78,7 +79,8 @@ def test_radius_binds_with_small_constant():
     assert max(np.linalg.norm(a - b) for a, b in zip(held.loadings_, before)) <= 0.1 + 1e-12
 
 
-def test_b4_surrogate_majorises_the_empirical_objective():
+def test_surrogate_majorises_the_empirical_objective():
+    # spec item(s): spec 004 B4
     batches = nonnegative_tensor_stream(30, 5)
     model = OnlineCPDL(4, random_state=1, alpha=0.2, code_tol=1e-12, code_max_iter=5000)
     for T, X in enumerate(batches, 1):
@@ -92,7 +94,8 @@ def test_b4_surrogate_majorises_the_empirical_objective():
         assert model.surrogate_value() >= f_t - 1e-8 * f_t
 
 
-def test_b7_memory_is_bounded():
+def test_memory_is_bounded():
+    # spec item(s): spec 004 B7
     def state_bytes(model):
         return sum(tl.to_numpy(a).nbytes for a in [*model.loadings_, model.statistics_["A"],
                                                    model.statistics_["B"]])
@@ -107,7 +110,8 @@ def test_b7_memory_is_bounded():
     assert abs(len(pickle.dumps(model)) - early_pickle) < 64  # only counters grow (int widths)
 
 
-def test_b8_deterministic_given_random_state(backend):
+def test_fit_is_deterministic_given_random_state(backend):
+    # spec item(s): spec 004 B8
     X = np.random.default_rng(3).random((50, 6, 5, 4))
     first = OnlineCPDL(3, batch_size=8, max_iter=2, random_state=7).fit(tl.tensor(X))
     second = OnlineCPDL(3, batch_size=8, max_iter=2, random_state=7).fit(tl.tensor(X))
@@ -116,7 +120,8 @@ def test_b8_deterministic_given_random_state(backend):
 
 
 @pytest.mark.parametrize("params", [dict(), dict(weights=0.75, search_radius=1.0)])
-def test_b8_checkpoint_resume_equals_uninterrupted_run(backend, tmp_path, params):
+def test_checkpoint_resume_equals_uninterrupted_run(backend, tmp_path, params):
+    # spec item(s): spec 004 B8
     batches = [tl.tensor(X) for X in nonnegative_tensor_stream(20, 5)]
     straight = OnlineCPDL(4, random_state=0, **params)
     for X in batches:
@@ -156,8 +161,9 @@ def test_pickle_round_trip_continues_identically():
         np.testing.assert_array_equal(a, b)
 
 
-def test_c1_one_mode_is_online_nmf():
+def test_one_mode_is_online_nmf():
     """With one data mode, OCPDL is Mairal-style online NMF, iterate by iterate."""
+    # spec item(s): spec 004 C1
     rng = np.random.default_rng(0)
     batches = [rng.random((8, 12)) for _ in range(15)]
     model = OnlineCPDL(3, weights="balanced", random_state=0)
@@ -177,7 +183,8 @@ def test_c1_one_mode_is_online_nmf():
         np.testing.assert_allclose(model.loadings_[0], W, rtol=1e-10, atol=1e-13)
 
 
-def test_c2_full_tensor_batches_with_unit_weights_is_als():
+def test_full_tensor_batches_with_unit_weights_is_als():
+    # spec item(s): spec 004 C2
     X, _ = low_rank_tensor()
     model = OnlineCPDL(5, weights=lambda t: 1.0, random_state=0)
     for _ in range(30):
@@ -185,7 +192,8 @@ def test_c2_full_tensor_batches_with_unit_weights_is_als():
     assert reconstruction_error(model, X) <= 0.05
 
 
-def test_c5_backend_parity(backend):
+def test_backends_give_the_same_loadings(backend):
+    # spec item(s): spec 004 C5
     batches = nonnegative_tensor_stream(20, 5)
     reference = OnlineCPDL(4, random_state=0, weights=0.75, search_radius=1.0)
     other = OnlineCPDL(4, random_state=0, weights=0.75, search_radius=1.0)

@@ -161,7 +161,8 @@ def _reduced_reference(x, W, penalties):
 
 
 @pytest.mark.parametrize("lam, M", [(0.1, 1.0), (0.5, 0.3), (0.05, None), (1.0, 2.0)])
-def test_u1_soft_box_is_the_one_dimensional_minimiser(rng, lam, M):
+def test_soft_box_is_the_one_dimensional_minimiser(rng, lam, M):
+    # spec item(s): spec 000 U1
     x = rng.uniform(-3, 3, 200)
     r = prox_l1_box(x, lam, M)
     top = 4.0 if M is None else M
@@ -180,7 +181,8 @@ def test_u1_soft_box_is_the_one_dimensional_minimiser(rng, lam, M):
         np.testing.assert_allclose(r, soft(x, lam))
 
 
-def test_u1_nonnegative_box_and_outlier_step(rng):
+def test_nonnegative_box_prox_and_outlier_step_are_the_minimisers(rng):
+    # spec item(s): spec 000 U1
     x = rng.uniform(-2, 2, 300)
     r = prox_l1_box(x, 0.2, 1.0, nonnegative=True)
     grid = np.linspace(0, 1, 20001)
@@ -204,7 +206,8 @@ def _check_projection(project, Y, feasible, random_feasible, rng):
         assert np.max(np.sum((Y - P) * (Z - P), axis=0)) <= 1e-12
 
 
-def test_u2_projection_onto_C(rng):
+def test_unit_ball_projection_is_feasible_idempotent_and_optimal(rng):
+    # spec item(s): spec 000 U2
     Y = rng.normal(size=(12, 9))
     Y[:, 0] = -np.abs(Y[:, 0])  # an all-negative column goes to zero
     Y[:, 1] = np.abs(Y[:, 1]) / (2 * np.linalg.norm(Y[:, 1]))  # already inside: unchanged
@@ -222,7 +225,8 @@ def test_u2_projection_onto_C(rng):
     _check_projection(_ball, Y, feasible, random_feasible, rng)
 
 
-def test_u3_simplex_projection(rng):
+def test_simplex_projection_is_feasible_idempotent_and_optimal(rng):
+    # spec item(s): spec 000 U3
     Y = rng.normal(size=(10, 7)) * 2
 
     def feasible(P):
@@ -238,7 +242,8 @@ def test_u3_simplex_projection(rng):
 
 
 @pytest.mark.parametrize("gamma1, gamma2", [(0.5, 1.0), (0.0, 2.0), (1.0, 0.0), (0.3, 0.1)])
-def test_u3_elastic_net_ball_projection(rng, gamma1, gamma2):
+def test_elastic_net_ball_projection_is_optimal_and_matches_slsqp(rng, gamma1, gamma2):
+    # spec item(s): spec 000 U3
     Y = rng.normal(size=(8, 30)) * 3
     Y[:, 0] = np.abs(Y[:, 0]) * 1e-3  # feasible already
 
@@ -267,7 +272,8 @@ def test_u3_elastic_net_ball_projection(rng, gamma1, gamma2):
         np.testing.assert_allclose(project(y), result.x, atol=1e-6)
 
 
-def test_u3_outlier_box_projections(rng):
+def test_outlier_box_projections_clip_to_the_box(rng):
+    # spec item(s): spec 000 U3
     R = rng.normal(size=(5, 7))
     box = project_outliers(R, RobustPenalties(lam=1.0, M=0.5))
     assert np.abs(box).max() <= 0.5 and np.all(box[np.abs(R) <= 0.5] == R[np.abs(R) <= 0.5])
@@ -279,7 +285,8 @@ def test_u3_outlier_box_projections(rng):
 # -- U5, U6: gradients and the ADMM algebra -----------------------------------------------------
 
 
-def test_u5_gradients_match_finite_differences(rng):
+def test_surrogate_and_code_gradients_match_finite_differences(rng):
+    # spec item(s): spec 000 U5
     A, B, c = _statistics(rng)
     W = proj_C(rng.random((F, K)))
     step = 1e-6
@@ -298,7 +305,8 @@ def test_u5_gradients_match_finite_differences(rng):
     np.testing.assert_allclose(numeric, e @ (W.T @ (W @ h + r - v)), rtol=1e-6)
 
 
-def test_u6_one_admm_iteration_minimises_the_augmented_lagrangian(rng):
+def test_one_code_admm_iteration_minimises_the_augmented_lagrangian(rng):
+    # spec item(s): spec 000 U6
     _, W, X = _problem(seed=3, b=1)
     x, lam, rho, M = X[0], 0.05, 1.3, 1.0
     u0, q0 = rng.random(K), np.clip(rng.normal(size=F) * 0.1, -M, M)
@@ -320,7 +328,8 @@ def test_u6_one_admm_iteration_minimises_the_augmented_lagrangian(rng):
     np.testing.assert_allclose(out.outliers[0], np.clip(r_star, -M, M), atol=1e-7)
 
 
-def test_u6_one_dictionary_admm_iteration_minimises_the_augmented_lagrangian(rng):
+def test_one_dictionary_admm_iteration_minimises_the_augmented_lagrangian(rng):
+    # spec item(s): spec 000 U6
     A, B, c = _statistics(rng)
     Q0, rho = proj_C(rng.random((F, K))), 0.8
     W_one, _ = dictionary_admm(Q0, A, B, project=_ball, rho=rho, tol=0, max_iter=1)
@@ -370,7 +379,8 @@ def test_dictionary_steps_equal_the_reference_implementation(rng, solver):
 
 
 @pytest.mark.parametrize("kappa", [0.1, 0.7, 1.0])
-def test_s1_pgd_objective_never_increases(kappa):
+def test_pgd_objective_never_increases(kappa):
+    # spec item(s): spec 000 S1
     _, W, X = _problem(seed=2)
     penalties = RobustPenalties(lam=0.1, M=1.0)
     H, R = np.random.default_rng(5).random((4, K)), np.zeros_like(X)
@@ -382,7 +392,8 @@ def test_s1_pgd_objective_never_increases(kappa):
         previous = out.losses
 
 
-def test_s1_accelerated_pgd_is_monotone_too():
+def test_accelerated_pgd_is_monotone_too():
+    # spec item(s): spec 000 S1
     _, W, X = _problem(seed=4)
     penalties = RobustPenalties(lam=0.1, M=1.0)
     H0 = np.random.default_rng(1).random((4, K))
@@ -392,8 +403,9 @@ def test_s1_accelerated_pgd_is_monotone_too():
 
 
 @pytest.mark.parametrize("dictionary", ["planted", "random"])
-def test_s2_s3_solvers_agree_with_a_high_accuracy_reference(dictionary):
+def test_solvers_reach_a_high_accuracy_reference_and_satisfy_kkt(dictionary):
     """PGD and ADMM solve the same problem (objective gaps), and their solutions pass KKT."""
+    # spec item(s): spec 000 S2 S3
     rng, W, X = _problem(seed=7, b=3, F=120, K=10)
     if dictionary == "random":
         W = proj_C(rng.random(W.shape))
@@ -416,8 +428,9 @@ def test_s2_s3_solvers_agree_with_a_high_accuracy_reference(dictionary):
         assert g[H <= 1e-10].min(initial=0) >= -1e-6
 
 
-def test_s2_paper_stopping_rule_is_loose_on_purpose():
+def test_paper_stopping_rule_is_loose_on_purpose():
     """After 50 PGD iterations the gap is large: expected, not to be 'fixed' (spec S2)."""
+    # spec item(s): spec 000 S2
     rng, W, X = _problem(seed=7, b=3, F=120, K=10)
     penalties = RobustPenalties(lam=1 / np.sqrt(120), M=1.0)
     best = np.array([_reduced_reference(x, W, penalties)[1] for x in X])
@@ -425,7 +438,8 @@ def test_s2_paper_stopping_rule_is_loose_on_purpose():
     assert loose.n_iter <= 50 and np.max((loose.losses - best) / best) > 1e-3
 
 
-def test_s5_limits():
+def test_extreme_penalties_give_the_limiting_solutions():
+    # spec item(s): spec 000 S5
     rng, W, X = _problem(seed=8)
     # a huge lam: no outliers, and the codes are the nonnegative least-squares solution
     out = robust_code_admm(X, [W], RobustPenalties(lam=1e6, M=1.0), tol=0, max_iter=3000)
@@ -454,7 +468,8 @@ REGULARISED = [
 
 
 @pytest.mark.parametrize("extra", REGULARISED)
-def test_s6_regularised_variants_pgd_and_admm_agree(extra):
+def test_regularised_variants_pgd_and_admm_agree(extra):
+    # spec item(s): spec 000 S6
     _, W, X = _problem(seed=9)
     penalties = RobustPenalties(**{"lam": 0.08, "M": 1.0, **extra})
     H0 = np.random.default_rng(2).random((4, K))
@@ -482,7 +497,8 @@ def test_group_penalty_of_consecutive_groups():
 # -- S4: the W-step --------------------------------------------------------------------------------
 
 
-def test_s4_dictionary_step(rng):
+def test_dictionary_step_descends_stays_feasible_and_solvers_agree(rng):
+    # spec item(s): spec 000 S4
     A, B, c = _statistics(rng)
     assert np.linalg.eigvalsh(A).min() > 0
     W = proj_C(rng.random((F, K)))
@@ -506,7 +522,8 @@ def test_s4_dictionary_step(rng):
 
 
 @pytest.mark.parametrize("solver", ["pgd", "admm"])
-def test_s4_zero_statistics_leave_the_dictionary(rng, solver):
+def test_zero_statistics_leave_the_dictionary_unchanged(rng, solver):
+    # spec item(s): spec 000 S4
     W = proj_C(rng.random((F, K)))
     new, _ = surrogate_solver_step([W], np.zeros((K, K)), np.zeros((F, K)), 0.0, solver=solver,
                                    project=_ball)

@@ -85,7 +85,8 @@ def proxy_run(ct_data):
 
 
 @CANONICAL_RUN
-def test_e1_oadmm_quality_on_the_canonical_recipe(ct_data, oadmm_run):
+def test_oadmm_quality_on_the_canonical_recipe(ct_data, oadmm_run):
+    # spec item(s): spec 000 E1
     model, H, R, _, _ = oadmm_run
     W = model.loadings_[0]
     assert averaged_regret(ct_data.X_clean, H @ W.T) <= 0.10  # measured 0.051
@@ -101,7 +102,8 @@ def test_e1_oadmm_quality_on_the_canonical_recipe(ct_data, oadmm_run):
 
 
 @CANONICAL_RUN
-def test_e2_robustness_beats_the_proxy_and_online_nmf(ct_data, oadmm_run, proxy_run):
+def test_robustness_beats_the_proxy_and_online_nmf(ct_data, oadmm_run, proxy_run):
+    # spec item(s): spec 000 E2
     model, H, _, _, _ = oadmm_run
     proxy, H_proxy = proxy_run
     robust_psnr = psnr(ct_data.X_clean, H @ model.loadings_[0].T)
@@ -120,7 +122,8 @@ def test_e2_robustness_beats_the_proxy_and_online_nmf(ct_data, oadmm_run, proxy_
 
 
 @CANONICAL_RUN
-def test_e3_surrogate_converges_without_monotonicity_claims(oadmm_run):
+def test_surrogate_converges_without_monotonicity_claims(oadmm_run):
+    # spec item(s): spec 000 E3
     surrogates = oadmm_run[3]
     n = len(surrogates)
     assert surrogates[-1] <= surrogates[int(0.05 * n) - 1]
@@ -129,7 +132,8 @@ def test_e3_surrogate_converges_without_monotonicity_claims(oadmm_run):
 
 
 @CANONICAL_RUN
-def test_e4_dictionary_increments_decay_like_one_over_t(oadmm_run):
+def test_dictionary_increments_decay_like_one_over_t(oadmm_run):
+    # spec item(s): spec 000 E4
     increments = np.array(oadmm_run[4])  # d_s for s = 2, 3, ...
     s = np.arange(2, len(increments) + 2)
     scaled = s * increments
@@ -138,10 +142,11 @@ def test_e4_dictionary_increments_decay_like_one_over_t(oadmm_run):
     assert max(windows) <= 10 and max(windows) <= 2 * min(windows)
 
 
-def test_e7_opgd_in_paper_mode(ct_data):
+def test_paper_mode_opgd_is_no_worse_than_its_outlier_free_proxy(ct_data):
     """Paper-faithful OPGD (loose inner solves) is weak, but no worse than the same solver
     without the outlier model (on all 5000 samples 25.9 vs 26.5 dB, the spec's 25.8 vs 25.7; on
     the first 2000, which this test streams, 25.9 vs 26.2)."""
+    # spec item(s): spec 000 E7
     X, X_clean = ct_data.X[:2000], ct_data.X_clean[:2000]
     model = RobustOnlineNMF(49, solver="pgd", random_state=2)
     H, R, _, _ = _stream(model, X)
@@ -268,7 +273,8 @@ def test_learner_equals_the_reference_loop(solver):
 
 
 @pytest.mark.parametrize("tau", [1, 7])
-def test_u4_statistics_reproduce_the_past_losses(tau):
+def test_statistics_reproduce_the_past_losses(tau):
+    # spec item(s): spec 000 U4
     data = synthetic_outlier_data(n_features=30, n_components=4, n_samples=63, random_state=5)
     model = RobustOnlineNMF(4, batch_size=tau, code_l2=0.01, outlier_l2=0.02, random_state=0)
     H, R, _, _ = _stream(model, data.X, batch_size=tau)
@@ -348,7 +354,8 @@ def test_outlier_extensions_hold_after_every_step():
 # -- E8: determinism and backends -----------------------------------------------------------------
 
 
-def test_e8_same_seeds_are_bit_identical():
+def test_same_seeds_are_bit_identical():
+    # spec item(s): spec 000 E8
     data = synthetic_outlier_data(n_features=40, n_components=5, n_samples=100, random_state=8)
     first = RobustOnlineNMF(5, batch_size=10, max_iter=2, random_state=3).fit(data.X)
     second = RobustOnlineNMF(5, batch_size=10, max_iter=2, random_state=3).fit(data.X)
@@ -357,7 +364,8 @@ def test_e8_same_seeds_are_bit_identical():
 
 
 @pytest.mark.parametrize("solver", ["pgd", "admm"])
-def test_e8_backend_parity_after_50_steps(backend, solver):
+def test_backend_parity_after_50_steps(backend, solver):
+    # spec item(s): spec 000 E8
     data = synthetic_outlier_data(n_features=40, n_components=5, n_samples=250, random_state=9)
     with using("numpy"):
         reference = RobustOnlineNMF(5, solver=solver, random_state=0)
@@ -471,7 +479,8 @@ def test_video_frames_separate_background_and_foreground():
 # -- B1-B2: batch counterparts --------------------------------------------------------------------
 
 
-def test_b1_bpgd_never_increases_the_objective():
+def test_bpgd_never_increases_the_objective():
+    # spec item(s): spec 000 B1
     data = synthetic_outlier_data(n_features=60, n_components=6, n_samples=300, random_state=14)
     model = RobustNMF(6, solver="pgd", max_iter=150, random_state=0).fit(data.X)
     objectives = np.array([info["objective"] for info in model.history_])
@@ -482,7 +491,8 @@ def test_b1_bpgd_never_increases_the_objective():
     assert model.codes_.min() >= 0 and np.abs(model.outliers_).max() <= 1
 
 
-def test_b2_badmm_residuals_vanish_and_the_result_is_feasible():
+def test_badmm_residuals_vanish_and_the_result_is_feasible():
+    # spec item(s): spec 000 B2
     data = synthetic_outlier_data(n_features=100, n_components=10, n_samples=500, random_state=1)
     model = RobustNMF(10, solver="admm", max_iter=1500, random_state=2).fit(data.X)
     last = model.history_[-1]
@@ -640,7 +650,8 @@ def test_estimator_contract():
 
 
 @pytest.mark.slow
-def test_e5_batch_size_insensitivity(ct_data):
+def test_surrogate_is_insensitive_to_the_batch_size(ct_data):
+    # spec item(s): spec 000 E5
     finals = []
     for tau in (5, 10, 20, 40):
         model = RobustOnlineNMF(49, batch_size=tau, random_state=2)
@@ -650,7 +661,8 @@ def test_e5_batch_size_insensitivity(ct_data):
 
 
 @pytest.mark.slow
-def test_e6_more_atoms_fit_better(ct_data):
+def test_more_atoms_fit_better(ct_data):
+    # spec item(s): spec 000 E6
     finals = []
     for K in (25, 49, 100):
         model = RobustOnlineNMF(K, random_state=2)
@@ -660,14 +672,16 @@ def test_e6_more_atoms_fit_better(ct_data):
 
 
 @pytest.mark.slow
-def test_e7_tight_opgd(ct_data):
+def test_opgd_with_tight_inner_solves_recovers_the_clean_data(ct_data):
+    # spec item(s): spec 000 E7
     model = RobustOnlineNMF(49, solver="pgd", code_tol=1e-6, code_max_iter=500, random_state=2)
     H, _, _, _ = _stream(model, ct_data.X)
     assert psnr(ct_data.X_clean, H @ model.loadings_[0].T) >= 32  # measured 33.4
 
 
 @pytest.mark.slow
-def test_e2_heavier_outliers():
+def test_robustness_holds_under_heavier_outliers():
+    # spec item(s): spec 000 E2
     for (nu, nu_tilde), floor in (((0.8, 0.2), 30), ((0.9, 0.3), 28)):
         data = synthetic_outlier_data(nu=nu, nu_tilde=nu_tilde, random_state=1)
         robust = RobustOnlineNMF(49, random_state=2)
@@ -681,7 +695,8 @@ def test_e2_heavier_outliers():
 
 
 @pytest.mark.slow
-def test_e9_noise():
+def test_recovery_survives_additive_noise():
+    # spec item(s): spec 000 E9
     data = synthetic_outlier_data(noise_std=0.01, random_state=1)
     model = RobustOnlineNMF(49, random_state=2)
     H, R, _, _ = _stream(model, data.X)
@@ -690,9 +705,10 @@ def test_e9_noise():
 
 
 @pytest.mark.slow
-def test_e10_rho_with_tight_inner_solves(ct_data):
+def test_admm_rho_barely_matters_with_tight_inner_solves(ct_data):
     """On the canonical N = 5000 (the spec measured N = 20000, 14 minutes here): surrogate
     0.510 at rho = 1 and 0.526 at rho = 10 (ratio 1.031; 1.035 at N = 3000)."""
+    # spec item(s): spec 000 E10
     finals = {}
     for rho in (1.0, 10.0):
         model = RobustOnlineNMF(49, rho=rho, code_tol=1e-6, code_max_iter=1000, random_state=2)
@@ -702,11 +718,12 @@ def test_e10_rho_with_tight_inner_solves(ct_data):
 
 
 @pytest.mark.slow
-def test_b3_online_reaches_the_target_with_less_work_than_batch(ct_data):
+def test_online_reaches_the_target_with_less_work_than_batch(ct_data):
     """The paper's B3 (online reaches the batch objective sooner) counted in samples coded,
     not seconds: a timed assertion fails on a loaded machine. One online step codes its 5
     samples, one BADMM iteration all N; the time per coded sample is of the same order for both
     (``benchmarks/bench_nmf.py`` part 2 has the wall-clock comparison)."""
+    # spec item(s): spec 000 B3
     model = RobustOnlineNMF(49, random_state=2)
     online_samples = None
     for begin in range(0, len(ct_data.X), 5):

@@ -130,7 +130,8 @@ def test_pcp_bad_input(X, params, error, message):
 @FIGURE4_GROUP
 @pytest.mark.parametrize("rho, threshold", [(0.01, 0.999), (0.1, 0.999), (0.3, 0.97),
                                             (0.5, 0.88)])
-def test_s10_pcp_figure_4(rho, threshold):
+def test_batch_pcp_beats_omrmd_and_orpca_on_the_figure_4_setting(rho, threshold):
+    # spec item(s): spec 002 S10
     data = corrupted_low_rank(*FIGURE4, rho, random_state=0)
     pcp = expressed_variance(data.U, RobustPCA(80).fit(data.Z).loadings_[0])
     assert pcp >= threshold

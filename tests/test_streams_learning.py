@@ -30,7 +30,8 @@ def relative_error(model, X):
 # -- E3: OCPDL converges on Markov streams --------------------------------------------------------
 
 
-def test_e3_lazy_walk_window_on_x_synth_is_close_to_iid():
+def test_lazy_walk_window_on_x_synth_is_close_to_iid():
+    # spec item(s): spec 004 E3
     # reference run of the paper's code (spec 4.4): i.i.d. 0.0757-0.0769, window 0.0775-0.0782;
     # measured here (seeds 0-2): i.i.d. 0.0757-0.0762, window 0.0771-0.0781
     X = synthetic_ncpd_tensor()
@@ -43,7 +44,8 @@ def test_e3_lazy_walk_window_on_x_synth_is_close_to_iid():
     assert errors["window"] <= errors["iid"] + 0.003
 
 
-def test_e3_markov_streams_recover_a_low_rank_tensor():
+def test_markov_streams_recover_a_low_rank_tensor():
+    # spec item(s): spec 004 E3
     # spec: <= 0.09 after 100 steps (reference 0.032-0.076; measured here 0.029-0.072)
     X, _ = low_rank_tensor()
     for stream in (LazyRandomWalk(X, "cycle", 20, holding=0.5, window=True, random_state=0),
@@ -67,7 +69,8 @@ def two_clusters(n=40, seed=0):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_e4_metropolis_stream_fits_the_pi_weighted_objective(seed):
+def test_metropolis_stream_fits_the_pi_weighted_objective(seed):
+    # spec item(s): spec 004 E4
     # one atom can serve one cluster: under pi = (0.9 on A, 0.1 on B) the best atom is A's,
     # under the uniform objective B's (twice the energy). Both learners start from the same
     # neutral dictionary, so only the stream's pi decides (measured: 0.55 vs 2.42 on the pi
@@ -100,7 +103,8 @@ def planted(n=40, noise=0.5, seed=0):
     lambda X: IIDSlices(X, 5, random_state=0),
     lambda X: LazyRandomWalk(X, "cycle", 5, holding=0.5, random_state=0),
 ], ids=["iid", "lazy-walk"])
-def test_e5_surrogate_gap_shrinks(make):
+def test_surrogate_gap_shrinks(make):
+    # spec item(s): spec 004 E5
     # measured relative gaps |f - f_hat| / f at t = 50 -> 1000 (seeds 0-3): i.i.d. 0.014-0.059
     # -> 0.0003-0.026; lazy walk 0.036-0.156 -> 0.0008-0.033
     X = planted()

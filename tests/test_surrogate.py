@@ -33,7 +33,8 @@ def _accumulate(batches, codes, schedule, alpha):
 
 
 @pytest.mark.parametrize("schedule", [schedules.Balanced(), lambda t: min(1.0, 0.9 * t**-0.75)])
-def test_a3_statistics_reproduce_weighted_past_losses(schedule, rng):
+def test_statistics_reproduce_weighted_past_losses(schedule, rng):
+    # spec item(s): spec 004 A3
     alpha = 0.3
     batches = [rng.random((B_SIZE, *SHAPE)) for _ in range(7)]
     codes = [rng.random((B_SIZE, R)) for _ in range(7)]
@@ -48,7 +49,8 @@ def test_a3_statistics_reproduce_weighted_past_losses(schedule, rng):
         np.testing.assert_allclose(surrogate_value(A, B, c, loadings), expected, rtol=1e-10)
 
 
-def test_a4_block_form_differs_by_a_constant(rng):
+def test_block_form_differs_by_a_constant(rng):
+    # spec item(s): spec 004 A4
     A = rng.random((R, R))
     A = A @ A.T
     B = rng.random((*SHAPE, R))
@@ -65,7 +67,8 @@ def test_a4_block_form_differs_by_a_constant(rng):
         np.testing.assert_allclose(gaps, gaps[0], rtol=1e-10, atol=1e-10)
 
 
-def test_a5_block_gradient_matches_finite_differences(rng):
+def test_block_gradient_matches_finite_differences(rng):
+    # spec item(s): spec 004 A5
     A = rng.random((R, R))
     A = A @ A.T
     B = rng.random((*SHAPE, R))
@@ -85,7 +88,8 @@ def test_a5_block_gradient_matches_finite_differences(rng):
 
 
 @pytest.mark.skipif(not importlib.util.find_spec("torch"), reason="needs torch")
-def test_a5_block_gradient_matches_autograd(rng):
+def test_block_gradient_matches_autograd(rng):
+    # spec item(s): spec 004 A5
     import torch
 
     from tensorstream.core.backend import using
@@ -107,7 +111,8 @@ def test_a5_block_gradient_matches_autograd(rng):
 @pytest.mark.parametrize("schedule", [schedules.Balanced(), schedules.Power(0.75),
                                       schedules.PowerLog(0.8, 1.0), schedules.Forgetting(0.1),
                                       schedules.make_weights(0.9)])
-def test_a6_effective_weights_sum_to_one(schedule):
+def test_effective_weights_sum_to_one(schedule):
+    # spec item(s): spec 004 A6
     assert schedule(1) == 1.0
     total = 0.0
     for t in range(1, 1001):

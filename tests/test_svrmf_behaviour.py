@@ -85,7 +85,8 @@ def orpca_runs():
 
 
 @pytest.mark.slow
-def test_t1_t2_t6_at_the_spec_size():
+def test_orpca_vr_recovers_beats_smm_and_gets_stationary_at_spec_size():
+    # spec item(s): spec 003 T1 T2 T6
     runs = _orpca_runs(5000)
     assert (runs["b"], runs["m"]) == (58, 9) and runs["passes"] == pytest.approx(11.044)
     assert runs["ev"] >= 0.98 and runs["ev"] - runs["smm_ev"] >= 0.2
@@ -93,38 +94,45 @@ def test_t1_t2_t6_at_the_spec_size():
     assert runs["grad_maps"][10] <= 0.5 * runs["grad_maps"][0]
 
 
-def test_t1_orpca_vr_recovers_the_subspace(orpca_runs):
+def test_orpca_vr_recovers_the_subspace(orpca_runs):
+    # spec item(s): spec 003 T1
     assert orpca_runs["passes"] == pytest.approx(11.0)
     assert orpca_runs["ev"] >= 0.98
 
 
-def test_t2_orpca_vr_beats_smm_at_equal_passes(orpca_runs):
+def test_orpca_vr_beats_smm_at_equal_passes(orpca_runs):
+    # spec item(s): spec 003 T2
     assert abs(orpca_runs["smm_passes"] - orpca_runs["passes"]) < 0.1
     assert orpca_runs["ev"] - orpca_runs["smm_ev"] >= 0.2
     assert orpca_runs["f"] < orpca_runs["smm_f"]
 
 
-def test_t3_odl_vr_beats_smm_at_44_passes(odl_runs):
+def test_odl_vr_beats_smm_at_44_passes(odl_runs):
+    # spec item(s): spec 003 T3
     assert abs(odl_runs["passes"] - 44.0) < 0.1 and abs(odl_runs["smm_passes"] - 44.0) < 0.1
     assert odl_runs["f40"] < odl_runs["smm"] - 0.005
 
 
-def test_t4_constant_step_vr_keeps_improving(odl_runs):
+def test_constant_step_vr_keeps_improving(odl_runs):
+    # spec item(s): spec 003 T4
     assert odl_runs["f40"] < odl_runs["f10"] - 0.005
 
 
-def test_t5_moderate_step_converges(odl_runs):
+def test_moderate_step_converges(odl_runs):
+    # spec item(s): spec 003 T5
     assert odl_runs["f10"] <= 0.90
 
 
-def test_t6_stationarity_measure_falls(odl_runs, orpca_runs):
+def test_stationarity_measure_falls(odl_runs, orpca_runs):
+    # spec item(s): spec 003 T6
     odl = [h["grad_map_sq"] for h in odl_runs["vr"].history_]
     assert odl[40] <= 0.1 * odl[0]
     assert orpca_runs["grad_maps"][10] <= 0.5 * orpca_runs["grad_maps"][0]
 
 
-def test_t7_inexact_schedule_tightens_the_solves():
+def test_inexact_schedule_tightens_the_solves():
     """CI-sized: the tolerance falls and the solver works harder every epoch."""
+    # spec item(s): spec 003 T7
     X = svrmf_synthetic(30, 400, 3, random_state=0).X
     model = spec_vr(5, formulation="orpca", inexact=True, c_tol=1.0, n_epochs=6,
                               step_size=5.0, init="gaussian", code_max_iter=5000,
@@ -136,7 +144,8 @@ def test_t7_inexact_schedule_tightens_the_solves():
 
 
 @pytest.mark.slow
-def test_t7_inexact_run_matches_exact_solves(digits):
+def test_inexact_run_matches_exact_solves(digits):
+    # spec item(s): spec 003 T7
     common = dict(formulation="odl", lam=1 / 8, code_solver="fista", code_max_iter=1000,
                   random_state=SEED, eval_tol=1e-5, n_epochs=10, step_size=3.0)
     exact = spec_vr(49, code_tol=1e-6, **common).fit(digits)
