@@ -544,7 +544,7 @@ class VarianceReducedMF(OnlineEstimator):
             run = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
             info = run[self.method](state, data)
         if info["snapshot_loss"] is not None:  # in the data's units, as objective()
-            info["snapshot_loss"] *= state.get("scale", 1.0) ** 2
+            info["snapshot_loss"] *= state.get("scale", 1.0) * state.get("scale", 1.0)
         state["seconds"] += time.perf_counter() - start
         state["epochs"] += 1
         info.update(epoch=state["epochs"], passes_read=state["passes"], solves=state["solves"],
