@@ -177,3 +177,27 @@ def test_the_default_box_keeps_a_gross_outlier_out_of_the_dictionary():
     low_rank, _ = _parts(model, X)
     others = np.delete(low_rank - clean, 3, axis=0)
     assert np.linalg.norm(others) / np.linalg.norm(clean) < 0.12
+
+
+@pytest.mark.parametrize("make", [lambda: RobustOnlineNMF(3, random_state=0),
+                                  lambda: RobustNMF(3, max_iter=5, random_state=0)])
+def test_data_whose_scale_squared_underflows_are_refused_clearly(make):
+    """At 1e-300 the squared data scale underflows to zero (the losses would divide by it)."""
+    model = make()
+    X = np.random.default_rng(0).random((20, 6)) * 1e-300
+    with pytest.raises(ValueError, match="too small"):
+        model.fit(X)
+    assert not hasattr(model, "components_")
+
+
+def test_a_checkpoint_with_a_bad_scale_is_refused(tmp_path, monkeypatch):
+    from tensorstream.io import load_checkpoint
+
+    model = RobustNMF(3, max_iter=5, random_state=0).fit(np.random.default_rng(0).random((20, 6)))
+    contents = model._checkpoint_contents
+    monkeypatch.setattr(model, "_checkpoint_contents", lambda: (
+        lambda meta, arrays: ({**meta, "values": {**meta["values"], "scale_": "x"}}, arrays)
+    )(*contents()))
+    path = model.save(tmp_path / "run.npz")
+    with pytest.raises(ValueError, match="scale_"):
+        load_checkpoint(path)

@@ -241,6 +241,9 @@ def check_fitted_values(learner: Any, fitted: dict) -> None:
             raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         if name == "history_" and not isinstance(value, list):
             raise ValueError(f"history_ must be a list, got {type(value).__name__}")
+        if name == "scale_" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                 or not 0 < value < float("inf")):
+            raise ValueError(f"scale_ must be a positive finite number, got {value!r}")
     n_features = fitted.get("n_features_in_")
     for name in _FEATURE_AXIS_ARRAYS:
         if name in fitted and (len(fitted[name].shape) != 2 or (

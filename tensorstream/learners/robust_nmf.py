@@ -114,9 +114,13 @@ def first_batch_scale(X: Any, data_scale: float | str) -> float:
     """The data scale: ``data_scale`` when declared, else the batch's mean absolute entry
     (1.0 for an all-zero batch). Every threshold of the robust learners is in its units, so
     fitting ``c * X`` gives ``c`` times the factors of ``X``."""
-    if data_scale != "auto":
-        return float(data_scale)
-    return usable_scale(float(tl.mean(tl.abs(X))))
+    scale = float(data_scale) if data_scale != "auto" else \
+        usable_scale(float(tl.mean(tl.abs(X))))
+    if scale * scale == 0.0:  # the losses are in squared data units: they would vanish
+        raise ValueError(f"X: the values are too small for this model's arithmetic (data scale "
+                         f"{scale:.3g}, whose square underflows to zero); rescale the data. "
+                         f"The learner's state was left unchanged")
+    return scale
 
 
 def scale_sums(X: Any, data_scale: float | str) -> tuple[float, float] | None:
