@@ -135,9 +135,9 @@ SHARED_CONSTRAINTS = {
     "reinit_dead_atoms": [BOOLEAN],
 }
 
-#: ``n_threads``, a parameter of every learner (added by :class:`CheckedParameters` where the
-#: learner's ``__init__`` does not declare it): BLAS/OpenMP and PyTorch threads inside its
-#: public methods (:func:`~..core.backend.limit_threads`; ``None``: the libraries' own).
+#: ``n_threads``, a parameter of every learner (declared in its ``__init__``; its constraint is
+#: added by :class:`CheckedParameters`): BLAS/OpenMP and PyTorch threads inside its public
+#: methods (:func:`~..core.backend.limit_threads`; ``None``: the libraries' own).
 #: One thread is the default: on the benchmarks of ``docs/nmf.md`` no learner ran faster with
 #: the machine's default threads, and several ran 5-40x slower (oversubscription).
 N_THREADS = [Interval("int", 1, None), NONE]
@@ -150,26 +150,6 @@ THREADED_METHODS = ("fit", "partial_fit", "transform", "fit_transform", "inverse
 
 #: parameters renamed in every learner (old name: new name), for checkpoints
 RENAMED_EVERYWHERE = {"blas_threads": "n_threads"}
-
-
-def _with_n_threads(init: Any) -> Any:
-    """``init`` with a keyword-only ``n_threads`` parameter (in its signature too, for
-    ``get_params`` and ``clone``), stored unchanged like every parameter."""
-    signature = inspect.signature(init)
-    parameters = list(signature.parameters.values())
-    added = inspect.Parameter("n_threads", inspect.Parameter.KEYWORD_ONLY,
-                              default=DEFAULT_N_THREADS)
-    position = next((k for k, p in enumerate(parameters) if p.kind == p.VAR_KEYWORD),
-                    len(parameters))
-
-    @functools.wraps(init)
-    def __init__(self, *args: Any, n_threads: Any = DEFAULT_N_THREADS, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.n_threads = n_threads
-
-    __init__.__signature__ = signature.replace(
-        parameters=[*parameters[:position], added, *parameters[position:]])
-    return __init__
 
 
 def _threads_limited(method: Any) -> Any:
@@ -206,12 +186,9 @@ class CheckedParameters:
     n_threads = DEFAULT_N_THREADS  # until __init__ sets it
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give every learner the ``n_threads`` parameter and run its public methods inside
-        its thread limit, so that no learner can forget either."""
+        """Check every learner's ``n_threads`` and run its public methods inside its thread
+        limit, so that no learner can forget either."""
         super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is not None and "n_threads" not in inspect.signature(init).parameters:
-            cls.__init__ = _with_n_threads(init)
         constraints = cls.__dict__.get("_parameter_constraints")
         if constraints is not None and "n_threads" not in constraints:
             cls._parameter_constraints = {**constraints, "n_threads": N_THREADS}

@@ -366,6 +366,9 @@ class OnlineDivergenceNMF(OnlineLearner):
         As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`.
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
 
     Attributes
     ----------
@@ -422,7 +425,7 @@ class OnlineDivergenceNMF(OnlineLearner):
                  batch_size: int = 10, max_iter: int = 1, init="random",
                  code_max_iter: int = 100, code_tol: float = 1e-4, random_state=None,
                  backend: str | None = None, verbose: bool = False, callback=None,
-                 reinit_dead_atoms: bool = True):
+                 reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
@@ -448,6 +451,7 @@ class OnlineDivergenceNMF(OnlineLearner):
         self.verbose = verbose
         self.callback = callback
         self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 

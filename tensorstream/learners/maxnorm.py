@@ -451,6 +451,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
 
     Attributes
     ----------
@@ -493,7 +496,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  missing: str | None = None, weights="balanced", batch_size: int = 10,
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None,
-                 reinit_dead_atoms: bool = True):
+                 reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
@@ -520,6 +523,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         self.verbose = verbose
         self.callback = callback
         self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     _algorithm_class = MaxNormAlgorithm
 

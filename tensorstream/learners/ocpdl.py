@@ -184,6 +184,9 @@ dict_row_min, normalize, dict_step
         Re-initialise dead atoms (no active code for many steps, or a zero loading column)
         from the batch's worst-explained samples, with a ``LearningWarning``; False only warns
         (see the user guide's "Out of the box" page).
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
 
     Attributes
     ----------
@@ -222,7 +225,7 @@ dict_row_min, normalize, dict_step
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
                  dict_step: str = "auto", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None,
-                 reinit_dead_atoms: bool = True):
+                 reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self.n_components = n_components
         self.loss = loss
         self.loss_params = loss_params
@@ -256,6 +259,7 @@ dict_row_min, normalize, dict_step
         self.verbose = verbose
         self.callback = callback
         self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 

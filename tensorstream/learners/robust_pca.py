@@ -101,6 +101,9 @@ class OnlineRobustPCA(RobustMatrixLearner):
     callback : callable, optional
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
 
     Attributes
     ----------
@@ -135,7 +138,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
                  code_max_iter: int | None = None, missing: str | None = None,
                  weights="balanced", batch_size: int = 10, max_iter: int = 1, init="random",
                  random_state=None, backend: str | None = None, verbose: bool = False,
-                 callback=None, reinit_dead_atoms: bool = True):
+                 callback=None, reinit_dead_atoms: bool = True,
+                 n_threads: int | None = 1):
         self.n_components = n_components
         self.lambda1 = lambda1
         self.lambda2 = lambda2
@@ -154,6 +158,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
         self.verbose = verbose
         self.callback = callback
         self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     _algorithm_class = RobustPCAAlgorithm
 
@@ -186,6 +191,9 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     max_iter : int, default 1000
     backend : {"numpy", "pytorch", None}, default None
         TensorLy backend (None: taken from the data).
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
 
     Attributes
     ----------
@@ -227,7 +235,8 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
 
     def __init__(self, n_components: int | None = None, *, lam: float | None = None,
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
-                 max_iter: int = 1000, backend: str | None = None):
+                 max_iter: int = 1000, backend: str | None = None,
+                 n_threads: int | None = 1):
         self.n_components = n_components
         self.lam = lam
         self.tol = tol
@@ -235,6 +244,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
         self.rho = rho
         self.max_iter = max_iter
         self.backend = backend
+        self.n_threads = n_threads
 
     _parameter_constraints = {
         "n_components": [Interval("int", 1, None), NONE],

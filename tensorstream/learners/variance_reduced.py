@@ -158,6 +158,9 @@ class VarianceReducedMF(OnlineEstimator):
     callback : callable, optional
         ``callback(learner, info)`` after every epoch (``info`` is the new ``history_`` row);
         returning True stops ``fit``.
+    n_threads : int or None, default 1
+        BLAS/OpenMP and PyTorch threads inside the public methods
+        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
 
     Attributes
     ----------
@@ -218,7 +221,7 @@ class VarianceReducedMF(OnlineEstimator):
                  chunk_size: int = 1024, code_solver: str = "fista", code_tol: float = 1e-6,
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
                  random_state=None, backend: str | None = None, verbose: bool = False,
-                 callback=None):
+                 callback=None, n_threads: int | None = 1):
         self.n_components = n_components
         self.formulation = formulation
         self.method = method
@@ -258,6 +261,7 @@ class VarianceReducedMF(OnlineEstimator):
         self.backend = backend
         self.verbose = verbose
         self.callback = callback
+        self.n_threads = n_threads
 
     # -- parameters ------------------------------------------------------------------------------
 
