@@ -355,3 +355,26 @@ def test_dead_atoms_are_reinitialised_on_the_cluster_as_in_one_process(cluster, 
     # the loss sums are added in another order: equal to rounding
     np.testing.assert_allclose(ours.block, theirs.block, rtol=1e-12)
     np.testing.assert_allclose(ours.block_means, theirs.block_means, rtol=1e-12)
+
+
+def test_a_declared_data_scale_is_used_on_the_cluster_too(cluster):
+    """The first step on a cluster takes the declared scale (it used to keep 1.0 when no
+    shard sums were asked for)."""
+    X = np.random.default_rng(4).random((60, 12))
+    make = lambda: RobustOnlineNMF(3, data_scale=2.0, batch_size=20, random_state=0)  # noqa: E731
+    straight = make().fit(X)
+    with _client(cluster, 2) as client:
+        spread = make().fit(X, client=client)
+    assert spread.scale_ == straight.scale_ == 2.0
+    _assert_same(straight, spread)
+
+
+def test_data_too_small_are_refused_on_the_cluster_as_in_one_process(cluster):
+    X = np.random.default_rng(5).random((40, 12)) * 1e-300
+    with pytest.raises(ValueError, match="too small"):
+        RobustOnlineNMF(3, batch_size=20, random_state=0).partial_fit(X)
+    model = RobustOnlineNMF(3, batch_size=20, random_state=0)
+    with _client(cluster, 2) as client:
+        with pytest.raises(ValueError, match="too small"):
+            model.partial_fit(X, client=client)
+    assert not hasattr(model, "components_")

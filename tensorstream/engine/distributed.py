@@ -143,11 +143,13 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         The state after the step and the step's info, as :func:`online_step` gives them.
     """
     scale = state.scale
-    if state.n_steps == 0:
+    if state.n_steps == 0:  # the first batch's scale, as Algorithm.data_scale on one process
         parts = client.gather([client.submit(shard_scale_sums, algorithm, X, checks, pure=False,
                                              **_on(worker))
                                for X, _, _, worker in shards])
-        if parts[0] is not None:
+        if parts[0] is None:
+            scale = algorithm.declared_scale()
+        else:
             total, count = np.sum([p[0] for p in parts]), np.sum([p[1] for p in parts])
             scale = usable_scale(float(total) / float(count))
     loadings = client.scatter(list(state.loadings), broadcast=True, hash=False)

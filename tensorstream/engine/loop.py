@@ -47,13 +47,21 @@ class Algorithm:
                 "c": 0.0}
 
     def data_scale(self, X: Any, state: OnlineState) -> float:
-        """The scale step ``t = state.n_steps + 1`` codes at (kept from the first step)."""
-        return state.scale
+        """The scale step ``t = state.n_steps + 1`` codes at: the first batch's (the ratio of
+        its :meth:`scale_sums`, or :meth:`declared_scale`), kept for every later step."""
+        if state.n_steps > 0:
+            return state.scale
+        sums = self.scale_sums(X)
+        return self.declared_scale() if sums is None else usable_scale(sums[0] / sums[1])
 
     def scale_sums(self, X: Any) -> tuple[float, float] | None:
         """``(sum, count)`` of a first batch's entries that its data scale is the ratio of, so
         that shards can add them up; None when the scale does not depend on the data."""
         return None
+
+    def declared_scale(self) -> float:
+        """The data scale when :meth:`scale_sums` is None (declared, or 1.0)."""
+        return 1.0
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
         """Codes of the validated batch against ``loadings``."""
@@ -170,8 +178,17 @@ def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict, scale: flo
 
 
 def usable_scale(scale: float) -> float:
-    """A data scale, or 1.0 for all-zero (or degenerate) data."""
-    return scale if scale > 0 and np.isfinite(scale) else 1.0
+    """A data scale, or 1.0 for all-zero (or degenerate) data.
+
+    Raises ``ValueError`` for a scale whose square underflows to zero: the statistics and
+    losses are kept in squared data units, where such data vanish.
+    """
+    scale = scale if scale > 0 and np.isfinite(scale) else 1.0
+    if scale * scale == 0.0:
+        raise ValueError(f"X: the values are too small for this model's arithmetic (data scale "
+                         f"{scale:.3g}, whose square underflows to zero); rescale the data. "
+                         f"The learner's state was left unchanged")
+    return scale
 
 
 def add_sums(parts: list[dict]) -> dict:

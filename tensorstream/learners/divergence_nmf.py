@@ -65,8 +65,7 @@ from ..core.validation import (
     is_sparse,
     json_mapping,
 )
-from ..engine import Algorithm, Codes, OnlineState
-from ..engine.loop import usable_scale
+from ..engine import Algorithm, Codes
 from ..losses import Divergence, get_loss
 from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
@@ -224,20 +223,9 @@ class DivergenceCP(Algorithm):
         return (float(p.code_lower) * scale * (1 + slack),
                 float(p.code_upper) * scale * (1 - slack))
 
-    def data_scale(self, X: Any, state: OnlineState) -> float:
-        """The first batch's mean absolute entry (1.0 when ``normalize=False`` or degenerate),
-        kept for every later step."""
-        if state.n_steps > 0:
-            return state.scale
-        if not self.params.normalize:
-            return 1.0
-        if is_sparse(X):
-            scale = float(np.sum(np.abs(X.data))) / float(np.prod(X.shape))
-        else:
-            scale = float(tl.mean(tl.abs(X)))
-        return usable_scale(scale)
-
     def scale_sums(self, X: Any) -> tuple[float, float] | None:
+        """The first batch's mean absolute entry, as a sum and a count (None, i.e. 1.0, when
+        ``normalize=False``)."""
         if not self.params.normalize:
             return None
         total = np.sum(np.abs(X.data)) if is_sparse(X) else tl.sum(tl.abs(X))

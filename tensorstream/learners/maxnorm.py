@@ -45,7 +45,6 @@ from ..core.validation import (
     Options,
 )
 from ..engine import Algorithm, Codes
-from ..engine.loop import usable_scale
 from ..engine.state import OnlineState
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
@@ -239,18 +238,14 @@ class RobustMatrixAlgorithm(Algorithm):
 
     # -- the data scale ------------------------------------------------------------------------
 
-    def data_scale(self, X: Any, state: Any) -> float:
-        """The first batch's scale (:func:`sample_scale_sums`), kept for every later step."""
-        if state.n_steps > 0:
-            return state.scale
-        sums = self.scale_sums(X)
-        return float(self.params.data_scale) if sums is None else usable_scale(sums[0] / sums[1])
-
     def scale_sums(self, X: Any) -> tuple[float, float] | None:
         """``(sum, count)`` of the per-sample median absolute entries (None when declared)."""
         if self.params.data_scale != "auto":
             return None
         return sample_scale_sums(X)
+
+    def declared_scale(self) -> float:
+        return float(self.params.data_scale)
 
     def coder_options(self, lambda1: float) -> dict:
         """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""

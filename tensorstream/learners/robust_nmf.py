@@ -114,13 +114,8 @@ def first_batch_scale(X: Any, data_scale: float | str) -> float:
     """The data scale: ``data_scale`` when declared, else the batch's mean absolute entry
     (1.0 for an all-zero batch). Every threshold of the robust learners is in its units, so
     fitting ``c * X`` gives ``c`` times the factors of ``X``."""
-    scale = float(data_scale) if data_scale != "auto" else \
-        usable_scale(float(tl.mean(tl.abs(X))))
-    if scale * scale == 0.0:  # the losses are in squared data units: they would vanish
-        raise ValueError(f"X: the values are too small for this model's arithmetic (data scale "
-                         f"{scale:.3g}, whose square underflows to zero); rescale the data. "
-                         f"The learner's state was left unchanged")
-    return scale
+    sums = scale_sums(X, data_scale)
+    return usable_scale(float(data_scale) if sums is None else sums[0] / sums[1])
 
 
 def scale_sums(X: Any, data_scale: float | str) -> tuple[float, float] | None:
@@ -447,14 +442,12 @@ class RobustNMFAlgorithm(SurrogateCP):
             code_l1=p.code_l1, code_l2=p.code_l2, code_group=p.code_group,
             group_size=int(p.group_size))
 
-    def data_scale(self, X: Any, state: Any) -> float:
-        """The first batch's scale (:func:`first_batch_scale`), kept for every later step."""
-        if state.n_steps > 0:
-            return state.scale
-        return first_batch_scale(X, self.params.data_scale)
-
     def scale_sums(self, X: Any) -> tuple[float, float] | None:
+        """The first batch's mean absolute entry, as a sum and a count (None when declared)."""
         return scale_sums(X, self.params.data_scale)
+
+    def declared_scale(self) -> float:
+        return float(self.params.data_scale)
 
     def project(self, U: Any) -> Any:
         """The unit ball's nonnegative part, then the chosen constraint set."""
