@@ -110,8 +110,8 @@ def test_heldout_refit_objective_drops_is():
 def test_planted_recovery_kl():
     X, (W,) = planted(2000, F=30, K=4, scale=1000.0, seed=1)
     # the paper's algorithm (the defaults' batch-size-free MU step needs more passes here)
-    params = {**OnlineDivergenceNMF.paper_params, "batch_size": 10}
-    model = OnlineDivergenceNMF(4, loss="kl", max_iter=3, random_state=0, code_max_iter=50,
+    params = {**OnlineDivergenceNMF.paper_params, "batch_size": 10, "max_iter": 3}
+    model = OnlineDivergenceNMF(4, loss="kl", random_state=0, code_max_iter=50,
                                 **params).fit(X)
     learned = np.asarray(model.components_).T
     A = learned / np.linalg.norm(learned, axis=0)

@@ -342,8 +342,10 @@ class OnlineDivergenceNMF(OnlineLearner):
         Divide the data by the first batch's mean absolute entry (kept in ``scale_``).
     batch_size : int, default 10
         Samples per mini-batch in ``fit`` (the paper's ``tau``).
-    max_iter : int, default 1
-        Passes over an array given to ``fit``.
+    max_iter : int, default 10
+        Passes over an array given to ``fit`` (the paper's single pass is in ``paper_params``:
+        on 1,400 digits as pixel counts, one pass ends at a held-out KL of 47.0 per sample,
+        10 passes at about 34, MiniBatchNMF(KL)'s 200 at 36.9).
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. U(0, 1) entries (already in C), or given ``(I_k, R)`` arrays.
     code_max_iter : int, default 100
@@ -398,7 +400,7 @@ class OnlineDivergenceNMF(OnlineLearner):
     """
 
     paper_params = {"step_a": 2e4, "step_b": 2e4, "step_tau": None, "dict_step": "sgd",
-                    "code_step": "paper", "batch_size": 10}
+                    "code_step": "paper", "batch_size": 10, "max_iter": 1}
     """The paper's canonical settings (Zhao, Tan & Xu: projected SGD with ``a = b = 2e4``,
     ``tau = 10``, its per-loss coding rules): ``OnlineDivergenceNMF(R, **paper_params)``."""
 
@@ -410,7 +412,7 @@ class OnlineDivergenceNMF(OnlineLearner):
                  code_lower: float = CODE_LOWER,
                  code_upper: float = CODE_UPPER, dict_upper: float = 1.0,
                  dict_row_min: float = 1e-8, ridge: float = 0.0, normalize: bool = True,
-                 batch_size: int = 10, max_iter: int = 1, init="random",
+                 batch_size: int = 10, max_iter: int = 10, init="random",
                  code_max_iter: int = 100, code_tol: float = 1e-4, random_state=None,
                  backend: str | None = None, verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
