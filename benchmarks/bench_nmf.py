@@ -303,7 +303,8 @@ def compare_robust(args):
           f"{'PSNR dB':>10}")
     rows = {}
     for solver in ("admm", "pgd"):
-        # the paper's recipe at the paper's settings (lam = 1/sqrt(F), M = 1, raw units)
+        # the paper's recipe at its settings (outlier_alpha = 1/sqrt(F), outlier_bound = 1, raw
+        # units)
         model = RobustOnlineNMF(49, **{**RobustOnlineNMF.paper_params, "solver": solver},
                                 random_state=2, n_threads=args.n_threads)
         trace, seconds, codes = [], 0.0, []

@@ -100,8 +100,8 @@ def main(argv=None):
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--components", type=int, default=5)
-    parser.add_argument("--lam-scale", type=float, default=3.0,
-                        help="lam = lam_scale / sqrt(F); 1 is too small at F = 3072 (spec 6.16)")
+    parser.add_argument("--outlier-alpha-scale", type=float, default=3.0,
+                        help="outlier_alpha = scale / sqrt(F); 1 is too small at F = 3072")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -114,10 +114,11 @@ def main(argv=None):
     truth_background = true_backgrounds.reshape(len(frames), -1)[source]
     truth_mask = masks.reshape(len(frames), -1)[source]
     learners = {
-        # the paper's lam rule (lam_scale / sqrt(F), raw units), scaled as spec 6.16 says
+        # the paper's rule outlier_alpha = 1/sqrt(F) (raw units), scaled up: too small at this F
         "RobustOnlineNMF": RobustOnlineNMF(args.components,
                                            **{**RobustOnlineNMF.paper_params,
-                                              "lam_scale": args.lam_scale, "batch_size": BATCH},
+                                              "outlier_alpha_scale": args.outlier_alpha_scale,
+                                              "batch_size": BATCH},
                                            random_state=args.seed),
         "OnlineNMF": OnlineNMF(args.components, batch_size=BATCH, column_bound=1.0,
                                random_state=args.seed),

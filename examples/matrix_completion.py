@@ -13,7 +13,7 @@ root-mean-square error on the hidden ratings is compared with predicting every i
 Two settings matter for completion (see docs/maxnorm.md):
 
 * ``noise="none"``: no sparse-corruption term (pure completion); with ``"l1"`` and the default
-  ``lambda2 = 1/sqrt(p)``, ordinary rating deviations would be taken for corruptions;
+  ``outlier_alpha = 1/sqrt(p)``, ordinary rating deviations would be taken for corruptions;
 * ``variant="paper"``: the authors' column projection caps ``||L r|| <= sqrt(d)``, far below the
   norm of a row of ratings (about ``3 sqrt(p)``), so its reconstructions are shrunk towards 0
   (fine for subspaces, wrong for predictions). ``basis_solver="prox_grad"`` keeps the

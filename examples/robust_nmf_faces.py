@@ -18,7 +18,8 @@ number for batch NMF fitted on the *clean* images: the best a basis of that size
 What to expect: these small image sets are far from low-rank (batch NMF on clean faces with
 25 atoms reaches only ~21 dB), so the rank limit, not the outliers, dominates; the robust
 learner's gain appears with heavy outliers (setting 3: about +1 dB on faces), and is nil on
-digits. ``lam = 2 / sqrt(F)``: the paper's ``1 / sqrt(F)`` takes facial detail for outliers.
+digits. ``outlier_alpha = 2 / sqrt(F)``: the paper's ``1 / sqrt(F)`` takes facial detail for
+outliers.
 
 Usage::
 
@@ -57,16 +58,16 @@ def load_digits_data() -> tuple[np.ndarray, tuple[int, int]]:
     return load_digits().data, (8, 8)
 
 
-def learn(name, clean, shape, n_components, copies, lam_scale, seed, setting=(0.7, 0.1)):
+def learn(name, clean, shape, n_components, copies, alpha_scale, seed, setting=(0.7, 0.1)):
     """Corrupt, stream, fit both learners; returns their dictionaries and PSNRs."""
     clean = normalize_unit_max(clean)
     data = contaminate(clean, *setting, random_state=seed)
     stream, _ = replicate(data.X, copies, random_state=seed)
     start = RobustOnlineNMF(n_components, random_state=seed)._initial_state(stream[:1])
     init = [start["state_"].loadings[0]]  # one W_0 (in C) for both learners
-    # the paper's lam rule (lam_scale / sqrt(F), raw units)
+    # the paper's outlier_alpha rule (alpha_scale / sqrt(F), raw units)
     robust = RobustOnlineNMF(n_components, **{**RobustOnlineNMF.paper_params,
-                                              "lam_scale": lam_scale, "batch_size": 10},
+                                              "outlier_alpha_scale": alpha_scale, "batch_size": 10},
                              init=init)
     plain = OnlineNMF(n_components, batch_size=10, column_bound=1.0, init=init)
     results = {}
@@ -146,10 +147,10 @@ def main(argv=None):
         for setting in ((0.7, 0.1), (0.9, 0.3)):
             name = f"faces {setting}"
             panels[name] = learn(name, *faces, n_components=25, copies=args.copies,
-                                 lam_scale=2.0, seed=args.seed, setting=setting)
+                                 alpha_scale=2.0, seed=args.seed, setting=setting)
     panels["digits (0.7, 0.1)"] = learn("digits (0.7, 0.1)", *load_digits_data(),
                                         n_components=16, copies=max(1, args.copies // 5),
-                                        lam_scale=1.0, seed=args.seed)
+                                        alpha_scale=1.0, seed=args.seed)
     plot(panels, args.out)
 
 

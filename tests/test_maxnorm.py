@@ -700,7 +700,7 @@ def test_large_t_steps_shrink_like_one_over_t():
 def test_default_lambdas_and_inits():
     data = corrupted_low_rank(64, 4, 5, 0.1, random_state=0)
     model = paper_omrmd(4, random_state=0).partial_fit(data.Z)
-    assert model._algorithm().lambdas(64) == (0.125, 0.125)
+    assert model._algorithm().alphas(64) == (0.125, 0.125)
     rng = np.random.default_rng(0)
     orth = paper_omrmd(4, init="orthogonal", code_max_iter=1)._algorithm()
     L0 = orth.initial_loadings(data.Z, {"dtype": np.float64}, rng)[0]
@@ -725,7 +725,7 @@ def test_other_noise_models_fit():
     Z = data.Z.copy()
     outliers = rng.random(200) < 0.1
     Z[outliers] = rng.standard_normal((outliers.sum(), 30)) * 5  # whole samples are outliers
-    model = stream(paper_omrmd(3, random_state=0, noise="l21", lambda2=3.0), Z)
+    model = stream(paper_omrmd(3, random_state=0, noise="l21", outlier_alpha=3.0), Z)
     E = model.outliers(Z)
     flagged = np.linalg.norm(E, axis=1) > 0
     assert flagged[outliers].mean() > 0.9 and flagged[~outliers].mean() < 0.1
@@ -739,9 +739,9 @@ def test_other_noise_models_fit():
 def test_estimator_contract():
     from sklearn.base import clone
 
-    model = OnlineMaxNormMD(3, lambda1=0.2, variant="paper")
+    model = OnlineMaxNormMD(3, norm_alpha=0.2, variant="paper")
     assert clone(model).get_params() == model.get_params()
-    assert repr(model) == "OnlineMaxNormMD(n_components=3, lambda1=0.2, variant='paper')"
+    assert repr(model) == "OnlineMaxNormMD(n_components=3, norm_alpha=0.2, variant='paper')"
     with pytest.raises(ValueError, match="invalid parameter"):
         model.set_params(alpha=1.0)
     data = corrupted_low_rank(20, 3, 30, 0.1)
@@ -802,17 +802,17 @@ def test_bad_batches_are_refused_and_keep_state(fitted, batch, mask, error, mess
 
 
 @pytest.mark.parametrize("params, error, message", [
-    (dict(lambda1=0.0), ValueError, "lambda1 must be > 0"),
-    (dict(lambda1=-1.0), ValueError, "lambda1 must be >= 0|lambda1 must be > 0"),
-    (dict(lambda2=0.0), ValueError, "lambda2 must be > 0"),
-    (dict(lambda2="big"), ValueError, "lambda2"),
+    (dict(norm_alpha=0.0), ValueError, "norm_alpha must be > 0"),
+    (dict(norm_alpha=-1.0), ValueError, "norm_alpha must be >= 0|norm_alpha must be > 0"),
+    (dict(outlier_alpha=0.0), ValueError, "outlier_alpha must be > 0"),
+    (dict(outlier_alpha="big"), ValueError, "outlier_alpha"),
     (dict(variant="exact"), ValueError, "variant must be one of"),
     (dict(noise="l2"), ValueError, "noise must be one of"),
     (dict(basis_solver="admm"), ValueError, "basis_solver"),
     (dict(ball_solver="secant"), ValueError, "ball_solver"),
     (dict(column_bound="on"), ValueError, "column_bound"),
     (dict(column_bound=0.0), ValueError, "column_bound must be > 0"),
-    (dict(eps=-0.1), ValueError, "eps"),
+    (dict(ridge=-0.1), ValueError, "ridge"),
     (dict(ball_tol=0.0), ValueError, "ball_tol"),
     (dict(code_max_iter=0), ValueError, "code_max_iter"),
     (dict(basis_sweeps=0), ValueError, "basis_sweeps"),

@@ -58,15 +58,15 @@ def test_the_scale_is_the_mean_of_the_samples_medians():
 def test_paper_params_are_the_papers_settings(cls):
     model = cls(3, random_state=0, **cls.paper_params).fit(
         corrupted_low_rank(16, 3, 20, 0.1, random_state=0).Z)
-    assert model.scale_ == 1.0 and model._algorithm().lambdas(16) == (0.25, 0.25)
+    assert model.scale_ == 1.0 and model._algorithm().alphas(16) == (0.25, 0.25)
     assert model._algorithm().column_bound_of(16) == 1.0
     default = cls(3)
-    assert (default.lambda2, default.data_scale, default.column_bound) == ("auto",) * 3
+    assert (default.outlier_alpha, default.data_scale, default.column_bound) == ("auto",) * 3
 
 
 @pytest.mark.parametrize("cls", LEARNERS)
 def test_a_checkpoint_from_before_data_scale_resumes_as_before(cls, tmp_path):
-    """Old checkpoints hold ``lambda2=None`` and (OMRMD) ``column_bound="auto"``, which then
+    """Old checkpoints hold ``outlier_alpha=None`` and (OMRMD) ``column_bound="auto"``, which then
     meant 1.0: they resume in raw units exactly as the paper's settings do."""
     Z = corrupted_low_rank(16, 3, 40, 0.1, random_state=0).Z
     paper = cls(3, random_state=0, **cls.paper_params).partial_fit(Z[:10])

@@ -148,9 +148,9 @@ def _reduced_reference(x, W, penalties):
         fit = W @ h
         r = outlier_step((x - fit)[None], penalties)[0]
         residual = x - fit - r
-        value = 0.5 * residual @ residual + penalties.lam * np.abs(r).sum()
-        value += 0.5 * penalties.code_l2 * h @ h + penalties.code_l1 * h.sum()
-        return value, -W.T @ residual + penalties.code_l2 * h + penalties.code_l1
+        value = 0.5 * residual @ residual + penalties.outlier_alpha * np.abs(r).sum()
+        value += 0.5 * penalties.ridge * h @ h + penalties.alpha * h.sum()
+        return value, -W.T @ residual + penalties.ridge * h + penalties.alpha
     result = scipy.optimize.minimize(phi, np.zeros(W.shape[1]), jac=True, method="L-BFGS-B",
                                      bounds=[(0, None)] * W.shape[1],
                                      options={"ftol": 1e-15, "gtol": 1e-13, "maxiter": 20000})
@@ -189,12 +189,12 @@ def test_nonnegative_box_prox_and_outlier_step_are_the_minimisers(rng):
     brute = grid[np.argmin(0.5 * (x[:, None] - grid) ** 2 + 0.2 * grid, axis=1)]
     np.testing.assert_allclose(r, brute, atol=grid[1])
     # Tikhonov on r: argmin 1/2 (x - r)^2 + lam |r| + nu/2 r^2 on the box
-    penalties = RobustPenalties(lam=0.2, M=0.5, outlier_l2=0.7)
+    penalties = RobustPenalties(outlier_alpha=0.2, outlier_bound=0.5, outlier_l2=0.7)
     r = outlier_step(x[None], penalties)[0]
     grid = np.linspace(-0.5, 0.5, 20001)
     values = 0.5 * (x[:, None] - grid) ** 2 + 0.2 * np.abs(grid) + 0.35 * grid**2
     np.testing.assert_allclose(r, grid[np.argmin(values, axis=1)], atol=grid[1] - grid[0])
-    assert np.all(outlier_step(x[None], RobustPenalties(lam=np.inf)) == 0)
+    assert np.all(outlier_step(x[None], RobustPenalties(outlier_alpha=np.inf)) == 0)
 
 
 def _check_projection(project, Y, feasible, random_feasible, rng):
@@ -275,11 +275,13 @@ def test_elastic_net_ball_projection_is_optimal_and_matches_slsqp(rng, gamma1, g
 def test_outlier_box_projections_clip_to_the_box(rng):
     # spec item(s): spec 000 U3
     R = rng.normal(size=(5, 7))
-    box = project_outliers(R, RobustPenalties(lam=1.0, M=0.5))
+    box = project_outliers(R, RobustPenalties(outlier_alpha=1.0, outlier_bound=0.5))
     assert np.abs(box).max() <= 0.5 and np.all(box[np.abs(R) <= 0.5] == R[np.abs(R) <= 0.5])
-    nonneg = project_outliers(R, RobustPenalties(lam=1.0, M=0.5, nonnegative_outliers=True))
+    nonneg = project_outliers(R, RobustPenalties(outlier_alpha=1.0, outlier_bound=0.5,
+                                                 nonnegative_outliers=True))
     np.testing.assert_array_equal(nonneg, np.clip(R, 0, 0.5))
-    np.testing.assert_array_equal(project_outliers(R, RobustPenalties(lam=1.0, M=None)), R)
+    unbounded = RobustPenalties(outlier_alpha=1.0, outlier_bound=None)
+    np.testing.assert_array_equal(project_outliers(R, unbounded), R)
 
 
 # -- U5, U6: gradients and the ADMM algebra -----------------------------------------------------
@@ -310,7 +312,8 @@ def test_one_code_admm_iteration_minimises_the_augmented_lagrangian(rng):
     _, W, X = _problem(seed=3, b=1)
     x, lam, rho, M = X[0], 0.05, 1.3, 1.0
     u0, q0 = rng.random(K), np.clip(rng.normal(size=F) * 0.1, -M, M)
-    out = robust_code_admm(X, [W], RobustPenalties(lam=lam, M=M), H0=u0[None], R0=q0[None],
+    out = robust_code_admm(X, [W], RobustPenalties(outlier_alpha=lam, outlier_bound=M),
+                           H0=u0[None], E0=q0[None],
                            rho=rho, tol=0, max_iter=1)
     # h-update: argmin 1/2 ||x - W h - r0||^2 + rho/2 ||h - u0||^2 (zero duals), r0 = q0
     def lagrangian_h(h):
@@ -350,15 +353,16 @@ def test_one_dictionary_admm_iteration_minimises_the_augmented_lagrangian(rng):
 def test_coding_equals_the_reference_implementation_sample_by_sample(rng, solver):
     _, W, X = _problem(seed=1, b=6)
     H0 = rng.random((6, K))
-    penalties = RobustPenalties(lam=1 / np.sqrt(F), M=1.0)
-    out = robust_code(X, [W], penalties, solver=solver, H0=H0, R0=np.zeros_like(X))
+    penalties = RobustPenalties(outlier_alpha=1 / np.sqrt(F), outlier_bound=1.0)
+    out = robust_code(X, [W], penalties, solver=solver, H0=H0, E0=np.zeros_like(X))
     reference = hr_pgd if solver == "pgd" else hr_admm
     for j in range(6):
-        H, R = reference(X[j][:, None], W, H0[j][:, None], np.zeros((F, 1)), penalties.lam, 1.0)
+        H, R = reference(X[j][:, None], W, H0[j][:, None], np.zeros((F, 1)),
+                         penalties.outlier_alpha, 1.0)
         np.testing.assert_allclose(out.codes[j], H[:, 0], atol=1e-12)
         np.testing.assert_allclose(out.outliers[j], R[:, 0], atol=1e-12)
         alone = robust_code(X[j:j + 1], [W], penalties, solver=solver, H0=H0[j:j + 1],
-                            R0=np.zeros((1, F)))
+                            E0=np.zeros((1, F)))
         np.testing.assert_allclose(out.codes[j], alone.codes[0], atol=1e-13)
 
 
@@ -382,11 +386,11 @@ def test_dictionary_steps_equal_the_reference_implementation(rng, solver):
 def test_pgd_objective_never_increases(kappa):
     # spec item(s): spec 000 S1
     _, W, X = _problem(seed=2)
-    penalties = RobustPenalties(lam=0.1, M=1.0)
+    penalties = RobustPenalties(outlier_alpha=0.1, outlier_bound=1.0)
     H, R = np.random.default_rng(5).random((4, K)), np.zeros_like(X)
     previous = robust_losses(X, [W], H, R, penalties)
     for _ in range(60):  # a PGD iteration is a function of (h, r) only: chaining is exact
-        out = robust_code_pgd(X, [W], penalties, H0=H, R0=R, kappa=kappa, tol=0, max_iter=1)
+        out = robust_code_pgd(X, [W], penalties, H0=H, E0=R, kappa=kappa, tol=0, max_iter=1)
         H, R = out.codes, out.outliers
         assert np.all(out.losses <= previous + 1e-12 * np.abs(previous))
         previous = out.losses
@@ -395,7 +399,7 @@ def test_pgd_objective_never_increases(kappa):
 def test_accelerated_pgd_is_monotone_too():
     # spec item(s): spec 000 S1
     _, W, X = _problem(seed=4)
-    penalties = RobustPenalties(lam=0.1, M=1.0)
+    penalties = RobustPenalties(outlier_alpha=0.1, outlier_bound=1.0)
     H0 = np.random.default_rng(1).random((4, K))
     values = [robust_code_pgd(X, [W], penalties, H0=H0, tol=0, max_iter=k,
                               accelerated=True).losses for k in range(1, 40)]
@@ -409,7 +413,7 @@ def test_solvers_reach_a_high_accuracy_reference_and_satisfy_kkt(dictionary):
     rng, W, X = _problem(seed=7, b=3, F=120, K=10)
     if dictionary == "random":
         W = proj_C(rng.random(W.shape))
-    penalties = RobustPenalties(lam=1 / np.sqrt(120), M=1.0)
+    penalties = RobustPenalties(outlier_alpha=1 / np.sqrt(120), outlier_bound=1.0)
     H0 = rng.random((3, 10))
     references = [_reduced_reference(x, W, penalties) for x in X]
     best = np.array([value for _, value in references])
@@ -422,7 +426,8 @@ def test_solvers_reach_a_high_accuracy_reference_and_satisfy_kkt(dictionary):
     # S3: KKT at the tight solutions
     for out in (fista, admm):
         H, R = out.codes, out.outliers
-        np.testing.assert_allclose(R, prox_l1_box(X - H @ W.T, penalties.lam, 1.0), atol=1e-8)
+        np.testing.assert_allclose(R, prox_l1_box(X - H @ W.T, penalties.outlier_alpha, 1.0),
+                                   atol=1e-8)
         g = (H @ W.T + R - X) @ W
         assert np.abs(g[H > 1e-10]).max(initial=0) <= 1e-6
         assert g[H <= 1e-10].min(initial=0) >= -1e-6
@@ -432,7 +437,7 @@ def test_paper_stopping_rule_is_loose_on_purpose():
     """After 50 PGD iterations the gap is large: expected, not to be 'fixed' (spec S2)."""
     # spec item(s): spec 000 S2
     rng, W, X = _problem(seed=7, b=3, F=120, K=10)
-    penalties = RobustPenalties(lam=1 / np.sqrt(120), M=1.0)
+    penalties = RobustPenalties(outlier_alpha=1 / np.sqrt(120), outlier_bound=1.0)
     best = np.array([_reduced_reference(x, W, penalties)[1] for x in X])
     loose = robust_code_pgd(X, [W], penalties, H0=rng.random((3, 10)))
     assert loose.n_iter <= 50 and np.max((loose.losses - best) / best) > 1e-3
@@ -442,28 +447,31 @@ def test_extreme_penalties_give_the_limiting_solutions():
     # spec item(s): spec 000 S5
     rng, W, X = _problem(seed=8)
     # a huge lam: no outliers, and the codes are the nonnegative least-squares solution
-    out = robust_code_admm(X, [W], RobustPenalties(lam=1e6, M=1.0), tol=0, max_iter=3000)
+    out = robust_code_admm(X, [W], RobustPenalties(outlier_alpha=1e6, outlier_bound=1.0), tol=0,
+                           max_iter=3000)
     assert np.all(out.outliers == 0)
     for x, h in zip(X, out.codes):
         np.testing.assert_allclose(h, scipy.optimize.nnls(W, x)[0], atol=1e-7)
     # M -> 0 forbids outliers; nonnegative outliers stay nonnegative; lam = inf is exact
-    tiny = robust_code_pgd(X, [W], RobustPenalties(lam=0.01, M=1e-12), tol=0, max_iter=50)
+    tiny = robust_code_pgd(X, [W], RobustPenalties(outlier_alpha=0.01, outlier_bound=1e-12), tol=0,
+                           max_iter=50)
     assert np.abs(tiny.outliers).max() <= 1e-12
     for solver in ("pgd", "admm"):
-        out = robust_code(X, [W], RobustPenalties(lam=0.01, nonnegative_outliers=True),
+        out = robust_code(X, [W], RobustPenalties(outlier_alpha=0.01, nonnegative_outliers=True),
                           solver=solver)
         assert out.outliers.min() >= 0 and out.outliers.max() > 0
-        assert np.all(robust_code(X, [W], RobustPenalties(lam=np.inf), solver=solver).outliers
+        no_outliers = RobustPenalties(outlier_alpha=np.inf)
+        assert np.all(robust_code(X, [W], no_outliers, solver=solver).outliers
                       == 0)
 
 
 REGULARISED = [
-    dict(code_l2=0.3, outlier_l2=0.2),  # eq. (39)
-    dict(code_l1=0.05),
-    dict(code_group=0.05, group_size=3),
-    dict(code_group=0.03, group_size=2, code_l1=0.02),  # sparse group lasso
+    dict(ridge=0.3, outlier_l2=0.2),  # eq. (39)
+    dict(alpha=0.05),
+    dict(group_alpha=0.05, group_size=3),
+    dict(group_alpha=0.03, group_size=2, alpha=0.02),  # sparse group lasso
     dict(nonnegative_outliers=True),
-    dict(M=None),
+    dict(outlier_bound=None),
 ]
 
 
@@ -471,7 +479,7 @@ REGULARISED = [
 def test_regularised_variants_pgd_and_admm_agree(extra):
     # spec item(s): spec 000 S6
     _, W, X = _problem(seed=9)
-    penalties = RobustPenalties(**{"lam": 0.08, "M": 1.0, **extra})
+    penalties = RobustPenalties(**{"outlier_alpha": 0.08, "outlier_bound": 1.0, **extra})
     H0 = np.random.default_rng(2).random((4, K))
     fista = robust_code_pgd(X, [W], penalties, H0=H0, tol=0, max_iter=4000, accelerated=True)
     admm = robust_code_admm(X, [W], penalties, H0=H0, tol=0, max_iter=4000)
@@ -482,7 +490,7 @@ def test_regularised_variants_pgd_and_admm_agree(extra):
     H, R = H0, np.zeros_like(X)
     previous = robust_losses(X, [W], H, R, penalties)
     for _ in range(25):  # S1-type monotonicity of plain PGD
-        out = robust_code_pgd(X, [W], penalties, H0=H, R0=R, tol=0, max_iter=1)
+        out = robust_code_pgd(X, [W], penalties, H0=H, E0=R, tol=0, max_iter=1)
         H, R = out.codes, out.outliers
         assert np.all(out.losses <= previous + 1e-12 * np.abs(previous))
         previous = out.losses
@@ -490,7 +498,7 @@ def test_regularised_variants_pgd_and_admm_agree(extra):
 
 def test_group_penalty_of_consecutive_groups():
     H = np.array([[3.0, 4.0, 1.0]])
-    value = code_penalty(H, RobustPenalties(lam=1.0, code_group=2.0, group_size=2))
+    value = code_penalty(H, RobustPenalties(outlier_alpha=1.0, group_alpha=2.0, group_size=2))
     np.testing.assert_allclose(value, [2.0 * (np.sqrt(2) * 5.0 + 1.0)])
 
 
@@ -572,7 +580,7 @@ def test_tensor_samples_code_like_the_matrix_of_atoms(rng, solver):
     """A CP dictionary codes exactly like its (never formed) Khatri-Rao matrix."""
     loadings = [proj_C(rng.random((6, 4))), proj_C(rng.random((5, 4)))]
     X = np.clip(rng.random((7, 6, 5)) * 0.3 + (rng.random((7, 6, 5)) < 0.1), 0, 1)
-    penalties = RobustPenalties(lam=0.1, M=1.0, code_l1=0.01)
+    penalties = RobustPenalties(outlier_alpha=0.1, outlier_bound=1.0, alpha=0.01)
     H0 = rng.random((7, 4))
     tensor = robust_code(X, loadings, penalties, solver=solver, H0=H0)
     matrix = robust_code(X.reshape(7, 30), [khatri_rao(loadings)], penalties, solver=solver,
@@ -586,7 +594,7 @@ def test_tensor_samples_code_like_the_matrix_of_atoms(rng, solver):
 def test_solvers_backend_parity(backend, solver):
     _, W, X = _problem(seed=11)
     H0 = np.random.default_rng(0).random((4, K))
-    penalties = RobustPenalties(lam=0.05, M=1.0, code_l2=0.01)
+    penalties = RobustPenalties(outlier_alpha=0.05, outlier_bound=1.0, ridge=0.01)
     with using("numpy"):
         reference = robust_code(X, [W], penalties, solver=solver, H0=H0, tol=1e-6, max_iter=200)
         expected, _ = surrogate_solver_step([W], np.eye(K), W, 1.0, solver=solver,
@@ -603,7 +611,7 @@ def test_solvers_backend_parity(backend, solver):
 def test_bad_solver_name():
     _, W, X = _problem()
     with pytest.raises(ValueError, match="solver"):
-        robust_code(X, [W], RobustPenalties(lam=0.1), solver="sgd")
+        robust_code(X, [W], RobustPenalties(outlier_alpha=0.1), solver="sgd")
     with pytest.raises(ValueError, match="solver"):
         surrogate_solver_step([W], np.eye(K), W, 0.0, solver="bcd", project=_ball)
     with pytest.raises(ValueError, match="gamma"):

@@ -11,7 +11,7 @@ from tensorstream import load
 from tensorstream.core.backend import to_numpy
 from tensorstream.datasets.outliers import contaminate, normalize_unit_max, psnr, replicate
 from tensorstream.learners.nmf import OnlineNMF
-from tensorstream.learners.robust_nmf import AUTO_LAM, RobustNMF, RobustOnlineNMF
+from tensorstream.learners.robust_nmf import AUTO_OUTLIER_ALPHA, RobustNMF, RobustOnlineNMF
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
     not importlib.util.find_spec("torch"), reason="needs torch"))]
@@ -92,12 +92,14 @@ def test_a_declared_scale_is_used_as_given():
 def test_paper_params_are_the_papers_settings(cls):
     """One argument away: ``lam = 1/sqrt(F)``, the box ``M = 1``, raw units (spec 000)."""
     model = cls(3, **cls.paper_params)
-    assert model.get_params()["data_scale"] == 1.0 and model.M == 1.0 and model.lam is None
+    assert model.get_params()["data_scale"] == 1.0 and model.outlier_bound == 1.0
+    assert model.outlier_alpha is None
     X = _outlier_data()
     fitted = model.set_params(random_state=0).fit(X)
     assert fitted.scale_ == 1.0
     default = cls(3, random_state=0)
-    assert default.lam == "auto" and default.M == 10.0 and default.data_scale == "auto"
+    assert default.outlier_alpha == "auto" and default.outlier_bound == 10.0
+    assert default.data_scale == "auto"
 
 
 def _faces():
@@ -139,15 +141,15 @@ def test_robust_beats_plain_online_nmf_on_faces_in_the_papers_three_settings(set
 
 
 def test_auto_lam_is_documented_in_units_of_the_scale():
-    model = RobustOnlineNMF(3, lam_scale=2.0, random_state=0).fit(_outlier_data())
+    model = RobustOnlineNMF(3, outlier_alpha_scale=2.0, random_state=0).fit(_outlier_data())
     penalties = model._algorithm().penalties(20)
-    assert penalties.lam == pytest.approx(2.0 * AUTO_LAM)
+    assert penalties.outlier_alpha == pytest.approx(2.0 * AUTO_OUTLIER_ALPHA)
 
 
 def test_a_checkpoint_from_before_data_scale_resumes_as_before(tmp_path):
-    """Checkpoints written before ``data_scale`` existed hold the old defaults (``lam=None``,
-    ``M=1.0``) and ``scale = 1``: they load in raw units and resume exactly as a learner at the
-    paper's settings does."""
+    """Checkpoints written before ``data_scale`` existed hold the old defaults
+    (``outlier_alpha=None``, ``outlier_bound=1.0``) and ``scale = 1``: they load in raw units and
+    resume exactly as a learner at the paper's settings does."""
     import json
 
     from tensorstream.engine.checkpoint import read_checkpoint
@@ -160,7 +162,7 @@ def test_a_checkpoint_from_before_data_scale_resumes_as_before(tmp_path):
     old = tmp_path / "old.npz"
     np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
     resumed = load(old)
-    assert resumed.data_scale == "auto" and resumed.scale_ == 1.0 and resumed.lam is None
+    assert resumed.data_scale == "auto" and resumed.scale_ == 1.0 and resumed.outlier_alpha is None
     for learner in (paper, resumed):
         learner.partial_fit(7 * X[10:20])  # raw units: no rescaling of a later batch
     np.testing.assert_array_equal(resumed.components_, paper.components_)

@@ -31,7 +31,8 @@ from tensorstream.steps.surrogate import surrogate_value
 def _in_paper_units(cls):
     """``cls`` with the paper's lam, box and raw units (``paper_params``) unless a test says
     otherwise: these tests reproduce spec 000, whose numbers are measured at those settings."""
-    paper = {k: cls.paper_params[k] for k in ("lam", "lam_scale", "M", "data_scale")}
+    paper = {k: cls.paper_params[k]
+             for k in ("outlier_alpha", "outlier_alpha_scale", "outlier_bound", "data_scale")}
 
     def make(*args, **kwargs):
         return cls(*args, **{**paper, **kwargs})
@@ -79,7 +80,7 @@ def oadmm_run(ct_data):
 @pytest.fixture(scope="module")
 def proxy_run(ct_data):
     """The spec's proxy: the same code without outliers (lam = inf)."""
-    model = RobustOnlineNMF(49, solver="admm", lam=np.inf, random_state=2)
+    model = RobustOnlineNMF(49, solver="admm", outlier_alpha=np.inf, random_state=2)
     H, _, _, _ = _stream(model, ct_data.X)
     return model, H
 
@@ -152,7 +153,7 @@ def test_paper_mode_opgd_is_no_worse_than_its_outlier_free_proxy(ct_data):
     H, R, _, _ = _stream(model, X)
     W = model.loadings_[0]
     assert W.min() >= 0 and np.linalg.norm(W, axis=0).max() <= 1 + 1e-12
-    proxy = RobustOnlineNMF(49, solver="pgd", lam=np.inf, random_state=2)
+    proxy = RobustOnlineNMF(49, solver="pgd", outlier_alpha=np.inf, random_state=2)
     H_proxy, _, _, _ = _stream(proxy, X)
     assert psnr(X_clean, H @ W.T) >= psnr(X_clean, H_proxy @ proxy.loadings_[0].T) - 1
 
@@ -276,7 +277,7 @@ def test_learner_equals_the_reference_loop(solver):
 def test_statistics_reproduce_the_past_losses(tau):
     # spec item(s): spec 000 U4
     data = synthetic_outlier_data(n_features=30, n_components=4, n_samples=63, random_state=5)
-    model = RobustOnlineNMF(4, batch_size=tau, code_l2=0.01, outlier_l2=0.02, random_state=0)
+    model = RobustOnlineNMF(4, batch_size=tau, ridge=0.01, outlier_l2=0.02, random_state=0)
     H, R, _, _ = _stream(model, data.X, batch_size=tau)
     stats = model.statistics_
     np.testing.assert_allclose(stats["A"], H.T @ H / 63, rtol=1e-10)
@@ -341,13 +342,13 @@ def test_constraints_and_surrogate_decrease_at_every_step(params, solver):
 
 def test_outlier_extensions_hold_after_every_step():
     data = synthetic_outlier_data(n_features=40, n_components=5, n_samples=60, random_state=7)
-    model = RobustOnlineNMF(5, nonnegative_outliers=True, M=0.5, random_state=0)
+    model = RobustOnlineNMF(5, nonnegative_outliers=True, outlier_bound=0.5, random_state=0)
     for start in range(0, 60, 6):
         model.partial_fit(data.X[start:start + 6])
         _, R = model.last_decomposition_
         assert R.min() >= 0 and R.max() <= 0.5
-    model = RobustOnlineNMF(5, M=None, solver="pgd", accelerated=True, code_group=0.01,
-                            group_size=2, code_l1=0.001, random_state=0).fit(data.X)
+    model = RobustOnlineNMF(5, outlier_bound=None, solver="pgd", accelerated=True, group_alpha=0.01,
+                            group_size=2, alpha=0.001, random_state=0).fit(data.X)
     assert np.all(np.isfinite(model.loadings_[0]))
 
 
@@ -383,7 +384,8 @@ def test_backend_parity_after_50_steps(backend, solver):
 def test_checkpoint_resume_equals_uninterrupted_run(backend, tmp_path, solver):
     data = synthetic_outlier_data(n_features=30, n_components=4, n_samples=100, random_state=10)
     batches = [tl.tensor(data.X[start:start + 5]) for start in range(0, 100, 5)]
-    params = dict(solver=solver, lam_scale=2.0, M=None, code_l2=0.001, random_state=0)
+    params = dict(solver=solver, outlier_alpha_scale=2.0, outlier_bound=None, ridge=0.001,
+                  random_state=0)
     straight = RobustOnlineNMF(4, **params)
     for batch in batches:
         straight.partial_fit(batch)
@@ -408,7 +410,8 @@ def test_tensor_samples_through_the_engine():
     clean = np.einsum("sr,ir,jr->sij", rng.random((200, 3)), *factors)
     clean /= clean.max()
     X = np.clip(clean + (rng.random(clean.shape) < 0.05) * rng.uniform(-1, 1, clean.shape), 0, 1)
-    model = RobustOnlineNMF(3, batch_size=10, max_iter=3, lam_scale=2.0, random_state=0).fit(X)
+    model = RobustOnlineNMF(3, batch_size=10, max_iter=3, outlier_alpha_scale=2.0,
+                            random_state=0).fit(X)
     assert [U.shape for U in model.loadings_] == [(8, 3), (6, 3)]
     assert all(U.min() >= 0 and np.linalg.norm(U, axis=0).max() <= 1 + 1e-12
                for U in model.loadings_)
@@ -436,7 +439,7 @@ def test_zero_codes_leave_the_dictionary(solver):
 
 def test_more_atoms_than_features_partial_batches_and_no_box():
     data = synthetic_outlier_data(n_features=6, n_components=3, n_samples=23, random_state=12)
-    model = RobustOnlineNMF(9, M=None, batch_size=5, random_state=0).fit(data.X)
+    model = RobustOnlineNMF(9, outlier_bound=None, batch_size=5, random_state=0).fit(data.X)
     assert model.n_steps_ == 5 and model.n_samples_seen_ == 23
     assert model.components_.shape == (9, 6) and np.all(np.isfinite(model.components_))
 
@@ -445,7 +448,7 @@ def test_no_outliers_matches_the_proxy():
     data = synthetic_outlier_data(n_samples=2000, nu=0.0, random_state=13)
     results = []
     for lam in (None, np.inf):
-        model = RobustOnlineNMF(49, lam=lam, random_state=2)
+        model = RobustOnlineNMF(49, outlier_alpha=lam, random_state=2)
         H, _, _, _ = _stream(model, data.X)
         results.append(psnr(data.X_clean, H @ model.loadings_[0].T))
     assert abs(results[0] - results[1]) <= 1.0
@@ -457,7 +460,7 @@ def test_digits_smoke():
     clean = normalize_unit_max(load_digits().data[:300])
     data = contaminate(clean, 0.7, 0.1, random_state=0)
     stream, source = replicate(data.X, 2, random_state=0)
-    model = RobustOnlineNMF(16, lam=1 / 8, batch_size=10, random_state=0).fit(stream)
+    model = RobustOnlineNMF(16, outlier_alpha=1 / 8, batch_size=10, random_state=0).fit(stream)
     W = model.loadings_[0]
     assert W.shape == (64, 16) and W.min() >= 0 and np.linalg.norm(W, axis=0).max() <= 1 + 1e-12
     assert np.all(np.isfinite(model.transform(clean)))
@@ -468,7 +471,7 @@ def test_video_frames_separate_background_and_foreground():
     frames, backgrounds, masks = moving_patch_video(n_frames=60, random_state=0)
     X = frames.reshape(60, -1)
     stream, source = replicate(X, 5, random_state=0)
-    model = RobustOnlineNMF(3, lam_scale=3.0, random_state=0).fit(stream)
+    model = RobustOnlineNMF(3, outlier_alpha_scale=3.0, random_state=0).fit(stream)
     model.set_params(code_tol=1e-5, code_max_iter=300)
     codes, foreground = model.decompose(X)
     background = codes @ model.components_
@@ -496,7 +499,7 @@ def test_badmm_residuals_vanish_and_the_result_is_feasible():
     data = synthetic_outlier_data(n_features=100, n_components=10, n_samples=500, random_state=1)
     model = RobustNMF(10, solver="admm", max_iter=1500, random_state=2).fit(data.X)
     last = model.history_[-1]
-    assert max(last["residual_H"], last["residual_R"], last["residual_W"]) < 1e-3
+    assert max(last["residual_H"], last["residual_E"], last["residual_W"]) < 1e-3
     W = model.components_.T
     assert W.min() >= 0 and np.linalg.norm(W, axis=0).max() <= 1 + 1e-12
     assert model.codes_.min() >= 0 and np.abs(model.outliers_).max() <= 1
@@ -505,7 +508,7 @@ def test_badmm_residuals_vanish_and_the_result_is_feasible():
     np.testing.assert_allclose(
         last["objective"],
         np.mean(robust_losses(data.X, [W], model.codes_, model.outliers_,
-                              RobustPenalties(lam=0.1, M=1.0))), rtol=1e-12)
+                              RobustPenalties(outlier_alpha=0.1, outlier_bound=1.0))), rtol=1e-12)
 
 
 def test_batch_estimator_api_and_shared_initialisation():
@@ -584,12 +587,12 @@ def test_bad_masks_are_refused(fitted):
 
 
 @pytest.mark.parametrize("params, error, message", [
-    (dict(lam=0.0), ValueError, "lam must be > 0"),
-    (dict(lam=-1.0), ValueError, "lam must be > 0"),
-    (dict(lam="big"), ValueError, "lam"),  # "auto" is the one string
-    (dict(lam_scale=0.0), ValueError, "lam_scale"),
-    (dict(M=0.0), ValueError, "M must be > 0"),
-    (dict(M=-2.0), ValueError, "M must be > 0"),
+    (dict(outlier_alpha=0.0), ValueError, "outlier_alpha must be > 0"),
+    (dict(outlier_alpha=-1.0), ValueError, "outlier_alpha must be > 0"),
+    (dict(outlier_alpha="big"), ValueError, "outlier_alpha"),  # "auto" is the one string
+    (dict(outlier_alpha_scale=0.0), ValueError, "outlier_alpha_scale"),
+    (dict(outlier_bound=0.0), ValueError, "outlier_bound must be > 0"),
+    (dict(outlier_bound=-2.0), ValueError, "outlier_bound must be > 0"),
     (dict(solver="sgd"), ValueError, "solver"),
     (dict(kappa=0.0), ValueError, "kappa"),
     (dict(kappa=1.5), ValueError, "kappa"),
@@ -597,7 +600,7 @@ def test_bad_masks_are_refused(fitted):
     (dict(constraint="box"), ValueError, "constraint"),
     (dict(constraint="elasticnet", gamma1=0.0, gamma2=0.0), ValueError, "gamma"),
     (dict(code_max_iter=0), ValueError, "code_max_iter"),
-    (dict(code_l1=-1.0), ValueError, "code_l1"),
+    (dict(alpha=-1.0), ValueError, "alpha must"),
     (dict(code_init="random"), ValueError, "code_init"),
     (dict(outlier_init="ones"), ValueError, "outlier_init"),
     (dict(group_size=0), ValueError, "group_size"),
@@ -615,14 +618,15 @@ def test_bad_parameters_raise_before_learning(params, error, message):
 
 def test_bad_parameter_on_a_fitted_learner_keeps_state(fitted):
     before = _snapshot(fitted)
-    fitted.set_params(M=0.0)
-    with pytest.raises(ValueError, match="M must be > 0"):
+    fitted.set_params(outlier_bound=0.0)
+    with pytest.raises(ValueError, match="outlier_bound must be > 0"):
         fitted.partial_fit(np.ones((3, 20)))
     assert _snapshot(fitted)[3:] == before[3:]
 
 
 @pytest.mark.parametrize("params, message", [
-    (dict(lam=0.0), "lam"), (dict(M=0.0), "M must be"), (dict(solver="bcd"), "solver"),
+    (dict(outlier_alpha=0.0), "outlier_alpha"), (dict(outlier_bound=0.0), "outlier_bound must be"),
+    (dict(solver="bcd"), "solver"),
     (dict(max_time=0.0), "max_time"), (dict(init="nndsvda"), "init"),
 ])
 def test_batch_bad_input(params, message):
@@ -639,7 +643,7 @@ def test_batch_bad_input(params, message):
 def test_estimator_contract():
     from sklearn.base import clone
 
-    model = RobustOnlineNMF(4, lam=0.1, solver="pgd", constraint="simplex")
+    model = RobustOnlineNMF(4, outlier_alpha=0.1, solver="pgd", constraint="simplex")
     assert clone(model).get_params() == model.get_params()
     assert "solver='pgd'" in repr(model)
     batch = RobustNMF(4, solver="pgd")
@@ -685,7 +689,7 @@ def test_robustness_holds_under_heavier_outliers():
     for (nu, nu_tilde), floor in (((0.8, 0.2), 30), ((0.9, 0.3), 28)):
         data = synthetic_outlier_data(nu=nu, nu_tilde=nu_tilde, random_state=1)
         robust = RobustOnlineNMF(49, random_state=2)
-        proxy = RobustOnlineNMF(49, lam=np.inf, random_state=2)
+        proxy = RobustOnlineNMF(49, outlier_alpha=np.inf, random_state=2)
         H, R, _, _ = _stream(robust, data.X)
         H_proxy, _, _, _ = _stream(proxy, data.X)
         gain = psnr(data.X_clean, H @ robust.loadings_[0].T) - psnr(
@@ -748,7 +752,7 @@ def test_camera_video_acceptance():
                                                     n_frames=200, random_state=0)
     X = frames.reshape(200, -1)
     stream, source = replicate(X, 10, random_state=0)
-    model = RobustOnlineNMF(5, lam_scale=3.0, random_state=0)
+    model = RobustOnlineNMF(5, outlier_alpha_scale=3.0, random_state=0)
     H, R, _, _ = _stream(model, stream)
     background = H @ model.components_
     assert psnr(backgrounds.reshape(200, -1)[source], background) >= 31

@@ -60,9 +60,10 @@ def _coding_problem(seed=0, b=6, F=12, R=3, keep=0.6):
 
 
 PENALTIES = [
-    RobustPenalties(lam=0.05, M=1.0),
-    RobustPenalties(lam=0.05, M=None, code_l1=0.01, code_l2=0.01, outlier_l2=0.1),
-    RobustPenalties(lam=0.05, M=0.5, nonnegative_outliers=True, code_group=0.02, group_size=2),
+    RobustPenalties(outlier_alpha=0.05, outlier_bound=1.0),
+    RobustPenalties(outlier_alpha=0.05, outlier_bound=None, alpha=0.01, ridge=0.01, outlier_l2=0.1),
+    RobustPenalties(outlier_alpha=0.05, outlier_bound=0.5, nonnegative_outliers=True,
+                    group_alpha=0.02, group_size=2),
 ]
 
 
@@ -95,7 +96,7 @@ def test_masked_coding_satisfies_the_kkt_conditions(solver):
     """Spec S3 on the observed entries: r = S~(m (x - W h)), and the masked gradient
     g = W^T (m (W h + r - x)) vanishes on the support of h and is >= 0 off it."""
     W, X, mask = _coding_problem(seed=1)
-    penalties = RobustPenalties(lam=0.05, M=1.0)
+    penalties = RobustPenalties(outlier_alpha=0.05, outlier_bound=1.0)
     coded = _tight(solver, X, W, penalties, mask=mask * 1.0)
     H, R = coded.codes, coded.outliers
     residual = mask * (X - H @ W.T)
@@ -108,7 +109,7 @@ def test_masked_coding_satisfies_the_kkt_conditions(solver):
 
 def test_masked_pgd_is_monotone_and_agrees_with_admm():
     W, X, mask = _coding_problem(seed=2, b=8)
-    penalties = RobustPenalties(lam=0.05, M=1.0)
+    penalties = RobustPenalties(outlier_alpha=0.05, outlier_bound=1.0)
     previous = None
     for n_iter in range(1, 30):  # S1: the block-MM objective never goes up, with masks too
         losses = robust_code_pgd(X, [W], penalties, tol=0, max_iter=n_iter,
@@ -127,7 +128,7 @@ def test_masked_coding_of_tensor_samples():
     X = rng.random((3, 5, 4))
     mask = rng.random(X.shape) < 0.7
     W = np.einsum("ir,jr->ijr", *loadings).reshape(20, 2)
-    penalties = RobustPenalties(lam=0.1)
+    penalties = RobustPenalties(outlier_alpha=0.1)
     for solver in SOLVERS:
         options = dict(tol=0, max_iter=3000, mask=mask * 1.0)
         code = robust_code_pgd if solver == "pgd" else robust_code_admm

@@ -55,8 +55,8 @@ def test_orpca_backend_parity(backend):
 
 
 @pytest.mark.parametrize("params, message", [
-    (dict(lambda1=0.0), "lambda1 must be > 0"),
-    (dict(lambda2=-1.0), "lambda2"),
+    (dict(norm_alpha=0.0), "norm_alpha must be > 0"),
+    (dict(outlier_alpha=-1.0), "outlier_alpha"),
     (dict(basis_sweeps=0), "basis_sweeps"),
     (dict(column_bound=0.0), "column_bound"),
     (dict(code_max_iter=0), "code_max_iter"),
@@ -85,12 +85,12 @@ def test_pcp_exact_recovery_on_a_small_problem():
 def test_pcp_defaults_follow_the_reference_code():
     data = corrupted_low_rank(20, 2, 80, 0.05, random_state=1)
     default = RobustPCA().fit(data.Z)
-    explicit = RobustPCA(lam=1 / np.sqrt(80)).fit(data.Z)  # 1/sqrt(max(n, p))
+    explicit = RobustPCA(outlier_alpha=1 / np.sqrt(80)).fit(data.Z)  # 1/sqrt(max(n, p))
     np.testing.assert_array_equal(default.low_rank_, explicit.low_rank_)
     # without n_components: every direction with a nonzero singular value
     assert len(default.singular_values_) == default.components_.shape[0] >= 2
     np.testing.assert_array_equal(default.fit_transform(data.Z), default.low_rank_)
-    other = RobustPCA(lam=1 / np.sqrt(20)).fit(data.Z)
+    other = RobustPCA(outlier_alpha=1 / np.sqrt(20)).fit(data.Z)
     assert not np.array_equal(other.low_rank_, default.low_rank_)
 
 
@@ -106,13 +106,13 @@ def test_pcp_backend_parity(backend):
 def test_pcp_parameters_contract():
     from sklearn.base import clone
 
-    pcp = RobustPCA(4, lam=0.1)
+    pcp = RobustPCA(4, outlier_alpha=0.1)
     assert clone(pcp).get_params() == pcp.get_params()
-    assert repr(pcp) == "RobustPCA(n_components=4, lam=0.1)"
+    assert repr(pcp) == "RobustPCA(n_components=4, outlier_alpha=0.1)"
 
 
 @pytest.mark.parametrize("X, params, error, message", [
-    (np.ones((5, 4)), dict(lam=0.0), ValueError, "lam must be > 0"),
+    (np.ones((5, 4)), dict(outlier_alpha=0.0), ValueError, "outlier_alpha must be > 0"),
     (np.ones((5, 4)), dict(rho=0.5), ValueError, "rho"),
     (np.ones((5, 4)), dict(max_iter=0), ValueError, "max_iter"),
     (np.ones((5, 4)), dict(n_components=5), ValueError, "n_components"),

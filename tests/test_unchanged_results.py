@@ -106,7 +106,7 @@ def _robust_masked(backend):
 
     X = _low_rank(40, 10, 2, seed=5)
     mask = np.random.default_rng(5).random(X.shape) < 0.7
-    model = RobustOnlineNMF(2, solver="pgd", dict_l1=0.01, code_l2=0.01, random_state=0)
+    model = RobustOnlineNMF(2, solver="pgd", dict_l1=0.01, ridge=0.01, random_state=0)
     for start in range(0, 40, 10):
         model.partial_fit(_as_backend(X[start:start + 10], backend), mask=mask[start:start + 10])
     return {"loadings": model.loadings_,

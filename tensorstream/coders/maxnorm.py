@@ -1,15 +1,15 @@
 """Coefficients and sparse noise of a batch against a fixed basis (max-norm / robust PCA coding).
 
 For every sample ``z`` (a row of the batch ``Z``, shape ``(b, p)``) and the basis ``L`` (``p x d``)
-this solves the per-sample problem of Shen, Xu & Li (spec 002, eq. (3.2)) or of OR-PCA:
+this solves the per-sample problem of Shen, Xu & Li (2014, eq. (3.2)) or of OR-PCA:
 
-    min_{r, e}  1/2 ||z - L r - e||^2 + lambda2 h(e)    s.t. ||r||_2 <= 1   (ball=True, OMRMD)
-    min_{r, e}  1/2 ||z - L r - e||^2 + ridge/2 ||r||^2 + lambda2 h(e)      (ball=False, OR-PCA)
+    min_{r, e}  1/2 ||z - L r - e||^2 + outlier_alpha h(e)   s.t. ||r||_2 <= 1  (ball=True, OMRMD)
+    min_{r, e}  1/2 ||z - L r - e||^2 + ridge/2 ||r||^2 + outlier_alpha h(e)  (ball=False, OR-PCA)
 
-by block coordinate descent (spec Algorithm 3): ``r`` in closed form (ridge solve, and the
+by block coordinate descent (their Algorithm 3): ``r`` in closed form (ridge solve, and the
 multiplier ``eta`` of the ball constraint when the ridge solution lies outside it), then ``e`` by
-the proximal map of ``lambda2 h`` (soft-thresholding for ``h = ||.||_1``). Every sample keeps its
-own convergence test; the batch runs in lockstep and finished samples are frozen, so a sample's
+the proximal map of ``outlier_alpha h`` (soft-thresholding for ``h = ||.||_1``). Every sample keeps
+its own convergence test; the batch runs in lockstep and finished samples are frozen, so a sample's
 result does not depend on the batch it came in.
 
 The r-step works in the eigenbasis of ``L^T L`` (one ``eigh`` per batch, since ``L`` is fixed):
@@ -47,7 +47,7 @@ class RobustCodes:
     outliers: Tensor  #: (b, p) noise ``e`` (zero at missing entries)
     low_rank: Tensor  #: (b, p) the reconstructions ``L r``
     losses: Tensor  #: (b,) objective ``1/2 ||z - L r - e||^2 + penalties`` (observed entries)
-    penalties: Tensor  #: (b,) ``lambda2 h(e)``, plus ``ridge/2 ||r||^2`` when ``ball=False``
+    penalties: Tensor  #: (b,) ``outlier_alpha h(e)``, plus ``ridge/2 ||r||^2`` when ``ball=False``
     n_iter: np.ndarray  #: (b,) block-coordinate iterations per sample
     multipliers: Tensor  #: (b,) ``eta`` of the r-step (the ridge where the ball is inactive)
 
@@ -58,7 +58,7 @@ def group_shrink(v: Tensor, threshold: float) -> Tensor:
     """Proximal map of ``threshold * ||.||_2`` applied to every row: ``max(0, 1 - t/||v||) v``.
 
     The paper's eq. (3.7) prints ``||v|| / (||v|| - t) v``, which scales ``v`` up; this is the
-    correct map (spec 002, section 2.4).
+    correct map (the proximal map of the l2 norm).
 
     Examples
     --------
@@ -77,7 +77,7 @@ def noise_prox(residual: Tensor, noise: str, threshold: Any) -> Tensor:
         return residual - tl.clip(residual, -threshold, threshold)
     if noise == "l21":
         return group_shrink(residual, threshold)
-    if noise == "fro":  # h = ||e||^2: derived (spec 2.4), not in the paper
+    if noise == "fro":  # h = ||e||^2: its prox is a shrinkage, not in the paper
         return residual / (1 + 2 * threshold)
     if noise == "none":
         return residual * 0
@@ -186,7 +186,7 @@ def ball_multipliers(
         ``c = V^T L^T y`` in the eigenbasis of the Gram (:meth:`Spectrum.project`).
     spectrum : Spectrum
     ridge : float
-        The jitter ``eps`` of the unconstrained solve.
+        The jitter of the unconstrained solve (``OnlineMaxNormMD``'s ``ridge``).
     solver : {"newton", "bisection"}
         ``"bisection"`` is the reference code's: bracket ``[0, 10 * 2^k]``, midpoints until
         ``|1 - ||r||| < tol``. ``"newton"`` runs Newton's method on ``1/||r(eta)|| = 1``;
@@ -295,11 +295,11 @@ def ball_coefficients(
 # -- the block coordinate descent ----------------------------------------------------------------
 
 def robust_code(
-    Z: Tensor, L: Tensor, lambda2: Any, *, noise: str = "l1", ball: bool = True,
+    Z: Tensor, L: Tensor, outlier_alpha: Any, *, noise: str = "l1", ball: bool = True,
     ridge: float = 0.01, mask: Tensor | None = None, tol: float = 1e-6, max_iter: int | None = 100,
     ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
 ) -> RobustCodes:
-    """Coefficients and noise of a batch by block coordinate descent (spec Algorithm 3).
+    """Coefficients and noise of a batch by block coordinate descent (the paper's Algorithm 3).
 
     Parameters
     ----------
@@ -308,20 +308,20 @@ def robust_code(
         ignored when ``mask`` is given).
     L : tensor of shape (p, d)
         The basis.
-    lambda2 : float or tensor of shape (b, p)
+    outlier_alpha : float or tensor of shape (b, p)
         Weight of the noise penalty ``h``; a tensor gives per-entry l1 thresholds (the weighted
-        l1 of the matrix-completion variant, spec eq. (5.4)).
+        l1 of the matrix-completion variant, the paper's eq. (5.4)).
     noise : {"l1", "l21", "fro", "none"}
         ``h(e)``: ``||e||_1`` (sparse corruption), ``||e||_2`` (a whole sample is an outlier),
         ``||e||^2`` or no noise term at all (``e = 0``, a single pass).
     ball : bool
         Constrain ``||r|| <= 1`` (OMRMD); otherwise ``ridge/2 ||r||^2`` is a penalty (OR-PCA).
     ridge : float
-        Ridge of the unconstrained r-solve: the jitter ``eps`` with ``ball=True`` (the
-        bisection itself uses none), OR-PCA's ``lambda1`` with ``ball=False``.
+        Ridge of the unconstrained r-solve: the jitter ``ridge`` with ``ball=True`` (the
+        bisection itself uses none), OR-PCA's ``norm_alpha`` with ``ball=False``.
     mask : tensor of shape (b, p), optional
         1 where observed, 0 where missing: the loss and ``e`` then live on the observed entries
-        only (the ``c -> inf`` limit of spec eq. (5.1)).
+        only (the ``c -> inf`` limit of the paper's eq. (5.1)).
     tol : float
         A sample stops when ``max(||e - e_old||, ||r - r_old||) / p < tol`` (the reference
         code's rule; note the ``1/p``).
@@ -363,7 +363,8 @@ def robust_code(
         old = state if whole else {k: v[index] for k, v in state.items()}
         Z_a = Z if whole else Z[index]
         M_a = None if mask is None else (mask if whole else mask[index])
-        threshold = lambda2[index] if _is_tensor(lambda2) and not whole else lambda2
+        per_entry = _is_tensor(outlier_alpha) and not whole
+        threshold = outlier_alpha[index] if per_entry else outlier_alpha
         new = _bcd_iteration(Z_a, M_a, old, local, threshold, noise, ball, ridge,
                              ball_solver, ball_tol, ball_max_iter)
         # max(||de||, ||dr||) < tol p, in squares; ||dr|| = ||V^T dr|| as V is orthogonal
@@ -378,7 +379,7 @@ def robust_code(
         n_iter[active] += 1
         active = active[~converged]
     R, E, LR = spectrum.unrotate(state["R"]), state["E"], state["LR"]
-    penalties = noise_penalty(E, noise, lambda2)
+    penalties = noise_penalty(E, noise, outlier_alpha)
     if not ball:
         penalties = penalties + 0.5 * ridge * tl.sum(R * R, axis=1)
     residual = Z - LR - E if mask is None else (Z - LR - E) * mask

@@ -1,33 +1,40 @@
-"""The coding step of robust NMF with outliers (Zhao & Tan, spec 000): codes and outliers.
+"""The coding step of robust NMF with outliers (Zhao & Tan, "Online Nonnegative Matrix
+Factorization with Outliers", IEEE TSP 2017): codes and outliers.
 
 For every sample ``x`` of a batch (a tensor of shape ``(I_1, ..., I_n)``; ``n = 1`` for matrices)
 and a fixed CP dictionary ``W`` (its loadings; the matrix is never formed), solve
 
-    min_{h >= 0, r}  1/2 ||x - W h - r||^2 + lam ||r||_1                       (spec eq. 9)
-                     + nu2/2 ||r||^2 + l1 sum(h) + l2/2 ||h||^2 + group sum_g sqrt(|g|) ||h_g||
-    subject to       |r_i| <= M          (and r >= 0 with nonnegative outliers)
+    min_{h >= 0, e}  1/2 ||x - W h - e||^2 + outlier_alpha ||e||_1             (the paper's eq. 9)
+                     + nu2/2 ||e||^2 + alpha sum(h) + ridge/2 ||h||^2
+                     + group_alpha sum_g sqrt(|g|) ||h_g||
+    subject to       |e_i| <= outlier_bound   (and e >= 0 with nonnegative outliers)
 
-with the spec's two solvers, vectorised over the batch:
+(the paper writes ``r`` for the outliers, ``lambda`` for ``outlier_alpha`` and ``M`` for
+``outlier_bound``; the extra penalties are its Section VI) with the paper's two solvers,
+vectorised over the batch:
 
-* :func:`robust_code_pgd` (OPGD, section 2.3): block majorisation-minimisation, one projected
-  gradient step on ``h`` (step ``kappa / (||W||_2^2 + l2)``) and then the exact minimiser in
-  ``r``. The pair is the projected-gradient method on the smooth function
+* :func:`robust_code_pgd` (OPGD, the paper's Section IV-A1): block majorisation-minimisation,
+  one projected gradient step on ``h`` (step ``kappa / (||W||_2^2 + ridge)``) and then the exact
+  minimiser in ``e``. The pair is the projected-gradient method on the smooth function
   ``phi(h) = min_r (...)`` (a Moreau envelope), so ``accelerated=True`` runs FISTA on it, with
   a function-value restart that keeps it monotone.
-* :func:`robust_code_admm` (OADMM, section 2.5): ADMM on the splitting ``h = u``, ``r = q``;
+* :func:`robust_code_admm` (OADMM, the paper's Section IV-B1): ADMM on the splitting ``h = u``,
+  ``e = q``;
   returns the feasible pair ``(u, q)``.
 
 With a ``mask`` (1 = observed entry, 0 = missing; the library's missing-data convention) the loss
 and the outlier penalty see only the observed entries,
-``1/2 ||m * (x - W h - r)||^2 + lam ||m * r||_1 (+ ...)``, and ``r`` is 0 on missing entries
+``1/2 ||m * (x - W h - e)||^2 + outlier_alpha ||m * e||_1 (+ ...)``, and ``e`` is 0 on missing
+entries
 (it does not enter the objective there: 0 is the natural, sparsest choice). Each sample then has
 its own Gram ``W^T diag(m) W`` (:func:`~tensorstream.core.dictionary.masked_gram`): OPGD takes a
-per-sample step ``kappa / (lambda_max(W^T diag(m) W) + l2)``, OADMM a per-sample ``R x R``
+per-sample step ``kappa / (lambda_max(W^T diag(m) W) + ridge)``, OADMM a per-sample ``R x R``
 inverse, both computed once per call for the whole batch (batched ``eigh``/``solve``).
 
-Both stop sample by sample with the paper's rule (relative change of the objective below ``tol``,
+Both stop sample by sample with the paper's rule (its Section VII-B2: relative change of the
+objective below ``tol``,
 or ``max_iter`` iterations): a converged sample is frozen while the others go on, so a batch is
-coded exactly as if its samples were coded one by one. Objectives use the spec's ``1/2``
+coded exactly as if its samples were coded one by one. Objectives use the paper's ``1/2``
 convention. Only ``tl.*`` calls: every backend works.
 """
 
@@ -48,45 +55,47 @@ _TINY = 1e-300
 
 @dataclass(frozen=True)
 class RobustPenalties:
-    """Penalties and constraints of the per-sample ``(h, r)`` problem (the spec's section 2.11).
+    """Penalties and constraints of the per-sample ``(h, e)`` problem (with the extensions of
+    the paper's Section VI).
 
     Parameters
     ----------
-    lam : float
-        Weight of ``||r||_1`` (> 0); ``math.inf`` forbids outliers (``r = 0``: plain NMF coding).
-    M : float or None
-        Box ``|r_i| <= M``; ``None`` (or ``inf``) for no box.
+    outlier_alpha : float
+        Weight of ``||e||_1`` (> 0); ``math.inf`` forbids outliers (``e = 0``: plain NMF coding).
+    outlier_bound : float or None
+        Box ``|e_i| <= outlier_bound``; ``None`` (or ``inf``) for no box.
     nonnegative_outliers : bool
-        Restrict to ``r >= 0`` (the spec's ``R'``).
+        Restrict to ``e >= 0`` (the paper's set ``R'`` of Section VI).
     outlier_l2 : float
-        Tikhonov weight ``nu2`` on ``r`` (eq. 39).
-    code_l1 : float
-        Lasso weight on ``h`` (``l1 sum(h)``, as ``h >= 0``).
-    code_l2 : float
-        Tikhonov weight ``nu1`` on ``h`` (makes the codes unique).
-    code_group : float
-        Group-lasso weight on consecutive groups of ``group_size`` codes (with ``code_l1``: the
+        Tikhonov weight ``nu2`` on ``e`` (eq. 39).
+    alpha : float
+        Lasso weight on ``h`` (``alpha sum(h)``, as ``h >= 0``).
+    ridge : float
+        Tikhonov weight ``nu1`` on ``h`` (``ridge/2 ||h||^2``; makes the codes unique).
+    group_alpha : float
+        Group-lasso weight on consecutive groups of ``group_size`` codes (with ``alpha``: the
         sparse group lasso).
     group_size : int
         Size of the code groups (the last group may be shorter).
     """
 
-    lam: float
-    M: float | None = 1.0
+    outlier_alpha: float
+    outlier_bound: float | None = 1.0
     nonnegative_outliers: bool = False
     outlier_l2: float = 0.0
-    code_l1: float = 0.0
-    code_l2: float = 0.0
-    code_group: float = 0.0
+    alpha: float = 0.0
+    ridge: float = 0.0
+    group_alpha: float = 0.0
     group_size: int = 1
 
     @property
     def bound(self) -> float | None:
-        return None if self.M is None or math.isinf(self.M) else float(self.M)
+        bound = self.outlier_bound
+        return None if bound is None or math.isinf(bound) else float(bound)
 
     @property
     def has_outliers(self) -> bool:
-        return not math.isinf(self.lam)
+        return not math.isinf(self.outlier_alpha)
 
 
 @dataclass(frozen=True)
@@ -134,14 +143,16 @@ class DictionaryOperator:
 
 
 def outlier_step(residual: Tensor, penalties: RobustPenalties) -> Tensor:
-    """Exact minimiser in ``r`` of the objective, given ``residual = x - W h``.
+    """Exact minimiser in ``e`` of the objective, given ``residual = x - W h``.
 
-    ``r = clip(S_lam(residual) / (1 + nu2), -M, M)`` (eq. 17 with the Tikhonov term of eq. 39).
+    ``e = clip(S_outlier_alpha(residual) / (1 + nu2), -outlier_bound, outlier_bound)`` (the
+    paper's eq. 17 with the Tikhonov term of eq. 39).
 
     Examples
     --------
     >>> import numpy as np
-    >>> outlier_step(np.array([[0.05, -0.6, 3.0]]), RobustPenalties(lam=0.1, M=1.0))
+    >>> outlier_step(np.array([[0.05, -0.6, 3.0]]),
+    ...              RobustPenalties(outlier_alpha=0.1, outlier_bound=1.0))
     array([[ 0. , -0.5,  1. ]])
     """
     if not penalties.has_outliers:
@@ -149,9 +160,9 @@ def outlier_step(residual: Tensor, penalties: RobustPenalties) -> Tensor:
     scale = 1.0 + penalties.outlier_l2
     bound = penalties.bound
     if scale != 1.0:
-        return prox_l1_box(residual / scale, penalties.lam / scale, bound,
+        return prox_l1_box(residual / scale, penalties.outlier_alpha / scale, bound,
                            penalties.nonnegative_outliers)
-    return prox_l1_box(residual, penalties.lam, bound, penalties.nonnegative_outliers)
+    return prox_l1_box(residual, penalties.outlier_alpha, bound, penalties.nonnegative_outliers)
 
 
 def _group_matrix(R: int, group_size: int, context: dict) -> Tensor:
@@ -162,46 +173,49 @@ def _group_matrix(R: int, group_size: int, context: dict) -> Tensor:
 
 
 def code_prox(Y: Tensor, step: float, penalties: RobustPenalties) -> Tensor:
-    """Proximal map of ``step * (l1 sum(h) + group ...)`` plus the orthant, row by row.
+    """Proximal map of ``step * (alpha sum(h) + group_alpha ...)`` plus the orthant, row by row.
 
-    ``h = P_+(y - step l1)``, then every group is shrunk radially by ``step group sqrt(|g|)``
-    (the spec's sparse-group-lasso step). Without penalties this is ``P_+``.
+    ``h = P_+(y - step alpha)``, then every group is shrunk radially by
+    ``step group_alpha sqrt(|g|)`` (the sparse-group-lasso step of the paper's Section VI).
+    Without penalties this is ``P_+``.
     """
-    H = tl.clip(Y - step * penalties.code_l1, 0, None) if penalties.code_l1 else \
+    H = tl.clip(Y - step * penalties.alpha, 0, None) if penalties.alpha else \
         tl.clip(Y, 0, None)
-    if not penalties.code_group:
+    if not penalties.group_alpha:
         return H
     R = tl.shape(H)[1]
     members = _group_matrix(R, penalties.group_size, tl.context(H))
     sizes = tl.sum(members, axis=0)
     norms = tl.sqrt(tl.dot(H * H, members))  # (b, n_groups)
-    factor = tl.clip(1 - step * penalties.code_group * tl.sqrt(sizes) / tl.clip(norms, _TINY,
+    factor = tl.clip(1 - step * penalties.group_alpha * tl.sqrt(sizes) / tl.clip(norms, _TINY,
                                                                                   None), 0, None)
     return H * tl.dot(factor, tl.transpose(members))
 
 
 def code_penalty(H: Tensor, penalties: RobustPenalties) -> Tensor:
-    """Per-sample ``l1 sum(h) + l2/2 ||h||^2 + group sum_g sqrt(|g|) ||h_g||``, shape ``(b,)``
+    """Per-sample ``alpha sum(h) + ridge/2 ||h||^2 + group_alpha sum_g sqrt(|g|) ||h_g||``,
+    shape ``(b,)``
     (the scalar 0 without penalties)."""
     total = 0.0
-    if penalties.code_l1:
-        total = total + penalties.code_l1 * tl.sum(tl.abs(H), axis=1)
-    if penalties.code_l2:
-        total = total + 0.5 * penalties.code_l2 * tl.sum(H * H, axis=1)
-    if penalties.code_group:
+    if penalties.alpha:
+        total = total + penalties.alpha * tl.sum(tl.abs(H), axis=1)
+    if penalties.ridge:
+        total = total + 0.5 * penalties.ridge * tl.sum(H * H, axis=1)
+    if penalties.group_alpha:
         members = _group_matrix(tl.shape(H)[1], penalties.group_size, tl.context(H))
         norms = tl.sqrt(tl.dot(H * H, members))
-        total = total + penalties.code_group * tl.sum(norms * tl.sqrt(tl.sum(members, axis=0)),
+        total = total + penalties.group_alpha * tl.sum(norms * tl.sqrt(tl.sum(members, axis=0)),
                                                       axis=1)
     return total
 
 
-def outlier_penalty(R: Tensor, penalties: RobustPenalties) -> Tensor:
-    """Per-sample ``lam ||r||_1 + nu2/2 ||r||^2``, shape ``(b,)`` (0 without outliers)."""
+def outlier_penalty(E: Tensor, penalties: RobustPenalties) -> Tensor:
+    """Per-sample ``outlier_alpha ||e||_1 + nu2/2 ||e||^2``, shape ``(b,)`` (0 without
+    outliers)."""
     if not penalties.has_outliers:
         return 0.0
-    flat = tl.reshape(R, (tl.shape(R)[0], -1))
-    total = penalties.lam * tl.sum(tl.abs(flat), axis=1)
+    flat = tl.reshape(E, (tl.shape(E)[0], -1))
+    total = penalties.outlier_alpha * tl.sum(tl.abs(flat), axis=1)
     if penalties.outlier_l2:
         total = total + 0.5 * penalties.outlier_l2 * tl.sum(flat * flat, axis=1)
     return total
@@ -211,11 +225,11 @@ def _per_sample_sq(E: Tensor) -> Tensor:
     return tl.sum(tl.reshape(E * E, (tl.shape(E)[0], -1)), axis=1)
 
 
-def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, R: Tensor,
+def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, E: Tensor,
                   penalties: RobustPenalties, *, mask: Tensor | None = None) -> Tensor:
-    """Per-sample objective ``1/2 ||x - W h - r||^2 + penalties``, shape ``(b,)``.
+    """Per-sample objective ``1/2 ||x - W h - e||^2 + penalties``, shape ``(b,)``.
 
-    With a ``mask`` (1 = observed) the squared loss counts the observed entries only (``R`` is
+    With a ``mask`` (1 = observed) the squared loss counts the observed entries only (``E`` is
     expected to be 0 on missing entries, as the coders return it).
 
     Examples
@@ -223,12 +237,12 @@ def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, R: 
     >>> import numpy as np
     >>> W = np.eye(2)
     >>> robust_losses(np.array([[1.0, 2.0]]), [W], np.array([[1.0, 1.0]]),
-    ...               np.array([[0.0, 0.5]]), RobustPenalties(lam=0.1))
+    ...               np.array([[0.0, 0.5]]), RobustPenalties(outlier_alpha=0.1))
     array([0.175])
     """
     operator = loadings if isinstance(loadings, DictionaryOperator) else \
         DictionaryOperator(loadings)
-    return _losses_from_fit(X, operator.times(H), H, R, penalties, mask)
+    return _losses_from_fit(X, operator.times(H), H, E, penalties, mask)
 
 
 # -- iteration helpers ---------------------------------------------------------------------------
@@ -253,22 +267,23 @@ def _running(active: Tensor) -> Tensor | None:
     return None if bool(tl.all(active)) else active
 
 
-def _start(X: Tensor, loadings: list, H0: Tensor | None, R0: Tensor | None,
+def _start(X: Tensor, loadings: list, H0: Tensor | None, E0: Tensor | None,
            penalties: RobustPenalties, mask: Tensor | None = None):
     R = tl.shape(loadings[0])[1]
     context = tl.context(X)
     H = tl.zeros((tl.shape(X)[0], R), **context) if H0 is None else tl.clip(H0, 0, None)
-    if R0 is None or not penalties.has_outliers:
+    if E0 is None or not penalties.has_outliers:
         return H, tl.zeros(tl.shape(X), **context)
-    return H, _on_observed(project_outliers(R0, penalties), mask)
+    return H, _on_observed(project_outliers(E0, penalties), mask)
 
 
-def project_outliers(R: Tensor, penalties: RobustPenalties) -> Tensor:
-    """Projection on the outliers' set: the box ``|r| <= M`` (and ``r >= 0`` if nonnegative)."""
+def project_outliers(E: Tensor, penalties: RobustPenalties) -> Tensor:
+    """Projection on the outliers' set: the box ``|e| <= outlier_bound`` (and ``e >= 0`` if
+    nonnegative)."""
     bound = penalties.bound
     if penalties.nonnegative_outliers:
-        return tl.clip(R, 0, bound)
-    return R if bound is None else tl.clip(R, -bound, bound)
+        return tl.clip(E, 0, bound)
+    return E if bound is None else tl.clip(E, -bound, bound)
 
 
 # -- missing entries -----------------------------------------------------------------------------
@@ -283,8 +298,8 @@ def _on_observed(T: Tensor, mask: Tensor | None) -> Tensor:
 
 def _outliers(residual: Tensor, penalties: RobustPenalties, mask: Tensor | None) -> Tensor:
     """:func:`outlier_step` on the observed entries, 0 on the missing ones."""
-    R = outlier_step(residual, penalties)
-    return R if mask is None else R * mask
+    E = outlier_step(residual, penalties)
+    return E if mask is None else E * mask
 
 
 def _times_gram(H: Tensor, G: Tensor) -> Tensor:
@@ -330,10 +345,10 @@ def _masked_steps(G: Tensor, full_gram: Tensor, kappa: float, l2: float) -> Tens
 
 def robust_code_pgd(
     X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
-    R0: Tensor | None = None, kappa: float = 0.7, tol: float = 1e-3, max_iter: int = 50,
+    E0: Tensor | None = None, kappa: float = 0.7, tol: float = 1e-3, max_iter: int = 50,
     accelerated: bool = False, mask: Tensor | None = None,
 ) -> RobustCoding:
-    """Codes and outliers of a batch by the spec's OPGD (block MM) or its FISTA variant.
+    """Codes and outliers of a batch by the paper's OPGD (block MM) or its FISTA variant.
 
     Parameters
     ----------
@@ -343,10 +358,10 @@ def robust_code_pgd(
         The CP dictionary (one ``(F, R)`` matrix ``W`` for matrix data).
     penalties : RobustPenalties
         The problem's weights and box.
-    H0, R0 : tensors, optional
+    H0, E0 : tensors, optional
         Starting codes ``(b, R)`` and outliers (projected on their sets); zeros otherwise.
     kappa : float
-        Step fraction: ``eta = kappa / (||W||_2^2 + l2)`` with ``0 < kappa <= 1`` (with a
+        Step fraction: ``eta = kappa / (||W||_2^2 + ridge)`` with ``0 < kappa <= 1`` (with a
         mask: ``||W^T diag(m) W||_2`` per sample).
     tol, max_iter : float, int
         The paper's stopping rule, per sample (``tol = 0``: run ``max_iter`` iterations).
@@ -365,13 +380,13 @@ def robust_code_pgd(
     >>> import numpy as np
     >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
     >>> X = np.array([[1.0, 0.5, 0.9]])
-    >>> out = robust_code_pgd(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=200)
+    >>> out = robust_code_pgd(X, [W], RobustPenalties(outlier_alpha=0.1), tol=0, max_iter=200)
     >>> np.round(out.codes, 6), np.round(out.outliers, 6)
     (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
 
     The second entry missing: its code is free of it (0 here), and so is the outlier there.
 
-    >>> out = robust_code_pgd(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=200,
+    >>> out = robust_code_pgd(X, [W], RobustPenalties(outlier_alpha=0.1), tol=0, max_iter=200,
     ...                       mask=np.array([[1.0, 0.0, 1.0]]))
     >>> np.round(out.codes, 6), np.round(out.outliers, 6)
     (array([[1., 0.]]), array([[0. , 0. , 0.8]]))
@@ -381,13 +396,14 @@ def robust_code_pgd(
     P = op.adjoint(X)
     if mask is None:
         G = op.gram
-        step = kappa / max(spectral_norm_psd(G) + penalties.code_l2, _TINY)  # spec 000, 6.2
+        # the spectral norm ||W||_2^2 of the paper's step (not the larger Frobenius norm)
+        step = kappa / max(spectral_norm_psd(G) + penalties.ridge, _TINY)
     else:
         G = masked_gram(mask, op.loadings)
-        step = _masked_steps(G, op.gram, kappa, penalties.code_l2)
-    H, R = _start(X, loadings, H0, R0, penalties, mask)
+        step = _masked_steps(G, op.gram, kappa, penalties.ridge)
+    H, E = _start(X, loadings, H0, E0, penalties, mask)
     fit = op.times(H)
-    losses = _losses_from_fit(X, fit, H, R, penalties, mask)
+    losses = _losses_from_fit(X, fit, H, E, penalties, mask)
     active = tl.ones((tl.shape(X)[0],), **tl.context(X)) > 0
     running = None  # None: every sample still runs (see _freeze)
     momentum = tl.ones((tl.shape(X)[0], 1), **tl.context(X))
@@ -400,69 +416,69 @@ def robust_code_pgd(
             beta = (momentum - 1) / beta_next
             Y = H + beta * (H - H_prev)
             fit_Y = fit + tl.reshape(beta, (-1,) + (1,) * (tl.ndim(X) - 1)) * (fit - fit_prev)
-            R_Y = _outliers(X - fit_Y, penalties, mask)
+            E_Y = _outliers(X - fit_Y, penalties, mask)
         else:
-            Y, R_Y = H, R
-        H_new, fit_new, R_new, new_losses = _pgd_step(X, op, P, G, Y, R_Y, step, penalties,
+            Y, E_Y = H, E
+        H_new, fit_new, E_new, new_losses = _pgd_step(X, op, P, G, Y, E_Y, step, penalties,
                                                       mask)
         if accelerated:  # restart: samples whose objective went up lose their momentum
             worse = new_losses > losses
             momentum = tl.where(tl.reshape(worse, (-1, 1)), tl.ones(tl.shape(momentum),
                                                                    **tl.context(X)), beta_next)
             if bool(tl.any(worse)):
-                plain = _pgd_step(X, op, P, G, H, R, step, penalties, mask)
-                H_new, fit_new, R_new, new_losses = (
+                plain = _pgd_step(X, op, P, G, H, E, step, penalties, mask)
+                H_new, fit_new, E_new, new_losses = (
                     _freeze(worse, new, old) for new, old in
-                    zip(plain, (H_new, fit_new, R_new, new_losses)))
+                    zip(plain, (H_new, fit_new, E_new, new_losses)))
             H_prev, fit_prev = _freeze(running, H, H_prev), _freeze(running, fit, fit_prev)
         done = _converged(new_losses, losses, tol)
-        H, R = _freeze(running, H_new, H), _freeze(running, R_new, R)
+        H, E = _freeze(running, H_new, H), _freeze(running, E_new, E)
         fit = _freeze(running, fit_new, fit)
         losses = _freeze(running, new_losses, losses)
         active = active & ~done
         running = _running(active)
         if running is not None and not bool(tl.any(active)):
             break
-    return RobustCoding(H, R, losses, n_iter)
+    return RobustCoding(H, E, losses, n_iter)
 
 
-def _pgd_step(X, op, P, G, H, R, step, penalties, mask):
-    """One block-MM iteration from ``(H, R)``: prox-gradient on ``h``, exact ``r``.
+def _pgd_step(X, op, P, G, H, E, step, penalties, mask):
+    """One block-MM iteration from ``(H, E)``: prox-gradient on ``h``, exact ``e``.
 
-    The gradient ``W^T (m * (W h + r - x))`` is ``G h + W^T r - W^T x`` with ``G`` the sample's
-    (masked) Gram, as ``r`` and ``x`` vanish on missing entries.
+    The gradient ``W^T (m * (W h + e - x))`` is ``G h + W^T e - W^T x`` with ``G`` the sample's
+    (masked) Gram, as ``e`` and ``x`` vanish on missing entries.
     """
-    gradient = _times_gram(H, G) - P + op.adjoint(R)
-    if penalties.code_l2:
-        gradient = gradient + penalties.code_l2 * H
+    gradient = _times_gram(H, G) - P + op.adjoint(E)
+    if penalties.ridge:
+        gradient = gradient + penalties.ridge * H
     H_new = code_prox(H - step * gradient, step, penalties)
     fit = op.times(H_new)
-    R_new = _outliers(X - fit, penalties, mask)
-    return H_new, fit, R_new, _losses_from_fit(X, fit, H_new, R_new, penalties, mask)
+    E_new = _outliers(X - fit, penalties, mask)
+    return H_new, fit, E_new, _losses_from_fit(X, fit, H_new, E_new, penalties, mask)
 
 
-def _losses_from_fit(X, fit, H, R, penalties, mask=None):
-    residual = X - fit - R if penalties.has_outliers else X - fit  # R = 0 without outliers
+def _losses_from_fit(X, fit, H, E, penalties, mask=None):
+    residual = X - fit - E if penalties.has_outliers else X - fit  # E = 0 without outliers
     if mask is not None:
         residual = residual * mask
-    return 0.5 * _per_sample_sq(residual) + outlier_penalty(R, penalties) + \
+    return 0.5 * _per_sample_sq(residual) + outlier_penalty(E, penalties) + \
         code_penalty(H, penalties)
 
 
 def robust_code_admm(
     X: Tensor, loadings: list, penalties: RobustPenalties, *, H0: Tensor | None = None,
-    R0: Tensor | None = None, rho: float = 1.0, tol: float | None = 1e-3, max_iter: int = 50,
+    E0: Tensor | None = None, rho: float = 1.0, tol: float | None = 1e-3, max_iter: int = 50,
     residual_tol: float | None = None, mask: Tensor | None = None,
 ) -> RobustCoding:
-    """Codes and outliers of a batch by the spec's OADMM (eqs. 25-30), vectorised over the batch.
+    """Codes and outliers of a batch by the paper's OADMM (its eqs. 25-30), vectorised.
 
-    The splitting ``h = u``, ``r = q`` carries the constraints (and the group penalty) on ``u``
+    The splitting ``h = u``, ``e = q`` carries the constraints (and the group penalty) on ``u``
     and ``q``; the duals start at zero; the feasible pair ``(u, q)`` is returned and the stopping
-    rule is evaluated there. The ``R x R`` matrix ``W^T W + (rho + l2) I`` is inverted once per
+    rule is evaluated there. The ``R x R`` matrix ``W^T W + (rho + ridge) I`` is inverted once per
     call: its eigenvalues are at least ``rho``, so the inverse is as accurate as a solve, and each
     iteration is then one small GEMM. With a mask the matrix is each sample's
-    ``W^T diag(m_j) W + (rho + l2) I`` (one batched inverse), and ``r``, ``q`` and their dual stay
-    0 on missing entries: the exact ADMM of the masked problem.
+    ``W^T diag(m_j) W + (rho + ridge) I`` (one batched inverse), and ``e``, ``q`` and their dual
+    stay 0 on missing entries: the exact ADMM of the masked problem.
 
     Without outliers every iteration stays in the ``R``-dimensional code space: the objective
     ``1/2 ||x||^2 - h^T W^T x + 1/2 h^T G h + penalties`` needs no product with ``W``, and the
@@ -471,7 +487,7 @@ def robust_code_admm(
 
     Parameters
     ----------
-    X, loadings, penalties, H0, R0, max_iter, mask
+    X, loadings, penalties, H0, E0, max_iter, mask
         As in :func:`robust_code_pgd`.
     rho : float
         The penalty parameter (``rho1 = rho2 = rho``), > 0.
@@ -495,14 +511,14 @@ def robust_code_admm(
     >>> import numpy as np
     >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
     >>> X = np.array([[1.0, 0.5, 0.9]])
-    >>> out = robust_code_admm(X, [W], RobustPenalties(lam=0.1), tol=0, max_iter=300)
+    >>> out = robust_code_admm(X, [W], RobustPenalties(outlier_alpha=0.1), tol=0, max_iter=300)
     >>> np.round(out.codes, 6), np.round(out.outliers, 6)
     (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
 
     Without outliers, stopped by the residuals alone:
 
-    >>> out = robust_code_admm(X, [W], RobustPenalties(lam=np.inf), tol=None, residual_tol=1e-8,
-    ...                        max_iter=300)
+    >>> out = robust_code_admm(X, [W], RobustPenalties(outlier_alpha=np.inf), tol=None,
+    ...                        residual_tol=1e-8, max_iter=300)
     >>> np.round(out.codes, 6), np.round(out.losses, 6), out.n_iter < 300
     (array([[1. , 0.5]]), array([0.405]), True)
     """
@@ -511,35 +527,35 @@ def robust_code_admm(
     P = op.adjoint(X)
     context = tl.context(X)
     G = op.gram if mask is None else masked_gram(mask, op.loadings)
-    inverse = shifted_inverse(G, rho + penalties.code_l2)
-    U, Q = _start(X, loadings, H0, R0, penalties, mask)
+    inverse = shifted_inverse(G, rho + penalties.ridge)
+    U, Q = _start(X, loadings, H0, E0, penalties, mask)
     objective = _admm_objective(X, op, P, G, penalties, mask)
     test_objective = tol is not None and tol > 0  # tol = 0 never stops: no objective needed
     losses = objective(U, Q) if test_objective else None
-    Rr = Q
-    alpha = tl.zeros(tl.shape(U), **context)
-    beta = tl.zeros(tl.shape(X), **context)
+    E = Q
+    dual_H = tl.zeros(tl.shape(U), **context)
+    dual_E = tl.zeros(tl.shape(X), **context)
     active = tl.ones((tl.shape(X)[0],), **context) > 0
     running = None
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        rhs = (P - op.adjoint(Rr) if penalties.has_outliers else P) + rho * U - alpha
-        if penalties.code_l1:
-            rhs = rhs - penalties.code_l1
+        rhs = (P - op.adjoint(E) if penalties.has_outliers else P) + rho * U - dual_H
+        if penalties.alpha:
+            rhs = rhs - penalties.alpha
         H_new = _times_gram(rhs, inverse)  # the inverse is symmetric
         if penalties.has_outliers:
-            R_new = soft_threshold(rho * Q + X - beta - op.times(H_new), penalties.lam) / \
-                (1 + rho + penalties.outlier_l2)
-            if mask is not None:  # r is fixed at 0 on missing entries (so are q and beta)
-                R_new = R_new * mask
-            Q_new = project_outliers(R_new + beta / rho, penalties)
-            beta_new = beta + rho * (R_new - Q_new)
+            E_new = soft_threshold(rho * Q + X - dual_E - op.times(H_new),
+                                   penalties.outlier_alpha) / (1 + rho + penalties.outlier_l2)
+            if mask is not None:  # r is fixed at 0 on missing entries (so are q and dual_E)
+                E_new = E_new * mask
+            Q_new = project_outliers(E_new + dual_E / rho, penalties)
+            dual_E_new = dual_E + rho * (E_new - Q_new)
         else:
             Q_new = Q
-        U_new = _prox_u(H_new + alpha / rho, rho, penalties)
+        U_new = _prox_u(H_new + dual_H / rho, rho, penalties)
         primal = H_new - U_new
-        alpha_new = alpha + rho * primal
+        dual_H_new = dual_H + rho * primal
         done = None
         if test_objective:
             new_losses = objective(U_new, Q_new)
@@ -548,10 +564,10 @@ def robust_code_admm(
         if residual_tol is not None:
             small = _residuals_small(primal, U_new - U, U_new, residual_tol)
             done = small if done is None else done & small
-        U, alpha = _freeze(running, U_new, U), _freeze(running, alpha_new, alpha)
+        U, dual_H = _freeze(running, U_new, U), _freeze(running, dual_H_new, dual_H)
         if penalties.has_outliers:
-            Q, Rr = _freeze(running, Q_new, Q), _freeze(running, R_new, Rr)
-            beta = _freeze(running, beta_new, beta)
+            Q, E = _freeze(running, Q_new, Q), _freeze(running, E_new, E)
+            dual_E = _freeze(running, dual_E_new, dual_E)
         if done is None:  # nothing to test: max_iter iterations
             continue
         active = active & ~done
@@ -732,10 +748,10 @@ def _index_context(T):
 
 def _prox_u(Y: Tensor, rho: float, penalties: RobustPenalties) -> Tensor:
     """``u``-update: the orthant and the group penalty (the l1 term is linear, in the h-step)."""
-    if not penalties.code_group:
+    if not penalties.group_alpha:
         return tl.clip(Y, 0, None)
-    group_only = RobustPenalties(lam=penalties.lam, code_group=penalties.code_group,
-                                 group_size=penalties.group_size)
+    group_only = RobustPenalties(outlier_alpha=penalties.outlier_alpha,
+                                 group_alpha=penalties.group_alpha, group_size=penalties.group_size)
     return code_prox(Y, 1.0 / rho, group_only)
 
 

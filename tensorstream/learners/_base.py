@@ -464,6 +464,8 @@ class ArrayCheckpoint:
 
     _fitted_arrays: tuple = ()
     _fitted_values: tuple = ()
+    #: parameters renamed since version 0.1 (old name: new name), as in :class:`OnlineLearner`
+    _renamed_parameters: dict = {}
 
     def save(self, path: Any) -> Any:
         """Write the fitted learner to ``path`` (``.npz``, atomically); read it back with
@@ -494,7 +496,8 @@ class ArrayCheckpoint:
     @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict, path: Any) -> Any:
         try:
-            learner = cls(**{**{RENAMED_EVERYWHERE.get(k, k): decode_param(v)
+            names = {**RENAMED_EVERYWHERE, **cls._renamed_parameters}
+            learner = cls(**{**{names.get(k, k): decode_param(v)
                                 for k, v in meta["params"].items()}, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])

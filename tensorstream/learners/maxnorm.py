@@ -1,13 +1,14 @@
-"""OnlineMaxNormMD: online max-norm regularized matrix decomposition (Shen, Xu & Li; spec 002).
+"""OnlineMaxNormMD: online max-norm regularized matrix decomposition (Shen, Xu & Li 2014).
 
 A sample ``z`` (a row of the batch, ``p`` features) is split into a low-rank part ``L r`` and a
 sparse corruption ``e``; the basis ``L`` (``p x d``) is learned online from the surrogate
 
-    (1/n) sum_i [1/2 ||z_i - L r_i - e_i||^2 + lambda2 ||e_i||_1] + lambda1/(2n) ||L||_{2,inf}^2,
-    ||r_i||_2 <= 1,
+    (1/n) sum_i [1/2 ||z_i - L r_i - e_i||^2 + outlier_alpha ||e_i||_1]
+        + norm_alpha/(2n) ||L||_{2,inf}^2,      ||r_i||_2 <= 1,
 
 which is MRMD with the max-norm ``||X||_max`` written as "unit-ball coefficients, penalized
-largest row norm of the basis" (Proposition 1). It is the two-mode case of the CP-dictionary
+largest row norm of the basis" (Proposition 1). The paper writes ``lambda1`` for
+``norm_alpha`` and ``lambda2`` for ``outlier_alpha``. It is the two-mode case of the CP-dictionary
 engine (the loop and statistics of :class:`~tensorstream.learners.ocpdl.OnlineCPDL`): the basis
 is the single loading ``loadings_[0]``, the coefficients are the codes, and only two parts of the
 configuration (:class:`RobustMatrixAlgorithm`) differ:
@@ -18,7 +19,7 @@ configuration (:class:`RobustMatrixAlgorithm`) differ:
 * ``update``: Gauss-Seidel column sweeps with the max-norm subgradient
   (:func:`tensorstream.steps.surrogate.penalized_column_bcd`) or proximal gradient steps.
 
-Sums vs means: the paper accumulates ``A_t = sum r r^T`` with the penalty ``lambda1``; the engine
+Sums vs means: the paper accumulates ``A_t = sum r r^T`` with the penalty ``norm_alpha``; the engine
 keeps weighted means. Dividing the paper's surrogate by ``n`` shows that the penalty (and the
 basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = w_t / b_t``
 (``1/n`` for the default ``1/t`` weights with batches of one): the same update exactly.
@@ -65,7 +66,8 @@ class RobustMatrixLearner(OnlineLearner):
     _algorithm_class: type
     _renamed_parameters = {"column_norm_bound": "column_bound", "inner_tol": "code_tol",
                            "max_inner_iter": "code_max_iter", "mode": "variant",
-                           "max_ball_iter": "ball_max_iter"}
+                           "max_ball_iter": "ball_max_iter", "lambda1": "norm_alpha",
+                           "lambda2": "outlier_alpha"}
     _renamed_values = {("init", "rand"): "random", ("init", "orth_randn"): "orthogonal"}
 
     # -- parameters ----------------------------------------------------------------------------
@@ -75,8 +77,8 @@ class RobustMatrixLearner(OnlineLearner):
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
-        "lambda1": [Interval("real", 0, None, closed="neither"), NONE],
-        "lambda2": [Interval("real", 0, None, closed="neither"), Options("auto"), NONE],
+        "norm_alpha": [Interval("real", 0, None, closed="neither"), NONE],
+        "outlier_alpha": [Interval("real", 0, None, closed="neither"), Options("auto"), NONE],
         "column_bound": [Interval("real", 0, None, closed="neither"), Options("auto"), NONE],
         "data_scale": [Interval("real", 0, None, closed="neither"), Options("auto")],
         "code_tol": [Interval("real", 0, None)],
@@ -159,12 +161,12 @@ class RobustMatrixLearner(OnlineLearner):
         """
         stats = self.statistics_
         algorithm = self._algorithm()
-        lambda1, _ = algorithm.lambdas(self.loadings_[0].shape[0])
+        norm_alpha, _ = algorithm.alphas(self.loadings_[0].shape[0])
         t = self.n_steps_
         kappa = checked_weight(algorithm.weights, t) * t / self.n_samples_seen_
         with using(self.backend_):
             return 0.5 * surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_) + \
-                kappa * lambda1 * algorithm.penalty_value(self.loadings_[0])
+                kappa * norm_alpha * algorithm.penalty_value(self.loadings_[0])
 
 
 def init_matrix(init: Any) -> Any:
@@ -211,9 +213,9 @@ class RobustMatrixAlgorithm(Algorithm):
         self.params = params
         self.weights = make_weights(params.weights)
 
-    #: ``lambda2="auto"`` in units of the data scale: residual entries beyond about this many
+    #: ``outlier_alpha="auto"`` in units of the data scale: residual entries beyond about this many
     #: typical entries are corruption. See docs/maxnorm.md for the measurements.
-    auto_lambda2 = 0.5
+    auto_outlier_alpha = 0.5
 
     @classmethod
     def legacy_column_bound(cls, params: dict) -> float | None:
@@ -225,16 +227,17 @@ class RobustMatrixAlgorithm(Algorithm):
         bound = self.params.column_bound
         return None if bound is None else float(bound)
 
-    def lambdas(self, n_features: int) -> tuple[float, float]:
-        """``(lambda1, lambda2)``; ``lambda2`` in units of the data scale. ``None`` is
-        ``1/sqrt(p)`` (the paper's choice), ``"auto"`` is :attr:`auto_lambda2`."""
+    def alphas(self, n_features: int) -> tuple[float, float]:
+        """``(norm_alpha, outlier_alpha)``; ``outlier_alpha`` in units of the data scale.
+        ``None`` is
+        ``1/sqrt(p)`` (the paper's choice), ``"auto"`` is :attr:`auto_outlier_alpha`."""
         default = 1.0 / math.sqrt(n_features)
         p = self.params
-        lambda2 = p.lambda2
-        if lambda2 == "auto":
-            lambda2 = self.auto_lambda2
-        return (default if p.lambda1 is None else float(p.lambda1),
-                default if lambda2 is None else float(lambda2))
+        outlier_alpha = p.outlier_alpha
+        if outlier_alpha == "auto":
+            outlier_alpha = self.auto_outlier_alpha
+        return (default if p.norm_alpha is None else float(p.norm_alpha),
+                default if outlier_alpha is None else float(outlier_alpha))
 
     # -- the data scale ------------------------------------------------------------------------
 
@@ -247,7 +250,7 @@ class RobustMatrixAlgorithm(Algorithm):
     def declared_scale(self) -> float:
         return float(self.params.data_scale)
 
-    def coder_options(self, lambda1: float) -> dict:
+    def coder_options(self, norm_alpha: float) -> dict:
         """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""
         raise NotImplementedError
 
@@ -257,7 +260,7 @@ class RobustMatrixAlgorithm(Algorithm):
         raise NotImplementedError
 
     def penalty_value(self, L: Any) -> float:
-        """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``lambda1``)."""
+        """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``norm_alpha``)."""
         raise NotImplementedError
 
     def robust_codes(self, X: Any, L: Any, scale: float, mask: Any = None) -> RobustCodes:
@@ -267,9 +270,10 @@ class RobustMatrixAlgorithm(Algorithm):
         tolerance is in units of the data scale; the parts are returned in the data's units,
         so fitting ``c X`` gives ``c`` times the reconstruction of ``X``.
         """
-        lambda1, lambda2 = self.lambdas(X.shape[1])
-        coded = robust_code(X / scale, L / scale, lambda2, mask=mask, tol=self.params.code_tol,
-                            max_iter=self.params.code_max_iter, **self.coder_options(lambda1))
+        norm_alpha, outlier_alpha = self.alphas(X.shape[1])
+        coded = robust_code(X / scale, L / scale, outlier_alpha, mask=mask,
+                            tol=self.params.code_tol, max_iter=self.params.code_max_iter,
+                            **self.coder_options(norm_alpha))
         if scale == 1.0:
             return coded
         squared = scale * scale
@@ -346,20 +350,20 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
             return self.auto_column_bound * math.sqrt(n_features)
         return None if bound is None else float(bound)
 
-    def coder_options(self, lambda1: float) -> dict:
+    def coder_options(self, norm_alpha: float) -> dict:
         p = self.params
-        return dict(noise=p.noise, ball=True, ridge=p.eps, ball_solver=p.ball_solver,
+        return dict(noise=p.noise, ball=True, ridge=p.ridge, ball_solver=p.ball_solver,
                     ball_tol=p.ball_tol, ball_max_iter=p.ball_max_iter)
 
     def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
         p = self.params
-        lambda1, _ = self.lambdas(L.shape[0])
+        norm_alpha, _ = self.alphas(L.shape[0])
         if p.basis_solver == "prox_grad":
             return max_norm_prox_gradient(
-                L, A, B, max_norm=kappa * lambda1, jitter=kappa * p.basis_jitter,
+                L, A, B, max_norm=kappa * norm_alpha, jitter=kappa * p.basis_jitter,
                 column_bound=bound, n_iter=3 if p.basis_sweeps is None else p.basis_sweeps)
         return penalized_column_bcd(
-            L, A, B, max_norm=kappa * lambda1, jitter=kappa * p.basis_jitter,
+            L, A, B, max_norm=kappa * norm_alpha, jitter=kappa * p.basis_jitter,
             column_bound=bound, n_sweeps=1 if p.basis_sweeps is None else p.basis_sweeps)
 
     def penalty_value(self, L: Any) -> float:
@@ -370,7 +374,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     """Online max-norm regularized matrix decomposition (OMRMD, Shen, Xu & Li 2014).
 
     Each sample ``z`` is split as ``z = L r + e + noise`` with ``||r||_2 <= 1`` and a sparse
-    ``e``; the basis ``L`` carries the max-norm penalty ``lambda1/2 ||L||_{2,inf}^2``. Learns a
+    ``e``; the basis ``L`` carries the max-norm penalty ``norm_alpha/2 ||L||_{2,inf}^2``. Learns a
     low-dimensional subspace from a stream of grossly corrupted samples, one pass, memory
     ``O(p d)`` whatever the number of samples.
 
@@ -378,21 +382,23 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     ----------
     n_components : int
         Basis size ``d`` (at most the number of features).
-    lambda1 : float > 0 or None, default None
-        Max-norm weight; ``None`` is ``1/sqrt(n_features)`` (the paper's choice).
-    lambda2 : "auto", float > 0 or None, default "auto"
-        Weight of the noise penalty, in units of the data scale: ``"auto"`` is 0.5, ``None``
-        ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
+    norm_alpha : float > 0 or None, default None
+        Max-norm weight (the paper's ``lambda1``); ``None`` is ``1/sqrt(n_features)`` (the
+        paper's choice).
+    outlier_alpha : "auto", float > 0 or None, default "auto"
+        Weight of the noise penalty (the paper's ``lambda2``), in units of the data scale:
+        ``"auto"`` is 0.5, ``None`` ``1/sqrt(n_features)`` (the paper's, meant for
+        ``data_scale=1.0``).
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
-        absolute entries (``scale_``, kept in checkpoints); ``lambda2``, the column bound and the
-        coding's tolerances are in its units, so fitting ``c X`` gives ``c`` times the parts of
-        ``X``. A float declares it (1.0: the paper's raw units). See docs/maxnorm.md.
+        absolute entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the column bound
+        and the coding's tolerances are in its units, so fitting ``c X`` gives ``c`` times the
+        parts of ``X``. A float declares it (1.0: the paper's raw units). See docs/maxnorm.md.
     variant : {"authors", "paper"}, default "authors"
         ``"authors"`` reproduces the authors' released code, which projects every basis column
         onto the unit ball after its update; ``"paper"`` is the paper's Algorithm 4, without it.
-        The projection is not in the paper but the method's accuracy at high corruption
-        depends on it (spec 002, section 6.10). It also caps ``||L r|| <= sqrt(d)``, so
+        The projection is not in the paper but the method's accuracy at high corruption depends on
+        it (the expressed variance drops without it). It also caps ``||L r|| <= sqrt(d)``, so
         reconstructions are shrunk; subspaces (``loadings_``) are unaffected.
     noise : {"l1", "l21", "fro", "none"}, default "l1"
         The penalty ``h(e)``: entrywise sparse corruption (max-norm RPCA, the paper's
@@ -404,13 +410,13 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     basis_solver : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
         Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
         exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
-        not in the paper, spec 002 section 6.11).
+        not in the paper: the proximal map of the max-norm penalty, computed exactly).
     basis_sweeps : int or None, default None
         Column sweeps (or prox-gradient steps) per batch; ``None`` is 1 (``bcd_subgrad``, the
         reference code) or 3 (``prox_grad``). Sweeps after the first are kept only while they
         lower the surrogate (the paper's "until convergence" diverges otherwise).
-    eps : float, default 0.01
-        Ridge jitter of the unconstrained r-solve ``(L^T L + eps I)^-1 L^T (z - e)``.
+    ridge : float, default 0.01
+        Ridge jitter of the unconstrained r-solve ``(L^T L + ridge I)^-1 L^T (z - e)``.
     basis_jitter : float, default 1e-3
         Added to the curvature ``A_jj`` in the basis step (the reference code's guard against
         ``A_jj = 0``), on the paper's sum scale.
@@ -472,20 +478,20 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     True
     """
 
-    #: The paper's settings (spec 002), as the authors' code runs them: ``lambda1 = lambda2 =
-    #: 1/sqrt(p)`` and unit basis columns in the data's raw units (``data_scale=1.0``), one
-    #: sample per step, U[0, 1] ``L_0``, the column projection:
+    #: The paper's settings (its Section 6), as the authors' code runs them: ``norm_alpha =
+    #: outlier_alpha = 1/sqrt(p)`` and unit basis columns in the data's raw units
+    #: (``data_scale=1.0``), one sample per step, U[0, 1] ``L_0``, the column projection:
     #: ``OnlineMaxNormMD(d, **OnlineMaxNormMD.paper_params)``. With ``variant="paper"`` (the
     #: paper's Algorithm 4 without the projection) also pass ``column_bound=None``.
-    paper_params = {"lambda1": None, "lambda2": None, "data_scale": 1.0, "column_bound": 1.0,
-                    "variant": "authors", "noise": "l1", "eps": 0.01, "batch_size": 1,
-                    "init": "random", "weights": "balanced"}
+    paper_params = {"norm_alpha": None, "outlier_alpha": None, "data_scale": 1.0,
+                    "column_bound": 1.0, "variant": "authors", "noise": "l1", "ridge": 0.01,
+                    "batch_size": 1, "init": "random", "weights": "balanced"}
 
-    def __init__(self, n_components: int, *, lambda1: float | None = None,
-                 lambda2: float | str | None = "auto", data_scale: float | str = "auto",
+    def __init__(self, n_components: int, *, norm_alpha: float | None = None,
+                 outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
                  variant: str = "authors", noise: str = "l1",
                  column_bound="auto", basis_solver: str = "bcd_subgrad",
-                 basis_sweeps: int | None = None, eps: float = 0.01, basis_jitter: float = 1e-3,
+                 basis_sweeps: int | None = None, ridge: float = 0.01, basis_jitter: float = 1e-3,
                  code_tol: float = 1e-6, code_max_iter: int = 100,
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
                  missing: str | None = None, weights="balanced", batch_size: int = 10,
@@ -493,15 +499,15 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self.n_components = n_components
-        self.lambda1 = lambda1
-        self.lambda2 = lambda2
+        self.norm_alpha = norm_alpha
+        self.outlier_alpha = outlier_alpha
         self.data_scale = data_scale
         self.variant = variant
         self.noise = noise
         self.column_bound = column_bound
         self.basis_solver = basis_solver
         self.basis_sweeps = basis_sweeps
-        self.eps = eps
+        self.ridge = ridge
         self.basis_jitter = basis_jitter
         self.code_tol = code_tol
         self.code_max_iter = code_max_iter
@@ -521,6 +527,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         self.n_threads = n_threads
 
     _algorithm_class = MaxNormAlgorithm
+    _renamed_parameters = {**RobustMatrixLearner._renamed_parameters, "eps": "ridge"}
 
     _parameter_constraints = {
         **RobustMatrixLearner._parameter_constraints,
@@ -530,7 +537,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                               NONE],
         "basis_solver": [Options(*BASIS_SOLVERS)],
         "basis_sweeps": [Interval("int", 1, None), NONE],
-        "eps": [Interval("real", 0, None)],
+        "ridge": [Interval("real", 0, None)],
         "basis_jitter": [Interval("real", 0, None)],
         "ball_solver": [Options(*BALL_SOLVERS)],
         "ball_tol": [Interval("real", 0, None, closed="neither")],

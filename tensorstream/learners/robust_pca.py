@@ -1,11 +1,12 @@
-"""Robust PCA baselines of the max-norm paper (spec 002, section 2.9).
+"""Robust PCA baselines of the max-norm paper (Shen, Xu & Li 2014, Section 6), as the authors'
+bundled baseline code runs them.
 
 * :class:`OnlineRobustPCA` -- OR-PCA (Feng, Xu & Yan, NIPS 2013), the online nuclear-norm
   method: ``||X||_* = min_{X = L R^T} 1/2 (||L||_F^2 + ||R||_F^2)`` turns stable PCP into
   per-sample problems with a ridge on the coefficients and a Frobenius penalty on the basis. It
   is OMRMD (:class:`~tensorstream.learners.maxnorm.OnlineMaxNormMD`) with the ball
-  ``||r|| <= 1`` replaced by the ridge ``lambda1/2 ||r||^2`` and the max-row-norm penalty by
-  ``lambda1/2 ||L||_F^2``; both share the engine's loop and statistics.
+  ``||r|| <= 1`` replaced by the ridge ``norm_alpha/2 ||r||^2`` and the max-row-norm penalty by
+  ``norm_alpha/2 ||L||_F^2``; both share the engine's loop and statistics.
 * :class:`RobustPCA` -- batch principal component pursuit ``min ||A||_* + lam ||E||_1 s.t.
   Z = A + E`` by the inexact augmented Lagrangian method of Lin, Chen & Ma, with the defaults of
   the authors' bundled code.
@@ -30,9 +31,10 @@ from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 class RobustPCAAlgorithm(RobustMatrixAlgorithm):
     """OR-PCA: a ridge on the coefficients, a Frobenius penalty on the basis."""
 
-    def coder_options(self, lambda1: float) -> dict:
-        # a ridge lambda1/2 ||r||^2 on the coefficients, no ball (spec 002, section 6.3)
-        return dict(noise="l1", ball=False, ridge=lambda1)
+    def coder_options(self, norm_alpha: float) -> dict:
+        # OR-PCA's nuclear norm puts a ridge norm_alpha/2 ||r||^2 on the coefficients where
+        # OMRMD's max-norm has the ball ||r|| <= 1 (Feng, Xu & Yan 2013)
+        return dict(noise="l1", ball=False, ridge=norm_alpha)
 
     #: ``column_bound="auto"``, in units of the data scale (about the reference code's unit
     #: bound on the max-norm paper's data and on faces scaled to [0, 1]).
@@ -49,9 +51,10 @@ class RobustPCAAlgorithm(RobustMatrixAlgorithm):
         return None if bound is None else float(bound)
 
     def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
-        lambda1, _ = self.lambdas(L.shape[0])
-        # the reference code's A + lambda1 I (sum scale) is A + kappa lambda1 I on the mean scale
-        return penalized_column_bcd(L, A, B, frobenius=kappa * lambda1, column_bound=bound,
+        norm_alpha, _ = self.alphas(L.shape[0])
+        # the reference code's A + norm_alpha I (sum scale) is A + kappa norm_alpha I on the
+        # mean scale
+        return penalized_column_bcd(L, A, B, frobenius=kappa * norm_alpha, column_bound=bound,
                                     n_sweeps=self.params.basis_sweeps)
 
     def penalty_value(self, L: Any) -> float:
@@ -61,21 +64,22 @@ class RobustPCAAlgorithm(RobustMatrixAlgorithm):
 class OnlineRobustPCA(RobustMatrixLearner):
     """Online robust PCA (OR-PCA, Feng, Xu & Yan 2013) by stochastic optimization.
 
-    Per sample ``(r, e) = argmin 1/2 ||z - L r - e||^2 + lambda1/2 ||r||^2 + lambda2 ||e||_1``
+    Per sample ``(r, e) = argmin 1/2 ||z - L r - e||^2 + norm_alpha/2 ||r||^2 +
+    outlier_alpha ||e||_1``
     by block coordinate descent (``r`` by a ridge solve, ``e`` by soft-thresholding); the basis
-    minimizes the surrogate with the penalty ``lambda1/2 ||L||_F^2`` by one Gauss-Seidel sweep
+    minimizes the surrogate with the penalty ``norm_alpha/2 ||L||_F^2`` by one Gauss-Seidel sweep
     over its columns, each projected onto the unit ball (as the reference code does).
 
     Parameters
     ----------
     n_components : int
         Basis size ``d`` (at most the number of features).
-    lambda1 : float > 0 or None, default None
-        Nuclear-norm weight (ridge on ``r``, Frobenius on ``L``); ``None`` is
-        ``1/sqrt(n_features)``, the max-norm paper's setting.
-    lambda2 : "auto", float > 0 or None, default "auto"
-        l1 weight of the sparse corruption, in units of the data scale: ``"auto"`` is 0.5,
-        ``None`` ``1/sqrt(n_features)``.
+    norm_alpha : float > 0 or None, default None
+        Nuclear-norm weight (ridge on ``r``, Frobenius on ``L``; Feng, Xu & Yan's ``lambda1``);
+        ``None`` is ``1/sqrt(n_features)``, the max-norm paper's setting.
+    outlier_alpha : "auto", float > 0 or None, default "auto"
+        l1 weight of the sparse corruption (their ``lambda2``), in units of the data scale:
+        ``"auto"`` is 0.5, ``None`` ``1/sqrt(n_features)``.
     data_scale : "auto" or float, default "auto"
         As in :class:`OnlineMaxNormMD`.
     column_bound : "auto", float or None, default "auto"
@@ -124,15 +128,15 @@ class OnlineRobustPCA(RobustMatrixLearner):
     True
     """
 
-    #: The settings of the max-norm paper's OR-PCA baseline (spec 002): ``lambda1 = lambda2 =
-    #: 1/sqrt(p)`` and unit-norm basis columns in the data's raw units (``data_scale=1.0``),
-    #: one sample per step, U[0, 1] ``L_0``:
-    #: ``OnlineRobustPCA(d, **OnlineRobustPCA.paper_params)``.
-    paper_params = {"lambda1": None, "lambda2": None, "data_scale": 1.0, "column_bound": 1.0,
-                    "batch_size": 1, "init": "random", "weights": "balanced"}
+    #: The settings of the max-norm paper's OR-PCA baseline (its Section 6): ``norm_alpha =
+    #: outlier_alpha = 1/sqrt(p)`` and unit-norm basis columns in the data's raw units
+    #: (``data_scale=1.0``), one sample per step, U[0, 1] ``L_0``: ``OnlineRobustPCA(d,
+    #: **OnlineRobustPCA.paper_params)``.
+    paper_params = {"norm_alpha": None, "outlier_alpha": None, "data_scale": 1.0,
+                    "column_bound": 1.0, "batch_size": 1, "init": "random", "weights": "balanced"}
 
-    def __init__(self, n_components: int, *, lambda1: float | None = None,
-                 lambda2: float | str | None = "auto", data_scale: float | str = "auto",
+    def __init__(self, n_components: int, *, norm_alpha: float | None = None,
+                 outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
                  column_bound: float | str | None = "auto",
                  basis_sweeps: int = 1, code_tol: float = 1e-6,
                  code_max_iter: int | None = None, missing: str | None = None,
@@ -141,8 +145,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
                  callback=None, reinit_dead_atoms: bool = True,
                  n_threads: int | None = 1):
         self.n_components = n_components
-        self.lambda1 = lambda1
-        self.lambda2 = lambda2
+        self.norm_alpha = norm_alpha
+        self.outlier_alpha = outlier_alpha
         self.data_scale = data_scale
         self.column_bound = column_bound
         self.basis_sweeps = basis_sweeps
@@ -169,20 +173,20 @@ class OnlineRobustPCA(RobustMatrixLearner):
 class RobustPCA(ArrayCheckpoint, CheckedParameters):
     """Principal component pursuit (batch robust PCA) by the inexact augmented Lagrangian method.
 
-    Solves ``min ||A||_* + lam ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) with the
-    algorithm of Lin, Chen & Ma (2010) as the max-norm authors' bundled ``inexact_alm_rpca.m``
-    runs it: ``Y_0 = Z / max(||Z||_2, ||Z||_inf / lam)``, ``mu_0 = 1.25 / ||Z||_2``, then
-    alternately soft-thresholding for ``E`` and singular value thresholding at ``1/mu`` for
-    ``A``; ``mu`` grows by ``rho`` when the low-rank part has settled
-    (``mu ||A_k - A_{k-1}||_F / ||Z||_F < change_tol``), up to ``1e9 mu_0``. Stops when both
-    that and ``||Z - A - E||_F / ||Z||_F < tol`` hold. Each iteration is one thin SVD.
+    Solves ``min ||A||_* + outlier_alpha ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011, who
+    write ``lambda`` for ``outlier_alpha``) with the algorithm of Lin, Chen & Ma (2010) as the
+    max-norm authors' bundled ``inexact_alm_rpca.m`` runs it: ``Y_0 = Z / max(||Z||_2, ||Z||_inf /
+    outlier_alpha)``, ``mu_0 = 1.25 / ||Z||_2``, then alternately soft-thresholding for ``E`` and
+    singular value thresholding at ``1/mu`` for ``A``; ``mu`` grows by ``rho`` when the low-rank
+    part has settled (``mu ||A_k - A_{k-1}||_F / ||Z||_F < change_tol``), up to ``1e9 mu_0``. Stops
+    when both that and ``||Z - A - E||_F / ||Z||_F < tol`` hold. Each iteration is one thin SVD.
 
     Parameters
     ----------
     n_components : int or None, default None
         Size of the basis ``loadings_`` / ``components_``: the top singular vectors of the
         recovered low-rank part (None: all with nonzero singular values).
-    lam : float > 0 or None, default None
+    outlier_alpha : float > 0 or None, default None
         Weight of ``||E||_1``; ``None`` is ``1/sqrt(max(n_samples, n_features))``.
     tol : float, default 1e-7
     change_tol : float, default 1e-5
@@ -224,6 +228,8 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     """
 
     _fitted_attribute = "components_"
+    #: the paper's name of ``outlier_alpha``, which older checkpoints hold
+    _renamed_parameters = {"lam": "outlier_alpha"}
     _fitted_arrays = ("low_rank_", "sparse_", "singular_values_", "loadings_", "components_")
     _fitted_values = ("n_iter_", "n_features_in_")
 
@@ -233,12 +239,12 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     set_params = OnlineEstimator.set_params
     __repr__ = OnlineEstimator.__repr__
 
-    def __init__(self, n_components: int | None = None, *, lam: float | None = None,
+    def __init__(self, n_components: int | None = None, *, outlier_alpha: float | None = None,
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
                  max_iter: int = 1000, backend: str | None = None,
                  n_threads: int | None = 1):
         self.n_components = n_components
-        self.lam = lam
+        self.outlier_alpha = outlier_alpha
         self.tol = tol
         self.change_tol = change_tol
         self.rho = rho
@@ -248,7 +254,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
 
     _parameter_constraints = {
         "n_components": [Interval("int", 1, None), NONE],
-        "lam": [Interval("real", 0, None, closed="neither"), NONE],
+        "outlier_alpha": [Interval("real", 0, None, closed="neither"), NONE],
         "tol": [Interval("real", 0, None)],
         "change_tol": [Interval("real", 0, None)],
         "rho": [Interval("real", 1, None)],
@@ -283,17 +289,18 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
 
     def _solve(self, Z: Any) -> tuple[Any, Any, int]:
         n, p = Z.shape
-        lam = 1.0 / math.sqrt(max(n, p)) if self.lam is None else float(self.lam)
+        alpha = self.outlier_alpha
+        outlier_alpha = 1.0 / math.sqrt(max(n, p)) if alpha is None else float(alpha)
         norm_fro = float(tl.norm(Z))
         if norm_fro == 0:
             return Z * 0, Z * 0, 0
         norm_two = float(tl.svd(Z, full_matrices=False)[1][0])
-        Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / lam)
+        Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / outlier_alpha)
         mu = 1.25 / norm_two
         mu_max = 1e9 * mu
         A, E = Z * 0, Z * 0
         for iteration in range(1, self.max_iter + 1):
-            E = soft_threshold(Z - A + Y / mu, lam / mu)
+            E = soft_threshold(Z - A + Y / mu, outlier_alpha / mu)
             A_new = _singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
             residual = Z - A_new - E
             Y = Y + mu * residual
