@@ -46,3 +46,13 @@ def test_elnino_row_runs(capsys):
     rows = _bench().main(["--quick", "--only", "elnino"])
     assert len(rows) == 1 and 0 < rows[0]["ours"] < 0.2 and rows[0]["said"] == []
     assert "| elnino (DataArray year x month) | OnlineCPDL |" in capsys.readouterr().out
+
+
+def test_digits_passes_diagnostic_runs(capsys):
+    """The section that explains the digits row: own codes as good as NNLS codes, and the
+    default weights ahead of the former ``1/t`` after 200 passes (quick data)."""
+    rows = _bench().main(["--quick", "--only", "digits-passes"])
+    assert len(rows) == 5
+    assert rows[1]["ours"] == pytest.approx(rows[0]["ours"], abs=0.05)  # same model, NNLS codes
+    assert rows[3]["ours"] > rows[4]["ours"] + 0.2  # t^-0.5 against 1/t, both 200 passes
+    assert "| digits, 200 passes | OnlineNMF(max_iter=200) |" in capsys.readouterr().out

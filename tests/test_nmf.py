@@ -46,7 +46,7 @@ def test_online_nmf_is_online_cpdl_with_one_mode_iterate_by_iterate(l1_ratio):
                      column_bound=1.0, coder="hals", code_tol=1e-5, code_max_iter=300)
     # scikit-learn's per-sample 1/2 ||x - Wh||^2 + alpha_W F (l1 |h| + (1 - l1)/2 |h|^2), doubled
     engine = OnlineCPDL(3, alpha=2 * alpha_W * F * l1_ratio, ridge=alpha_W * F * (1 - l1_ratio),
-                        init=init, weights="balanced")  # OnlineNMF's default schedule
+                        init=init, weights=0.5)  # OnlineNMF's default schedule (t^-0.5)
     for start in range(0, len(X), 10):
         ours.partial_fit(X[start:start + 10])
         engine.partial_fit(X[start:start + 10])
@@ -188,7 +188,7 @@ def test_forget_factor_in_partial_fit_and_fit():
         by_factor.partial_fit(X[start:start + 20])
         by_weights.partial_fit(X[start:start + 20])
     np.testing.assert_array_equal(by_factor.loadings_[0], by_weights.loadings_[0])
-    assert by_factor.weights == "balanced"  # the hyper-parameter is restored after each step
+    assert by_factor.weights == 0.5  # the hyper-parameter is restored after each step
     # fit on an array discounts by forget_factor per pass: (0.5)^(batch/n) per batch
     fitted = OnlineNMF(3, forget_factor=0.5, batch_size=30, max_iter=2, init=init,
                        random_state=0).fit(X)
