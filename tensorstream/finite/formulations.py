@@ -346,7 +346,7 @@ def make_formulation(name: str, n_features: int, *, lam: float | None = None,
                      groups: Sequence | None = None, laplacian: Any = None, lrr_A: Any = None,
                      lrr_B: Any = None, n_components: int | None = None) -> Formulation:
     """The formulation ``name`` with its weights; ``None`` weights are ``1/sqrt(d)`` (the
-    paper's setting, section 4).
+    paper's setting, section 5.2).
 
     Examples
     --------

@@ -11,7 +11,7 @@ Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formu
   and on Dask workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
 * :func:`vr_direction` -- the SVRG estimator ``V`` (line 10), :func:`prox_step` (line 11);
 * :func:`sgd_step_size` -- ``beta / (b t + beta')`` of the proximal SGD baseline;
-* :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 2.7);
+* :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 4.1);
 * :func:`objective` -- ``f(W)`` by a full pass with accurate solves;
 * :func:`inexact_tolerance` -- Theorem 2's schedule, shifted by one (defined at ``s = t = 0``).
 
@@ -232,7 +232,7 @@ def sgd_step_size(beta: float, beta_prime: float, batch_size: int, t: int) -> fl
 
 
 def gradient_mapping(form: Formulation, W: Tensor, G: Tensor, eta: float, n: int) -> Tensor:
-    """``Gamma_eta(W) = (W - P_W(W - eta G; eta)) / eta`` with ``G = grad g(W)`` (section 2.7);
+    """``Gamma_eta(W) = (W - P_W(W - eta G; eta)) / eta`` with ``G = grad g(W)`` (section 4.1);
     ``||Gamma||^2 <= eps`` means ``W`` is eps-stationary."""
     return (W - prox_step(form, W, G, eta, n)) / eta
 

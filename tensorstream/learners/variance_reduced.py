@@ -702,7 +702,7 @@ class VarianceReducedMF(OnlineEstimator):
 
     def gradient_mapping(self, X: Any, step: float | None = None, *,
                          client: Any = None) -> float:
-        """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 2.7): a full pass
+        """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 4.1): a full pass
         with accurate solves, for any ``method`` (``history_`` has it for free for ``vr`` only).
 
         ``step`` is the ``eta`` of the gradient mapping; None uses the learner's step (1.0 for
