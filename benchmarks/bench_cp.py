@@ -408,7 +408,7 @@ def main(argv=None):
 def scaling_section(args) -> None:
     if not args.skip_synth:
         synth_args = argparse.Namespace(**{**vars(args), "batch_size": 20})
-        benchmark("X_synth (spec 004)", InMemory(synthetic_ncpd_tensor()), (100, 100, 100), 5,
+        benchmark("X_synth (Lyu et al.)", InMemory(synthetic_ncpd_tensor()), (100, 100, 100), 5,
                   synth_args)
     for n in args.sizes:
         data = PlantedStream(n, rank=args.rank, seed=args.seed)

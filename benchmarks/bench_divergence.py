@@ -5,7 +5,7 @@ Two data sets, each split into training and held-out documents (10%, at most 200
 (a) ``sparse``: a planted-topic count corpus (``examples/topic_learning_kl.py``'s generator),
     ``--n-docs`` x ``--n-words`` (default 50,000 x 5,000) at about ``--density`` nonzeros
     (default 0.5%), ``--rank`` planted topics, as scipy.sparse CSR;
-(b) ``dense``: the spec's synthetic KL data (section 4.1, scaled): ``W``, ``H`` shifted
+(b) ``dense``: Zhao, Tan & Xu's synthetic KL data (section VIII-D, scaled): ``W``, ``H`` shifted
     half-normal, counts ``Poisson(W H)`` (``--dense-docs`` x ``--dense-features``).
 
 All methods learn ``--rank`` components. ``OnlineDivergenceNMF`` streams CSR (or dense)
@@ -79,7 +79,7 @@ def sparse_corpus(n_docs: int, n_words: int, density: float, rank: int, seed: in
 
 
 def dense_kl_data(n_docs: int, n_features: int, rank: int, seed: int) -> np.ndarray:
-    """Spec 4.1 for KL, scaled: shifted half-normal factors (kappa 1, sigma 5), Poisson counts
+    """Section VIII-D for KL, scaled: shifted half-normal factors (kappa 1, sigma 5), Poisson counts
     normalised to a mean of about 10 per entry."""
     rng = np.random.default_rng(seed)
     W = 1 + np.abs(rng.normal(0, 5, (rank, n_features)))
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> dict:
             out["sparse"] = compare("sparse counts (planted topics)", X, args, topic_words)
         if "dense" in args.datasets:
             X = dense_kl_data(args.dense_docs, args.dense_features, args.rank, args.seed)
-            out["dense"] = compare("dense Poisson (spec 4.1)", X, args)
+            out["dense"] = compare("dense Poisson (VIII-D)", X, args)
     return out
 
 

@@ -1,4 +1,4 @@
-"""OMRMD vs OR-PCA vs PCP on the max-norm paper's Figure-4 setting (spec 002, section 4.4).
+"""OMRMD vs OR-PCA vs PCP on the max-norm paper's Figure-4 setting (Shen, Xu & Li, section 6.2).
 
 Data: ``corrupted_low_rank(p=400, d=80, n=5000, rho)`` (orthonormal basis, exactly
 ``round(rho p n)`` corruptions uniform on [-1000, 1000]), streamed once in order, one sample per

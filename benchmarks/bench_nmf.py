@@ -20,8 +20,8 @@ ratios (so the machine's load cancels out):
   (``n_threads=None``) and with one thread (the default ``n_threads=1``), ratio default / one.
 * ``torch``: OnlineNMF's per-epoch time on torch CPU tensors against numpy arrays at batches of
   256 and 1024 (float64, same data), ratio torch / numpy.
-* ``robust`` (``--parts robust``): RobustOnlineNMF against the batch RobustNMF on the spec's
-  synthetic data (spec 000, B3).
+* ``robust`` (``--parts robust``): RobustOnlineNMF against the batch RobustNMF on Zhao & Tan's
+  synthetic data (section VII-D1; OADMM against BADMM).
 
 Every method but the ``threads`` part's default runs on one BLAS/OpenMP/torch thread, and those
 single-thread runs are timed in CPU seconds of this process (``time.process_time``), which the
@@ -296,7 +296,7 @@ def compare_torch(args):
 def compare_robust(args):
     data = synthetic_outlier_data(n_samples=args.robust_samples, random_state=1)
     F = data.X.shape[1]
-    print(f"\nrobust: the spec's synthetic data, {data.X.shape[0]} samples x {F} features, "
+    print(f"\nrobust: Zhao & Tan's synthetic data, {data.X.shape[0]} samples x {F} features, "
           f"K = 49, (nu, nu~) = (0.7, 0.1); online batches of 5, one pass; batch budget "
           f"{args.robust_budget:.0f} s; target {args.target}")
     print(f"{'method':<22}{'t(target) s':>13}{'total s':>10}{'final value':>13}"

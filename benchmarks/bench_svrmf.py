@@ -1,7 +1,8 @@
-"""VR vs proximal SGD vs SMM for stochastic matrix factorization (issue #7; spec 003, 6.4).
+"""VR vs proximal SGD vs SMM for stochastic MF (issue #7; Zhao, Haskell & Feng 2017, sec. 5.3).
 
-Setups (spec 6.3; float64; every method starts from the same ``W0`` -- the learner's default
-random-data-rows init drawn from the same ``random_state`` before any sampling):
+Setups (CPU-sized stand-ins for the paper's section 5.1; float64; every method starts from the
+same ``W0`` -- the learner's default random-data-rows init drawn from the same
+``random_state`` before any sampling):
 
 * ``odl-digits``: ``load_digits()/16`` (n = 1797, d = 64), k = 49, ``lam = 1/8``;
 * ``orpca-synth``: ``svrmf_synthetic(100, 5000, 5)``, k = 10, ``lam1 = lam2 = 0.1``, Gaussian
@@ -10,9 +11,9 @@ random-data-rows init drawn from the same ``random_state`` before any sampling):
 * ``onmf-digits``: the digits, simplex columns, ``lam = 1/8``.
 
 Codes: FISTA on the reduced problem, ``code_tol = 1e-6``, at most 100 iterations (the
-library's default). Methods, each over a small step grid (spec 6.4, 7 #13), **best of grid**
-reported (the member reaching the tightest target in the fewest passes, else the lowest final
-f):
+library's default). Methods, each over a small step grid (the paper reports no steps),
+**best of grid** reported (the member reaching the tightest target in the fewest passes, else
+the lowest final f):
 
 * ``VR (paper)``: ``b = round(0.2 n^(2/3))``, ``m = round(0.5 n^(1/3))`` (m b ~ 0.1 n);
 * ``VR (mb~n)``: same ``b``, ``m = round(n / b)`` (the usual SVRG epoch);
@@ -20,9 +21,9 @@ f):
 * ``SMM``: sums ``A``, ``B``, no forgetting (no step).
 
 ``f(W)`` is evaluated after every epoch (VR: ``n + m b`` reads; SGD/SMM: ``ceil(n/b)`` steps,
-one pass) with accurate solves, outside the timer (spec 7 #17): times are the learner's
-``history_["seconds"]`` (algorithm time only); passes are sample reads / n (spec 7 #10).
-``f_ref = min(f of a long run, every recorded f) - delta`` (spec 7 #16; ``delta = 1e-5``
+one pass) with accurate solves, outside the timer (docs/svrmf.md, points 17, 10, 16): times are
+the learner's ``history_["seconds"]`` (algorithm time only); passes are sample reads / n.
+``f_ref = min(f of a long run, every recorded f) - delta`` (below every f; ``delta = 1e-5``
 by default). The long run continues the best VR run (lowest final f, any epoch length) to
 ``--long-factor`` times the pass budget. Reported per method: passes and seconds to reach
 ``f_ref + target`` (``--targets``: the issue's 1e-3 and a looser 1e-2), final f,
@@ -64,7 +65,7 @@ from tensorstream.learners.robust_pca import OnlineRobustPCA
 from tensorstream.metrics import expressed_variance
 
 CODER = dict(code_solver="fista", code_tol=1e-6, code_max_iter=100)
-#: the spec's settings: its step grids are in the data's raw units
+#: the paper's raw units (data_scale=1): the step grids below are in them
 RAW_UNITS = dict(data_scale=1.0)
 CURVE_FIELDS = ("setup", "method", "step", "epoch", "passes_read", "solves", "seconds", "f",
                 "grad_map_sq", "ev", "best")
@@ -95,7 +96,7 @@ def _digits(n_samples: int | None, seed: int) -> np.ndarray:
 
 
 def odl_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
-    """Digits-ODL (spec 6.3): l2-ball columns, ``lam = 1/8``, k = 49."""
+    """Digits-ODL (for the paper's CBCL/MNIST ODL): l2-ball columns, ``lam = 1/8``, k = 49."""
     return Setup("odl-digits", _digits(n_samples, seed), 49,
                  dict(formulation="odl", lam=1 / 8, eval_tol=1e-3, eval_max_iter=1000,
                       **CODER, **RAW_UNITS),
@@ -104,7 +105,7 @@ def odl_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) 
 
 
 def onmf_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
-    """Digits-ONMF (spec 6.4): simplex columns, ``h >= 0``, ``lam = 1/8``, k = 49."""
+    """Digits-ONMF (for the paper's ONMF): simplex columns, ``h >= 0``, ``lam = 1/8``, k = 49."""
     return Setup("onmf-digits", _digits(n_samples, seed), 49,
                  dict(formulation="onmf", lam=1 / 8, eval_tol=1e-4, eval_max_iter=1000,
                       **CODER, **RAW_UNITS),
@@ -113,7 +114,7 @@ def onmf_digits(n_samples: int | None = None, seed: int = 0, full: bool = False)
 
 
 def orpca_synth(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
-    """Synth-ORPCA: the spec's small setting, or the paper's (``full``)."""
+    """Synth-ORPCA: a CPU-sized setting, or the paper's (``full``)."""
     d, n, rank, k, lam = (400, 100_000, 10, 49, 400 ** -0.5) if full else (100, 5000, 5, 10, 0.1)
     data = svrmf_synthetic(d, n_samples or n, rank, random_state=seed)
     # eval_tol 1e-2 moves f by < 1e-5 here (f ~ 500) and is 5x cheaper than 1e-6
@@ -336,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="middle step of each grid, 2 passes, no long run")
     parser.add_argument("--long-factor", type=float, default=None,
                         help="long run = best VR run continued to this x the budget (3)")
-    parser.add_argument("--delta", type=float, default=1e-5, help="f_ref offset (spec 7 #16)")
+    parser.add_argument("--delta", type=float, default=1e-5, help="f_ref offset (below every f)")
     parser.add_argument("--targets", type=float, nargs="+", default=[1e-2, 1e-3],
                         help="report passes / seconds to reach f_ref + target")
     parser.add_argument("--seed", type=int, default=0)

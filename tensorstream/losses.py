@@ -19,11 +19,11 @@ Every divergence object is a small immutable dataclass with
 
 Conventions (see ``docs/losses.md``):
 
-- squared ℓ2 carries the ½ of the spec's Table II: ``d = ½ ||v - y||²``, gradient ``y - v``,
+- squared ℓ2 carries the ½ of Zhao, Tan & Xu's Table II: ``d = ½ ||v - y||²``, gradient ``y - v``,
   curvature 1; it is the β-divergence at β = 2;
 - model floor: divergences that need ``y > 0`` evaluate at ``max(y, eps)``, ``eps = 1e-12``;
 - data floor: divergences that need ``v > 0`` (IS, β ≤ 0, α ≤ 0) replace data zeros by
-  ``data_eps = 1e-8`` (the spec's recommendation); negative data raise ``ValueError``;
+  ``data_eps = 1e-8`` (the paper's Remark 2 advice); negative data raise ``ValueError``;
 - KL at data zeros uses ``0 log 0 = 0`` exactly (no data floor).
 
 Public methods validate their inputs; ``check=False`` skips the validation and the data floor

@@ -1,6 +1,6 @@
 """Coding step for general divergences: projected (sub)gradient descent on the codes of a batch.
 
-This is Algorithm 2 of Zhao, Tan & Xu (spec 001, §2.3) run on a whole batch at once. For a batch
+This is Algorithm 2 of Zhao, Tan & Xu (section V-C) run on a whole batch at once. For a batch
 ``V`` of shape ``(b, *sample_shape)`` and a fixed dictionary it solves, for every sample ``j``,
 
     min_{lower <= h <= upper}  d(v_j || (W h)_j) + (ridge / 2) ||h||²
@@ -10,14 +10,14 @@ through two operators, so matrices, CP dictionaries of tensors and (later) spars
 code: ``forward(H)`` returns the model ``Y`` (shape of ``V``) and ``adjoint(G)`` maps a gradient
 in the model back to the codes (shape ``(b, R)``); the code gradient is ``adjoint(∂d/∂y)``.
 
-Step rules (§2.3): :class:`ConstantStep` (``1/L``, an MM step; needs a curvature bound and the
+Step rules (its V-C): :class:`ConstantStep` (``1/L``, an MM step; needs a curvature bound and the
 ``R x R`` Gram ``W^T W``), :class:`ArmijoStep` (per-sample backtracking on the projected arc) and
 :class:`PolyakStep` (modified Polyak for nonsmooth losses; returns the best iterate). Our
 addition: :class:`MultiplicativeStep`, the β-divergences' multiplicative update (the default for
 KL: matrix products only, no line search, a stopping test on the codes' change). Every
 sample has its own step, convergence test and mask; converged samples are frozen.
 
-The box is the paper's ``H = {eps' <= h <= U}`` with ``eps' = 1e-8`` and ``U = 1e8`` (spec §2.6);
+The box is the paper's ``H = {eps' <= h <= U}`` with ``eps' = 1e-8`` and ``U = 1e8`` (Remark 2);
 ``lower=0`` gives plain nonnegativity, ``None`` removes a bound.
 """
 
@@ -182,10 +182,10 @@ class ArmijoStep:
         The paper's ``ξ^0``: the first trial of the first iteration.
     init : {"bb", "warm", "paper"}, default "bb"
         First trial of later iterations: ``"paper"`` restarts from ``initial_step`` (literal, but
-        not scale-invariant: far too timid for IS at data scale 1e3, spec §5.4); ``"warm"`` uses
+        not scale-invariant: far too timid for IS at data scale 1e3, as measured); ``"warm"`` uses
         the previous accepted step divided by ``shrink``; ``"bb"`` uses the Barzilai-Borwein step
         ``s^T s / s^T r`` of each sample (``s``, ``r``: change of codes and of gradient), and the
-        warm trial where ``s^T r <= 0``. A deviation from the paper's ξ⁰ = 1 (spec §6.7); the
+        warm trial where ``s^T r <= 0``. A deviation from the paper's ξ⁰ = 1 (Algorithm 3); the
         sufficient-decrease test is unchanged, so every rule stays monotone.
     max_step : float, default 1e15
         Cap on any trial step (guards against overflow of repeated warm growth).
@@ -265,7 +265,7 @@ class PolyakStep:
     ``liminf d(h^k) <= min d + delta_min``. The paper's literal rule is
     ``PolyakStep(delta=0.01, delta_min=0.01, relative=False)``; the default measures δ relative
     to each sample's initial objective, because an absolute 0.01 is negligible for losses
-    around 1e4 (spec §5.4).
+    around 1e4 (measured: no progress on ℓ1 at data scale 1e3).
 
     Parameters
     ----------
@@ -382,7 +382,7 @@ StepRule = ConstantStep | ArmijoStep | PolyakStep | MultiplicativeStep
 _STEP_NAMES = {"constant": ConstantStep, "armijo": ArmijoStep, "polyak": PolyakStep,
                "mu": MultiplicativeStep}
 
-# the paper's inner rule for the two nonsmooth losses (spec §2.3 table)
+# the paper's inner rule for the two nonsmooth losses (section V-C)
 _PAPER_RULE = {"l1": "polyak", "l2_nonsquared": "armijo"}
 # "auto" departs from the paper for KL: the multiplicative update (two matrix products per
 # iteration, no line search) is several times faster per batch than Armijo
@@ -499,7 +499,7 @@ def _resolve_step(step, loss: Divergence, gram, ridge: float,
 
 
 def _initial_codes(V, forward, b: int, R: int, context: dict) -> Tensor:
-    """Spec §2.3: ``c 1`` with ``c = 1^T v / 1^T W 1`` so that ``sum(W h) = sum(v)``."""
+    """Our start ``c 1`` (Algorithm 2 allows any), ``c = 1^T v / 1^T W 1``: ``sum(W h) = sum v``."""
     ones = tl.ones((b, R), **context)
     model = forward(ones)
     _check_model_shape(model, V)

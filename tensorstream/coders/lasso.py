@@ -4,7 +4,7 @@ For each sample ``x`` (row of the batch) the codes solve the (nonnegative) elast
 
     min_h  ||x - W h||^2 + alpha ||h||_1 + ridge ||h||^2        (h >= 0 when nonnegative)
 
-which is the spec's eq. (9) convention (no factor 1/2 on the squared loss). Only the Gram
+which is the eq. (9) convention of Lyu et al. (no factor 1/2 on the squared loss). Only the Gram
 ``G = W^T W`` (``R x R``) and the projections ``P = X W`` (``b x R``) enter, so the dictionary may
 be a CP dictionary whose matrix is never formed.
 

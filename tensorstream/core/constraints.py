@@ -50,7 +50,7 @@ def limit_step(old: Tensor, new: Tensor, radius: float | None, mode: str = "frob
     return old + step * scale
 
 
-# -- proximal maps and further projections (robust NMF, spec 000 sections 2.1 and 2.11) ----------
+# -- proximal maps and further projections (robust NMF, Zhao & Tan, sections IV and VI) ---------
 
 
 def soft_threshold(x: Tensor, threshold: float) -> Tensor:
@@ -69,7 +69,7 @@ def prox_l1_box(x: Tensor, threshold: float, bound: float | None,
                 nonnegative: bool = False) -> Tensor:
     """Minimiser of ``1/2 (x - r)^2 + t |r|`` over ``|r| <= bound`` (``0 <= r`` if nonnegative).
 
-    The spec's ``S~_{lambda, M}`` (eq. 17): soft-thresholding, then clipping to the box, is the
+    Zhao & Tan's ``S~_{lambda, M}`` (eq. 17): soft-thresholding, then clipping to the box, is the
     exact minimiser because the objective is separable and convex in every entry (Lemma S-3).
     ``bound=None`` means no box.
 
@@ -96,7 +96,7 @@ def _ranks(U: Tensor) -> Tensor:
 
 
 def project_simplex_columns(U: Tensor, total: float = 1.0) -> Tensor:
-    """Project every column onto ``{w >= 0, sum(w) = total}`` (the spec's set ``C2``).
+    """Project every column onto ``{w >= 0, sum(w) = total}`` (Zhao & Tan's set ``C2``, VI-A).
 
     The sort-based algorithm (Duchi et al. 2008), vectorised over the columns: with ``u`` the
     column sorted in decreasing order, the threshold is ``theta = (sum_{i<=k} u_i - total) / k``
@@ -171,14 +171,14 @@ def project_elastic_net_columns(U: Tensor, gamma1: float, gamma2: float) -> Tens
     return W if matrix else tl.reshape(W, tl.shape(U))
 
 
-# -- the max-norm penalty 1/2 ||L||_{2,inf}^2 (spec 002, sections 2.5 and 6.11) -----------------
+# -- the max-norm penalty 1/2 ||L||_{2,inf}^2 (Shen, Xu & Li, eq. (3.11), and its exact prox) ---
 
 
 def max_row_norm_subgradient(L: Tensor, rtol: float = 0.0) -> Tensor:
     """A subgradient ``diag(mu) L`` of ``1/2 ||L||_{2,inf}^2 = 1/2 max_i ||L[i, :]||^2``.
 
     ``mu`` is uniform over the rows that attain the largest norm and zero elsewhere (the
-    reference code's choice, spec 002 eq. (3.11)); ties are exact equalities unless ``rtol > 0``
+    reference code's choice; Shen, Xu & Li, (3.11)); ties are exact equalities unless ``rtol > 0``
     (rows within ``rtol`` of the largest squared norm count as ties).
 
     Examples
@@ -227,7 +227,8 @@ def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> A
     """Project every row of ``U`` onto ``{0 <= w <= upper, sum(w) >= row_min}`` (the paper's C).
 
     Clip to ``[0, upper]``; rows whose clipped sum is below ``row_min`` are instead projected
-    (from the unclipped row) onto the scaled simplex ``{w >= 0, sum(w) = row_min}`` (spec 2.6).
+    (from the unclipped row) onto the scaled simplex ``{w >= 0, sum(w) = row_min}`` (Zhao, Tan &
+    Xu, section S-1).
 
     Parameters
     ----------

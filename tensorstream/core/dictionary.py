@@ -70,7 +70,7 @@ def contract_except(B: Tensor, loadings: Loadings, mode: int) -> Tensor:
     """Contract the statistic ``B`` (shape ``(I_1..I_n, R)``) with every loading but ``mode``.
 
     Column ``r`` of the result (shape ``(I_mode, R)``) is ``B[..., r]`` multiplied along every
-    other mode ``k`` by ``U^(k)[:, r]`` (the per-atom MTTKRP of the spec's Algorithm 3).
+    other mode ``k`` by ``U^(k)[:, r]`` (the per-atom MTTKRP of Lyu et al.'s Algorithm 3).
     """
     sizes = [tl.shape(U)[0] for U in loadings]
     R = rank(loadings)

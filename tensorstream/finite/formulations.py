@@ -1,13 +1,13 @@
-"""The stochastic matrix-factorization formulations of Zhao, Haskell & Feng (spec 003, P1-P8).
+"""The stochastic matrix-factorization formulations of Zhao, Haskell & Feng (2017, P1-P8).
 
 Every formulation is the per-sample problem
 
     l(x, W) = min_{h in H, r in R}  1/2 ||x - W h - r||^2 + phi(h) + varphi(r)
 
-plus a dictionary term ``psi(W) + delta_C(W)``, and is given by three proximal maps (spec
-section 1.6): ``prox_h(Z, L)`` (of ``phi/L + delta_H``), ``prox_r(Z)`` (of ``varphi + delta_R``;
+plus a dictionary term ``psi(W) + delta_C(W)``, and is given by three proximal maps
+(in closed form): ``prox_h(Z, L)`` (of ``phi/L + delta_H``), ``prox_r(Z)`` (of ``varphi + delta_R``;
 zero for the non-robust ones, R = {0}) and ``prox_w(W, eta, n)`` (of ``eta psi + delta_C``; the
-``1/n`` of ``psi`` for P5-P7 is applied here, spec 7 #6). They are the library's shared
+``1/n`` of ``psi`` for P5-P7 is applied here, docs/svrmf.md). They are the library's shared
 operators (:mod:`tensorstream.core.constraints`, :func:`tensorstream.coders.maxnorm.group_shrink`),
 not new ones; the P4 dictionary prox (no closed form) is a projected-gradient solve.
 
@@ -15,11 +15,11 @@ Layout: samples first. ``X`` is ``(b, d)``, the dictionary ``W`` is ``(d, k)`` (
 ``components_`` is its transpose), codes ``H`` are ``(b, k)`` and outliers ``R`` are ``(b, d)``.
 
 :func:`solve_codes` computes the codes of a batch by FISTA (or ISTA, the paper's BSUM) on the
-*reduced* problem ``min_h M_varphi(x - W h) + phi(h)`` (spec Appendix A): ``M`` is the Moreau
+*reduced* problem ``min_h M_varphi(x - W h) + phi(h)`` (paper's eqs. 5-6): ``M`` is the Moreau
 envelope, so the r-block is minimised exactly at every step and one ISTA step is one BSUM sweep
 (eqs. 5-6). It starts cold from ``h = 0`` and stops sample by sample (a stopped sample is frozen),
 so a sample's codes depend on that sample and ``W`` only, never on the rest of the batch: the
-snapshot codes recomputed for a mini-batch equal those of the full pass (spec 7 #3).
+snapshot codes recomputed for a mini-batch equal those of the full pass (lines 4 and 8).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class Formulation:
     """Base of the formulations: plain least squares (``H = R^k``, ``C = R^{d x k}``).
 
     Subclasses override the proximal maps and penalty values they change. ``nu`` adds the ridge
-    ``nu/2 ||h||^2`` that makes the codes unique (assumption A4, spec 7 #11); 0 by default.
+    ``nu/2 ||h||^2`` that makes the codes unique (assumption A4, which fails without it for
+    P1, P2, P6 and P8); 0 by default.
     """
 
     nu: float = 0.0
@@ -183,7 +184,7 @@ class NMF(Formulation):
 class SmoothSparseDL(NMF):
     """P4, SSODL (Dohmatob et al.): P3 with ``psi = lam1/2 tr(W^T Lap W)`` (``lam`` is the
     paper's ``lam2``). The prox has no closed form: projected gradient (FISTA) on every column,
-    ``min_{w in simplex} 1/2 ||w - x||^2 + eta lam1/2 w^T Lap w`` (spec 1.6 (c))."""
+    ``min_{w in simplex} 1/2 ||w - x||^2 + eta lam1/2 w^T Lap w`` (the prox of P4's psi)."""
 
     lam1: float = 0.1
     laplacian: Any = None  #: (d, d) symmetric PSD matrix
@@ -245,7 +246,7 @@ class RobustPCA(_Robust):
         return 0.5 * (self.lam1 + self.nu) * tl.sum(H * H, axis=1)
 
     def prox_w(self, W, eta, n):
-        return W / (1.0 + eta * self.lam1 / n)  # the prox uses the step (spec 7 #5)
+        return W / (1.0 + eta * self.lam1 / n)  # the prox uses the step (Algorithm 1, line 11)
 
     def psi(self, W, n):
         return 0.5 * self.lam1 / n * float(tl.sum(W * W))
@@ -278,7 +279,7 @@ class LRR(RobustPCA):
 
     ``psi`` needs the scatter ``Y Y^T`` (``X^T X`` samples-first), filled in by :meth:`prepare`
     from one pass over the data; the prox is the linear solve
-    ``(I + eta Q) W = V``, ``Q = (A Y Y^T A^T + lam3 B^T B) / n^2`` (spec 1.6 (c))."""
+    ``(I + eta Q) W = V``, ``Q = (A Y Y^T A^T + lam3 B^T B) / n^2`` (the prox of P7's psi)."""
 
     lam3: float = 1.0
     A: Any = None  #: (d, d); None is the identity
@@ -345,7 +346,7 @@ def make_formulation(name: str, n_features: int, *, lam: float | None = None,
                      groups: Sequence | None = None, laplacian: Any = None, lrr_A: Any = None,
                      lrr_B: Any = None, n_components: int | None = None) -> Formulation:
     """The formulation ``name`` with its weights; ``None`` weights are ``1/sqrt(d)`` (the
-    paper's setting, section 4).
+    paper's setting, section 5.2).
 
     Examples
     --------
@@ -418,7 +419,7 @@ def _check_groups(groups: Any, k: int | None, lam: float) -> tuple[tuple, tuple]
     return tuple(members), tuple(lams)
 
 
-# -- the code solver (spec Appendix A) -------------------------------------------------------------
+# -- the code solver (FISTA on the reduced problem of eqs. 5-6) ------------------------------------
 
 
 @dataclass(frozen=True)
@@ -433,14 +434,14 @@ class Codes:
 
 
 def lipschitz(gram: Tensor) -> float:
-    """``L' = ||W||_2^2``, the spectral norm of ``W^T W`` (not Frobenius, spec 7 #2), guarded
+    """``L' = ||W||_2^2``, the spectral norm of ``W^T W`` (Frobenius would be loose), guarded
     against ``W = 0``."""
     return max(spectral_norm_psd(gram), 1e-12)
 
 
 def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista",
                 tol: float = 1e-6, max_iter: int = 100) -> Codes:
-    """Codes ``(H, R)`` of every row of ``X`` against ``W`` (spec Appendix A).
+    """Codes ``(H, R)`` of every row of ``X`` against ``W`` (eqs. 5-6 of the paper).
 
     Proximal gradient on ``F(h) = M_varphi(x - W h) + phi(h)`` with step ``1/L'``,
     ``L' = ||W||_2^2``; ``grad = -W^T (z - prox_r(z))``, ``z = x - W h`` (for R = {0}:

@@ -1,4 +1,4 @@
-"""Functional core of variance-reduced stochastic matrix factorization (spec 003, Algorithm 1).
+"""Functional core of variance-reduced stochastic MF (Zhao, Haskell & Feng 2017, Algorithm 1).
 
 Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formulation
 (:mod:`tensorstream.finite.formulations`) and data with samples on the first axis:
@@ -11,11 +11,11 @@ Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formu
   and on Dask workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
 * :func:`vr_direction` -- the SVRG estimator ``V`` (line 10), :func:`prox_step` (line 11);
 * :func:`sgd_step_size` -- ``beta / (b t + beta')`` of the proximal SGD baseline;
-* :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 2.7);
+* :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 4.1);
 * :func:`objective` -- ``f(W)`` by a full pass with accurate solves;
-* :func:`inexact_tolerance` -- Theorem 2's schedule, shifted by one (spec 7 #8).
+* :func:`inexact_tolerance` -- Theorem 2's schedule, shifted by one (defined at ``s = t = 0``).
 
-Mean scaling throughout (spec 7 #4): ``G_s`` is a mean over ``n``, mini-batch terms means over
+Mean scaling throughout (lines 5, 10): ``G_s`` is a mean over ``n``, mini-batch terms means over
 ``b``.
 """
 
@@ -216,7 +216,7 @@ def vr_direction(W: Tensor, W0: Tensor, X: Tensor, codes: Codes, codes0: Codes,
 
 
 def prox_step(form: Formulation, W: Tensor, direction: Tensor, eta: float, n: int) -> Tensor:
-    """``P_W(W - eta V; eta)`` (line 11; the prox uses the step, spec 7 #5)."""
+    """``P_W(W - eta V; eta)`` (line 11 of Algorithm 1; the prox uses the step)."""
     return form.prox_w(W - eta * direction, eta, n)
 
 
@@ -232,14 +232,14 @@ def sgd_step_size(beta: float, beta_prime: float, batch_size: int, t: int) -> fl
 
 
 def gradient_mapping(form: Formulation, W: Tensor, G: Tensor, eta: float, n: int) -> Tensor:
-    """``Gamma_eta(W) = (W - P_W(W - eta G; eta)) / eta`` with ``G = grad g(W)`` (section 2.7);
+    """``Gamma_eta(W) = (W - P_W(W - eta G; eta)) / eta`` with ``G = grad g(W)`` (section 4.1);
     ``||Gamma||^2 <= eps`` means ``W`` is eps-stationary."""
     return (W - prox_step(form, W, G, eta, n)) / eta
 
 
 def inexact_tolerance(c_tol: float, tau: float, m: int, s: int, t: int) -> float:
     """Theorem 2's error schedule ``c (m s + t + 1)^-(1/2 + tau)`` (shifted by one so that it is
-    defined at ``s = t = 0``, spec 7 #8).
+    defined at ``s = t = 0``; Theorem 2 as printed is not).
 
     Examples
     --------
@@ -251,7 +251,7 @@ def inexact_tolerance(c_tol: float, tau: float, m: int, s: int, t: int) -> float
 
 def objective(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int = 1024, *,
               solver: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
-    """``f(W) = (1/n) sum_i l(x_i, W) + psi(W)`` by a full pass with accurate solves (spec 7 #17).
+    """``f(W) = (1/n) sum_i l(x_i, W) + psi(W)`` by a full pass with accurate solves (section 2).
     """
     coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
     total = data.map_reduce(chunk_loss, chunk_size, form, W, coder)
@@ -267,7 +267,7 @@ def chunk_loss(chunk: Tensor, form: Formulation, W: Tensor, coder: dict) -> floa
 def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *,
                        chunk_size: int = 1024, solver: str = "fista", tol: float = 1e-6,
                        max_iter: int = 1000, max_trials: int = 40) -> tuple[float, int]:
-    """A local Lipschitz constant ``L`` of ``grad g`` at ``W`` by backtracking (spec 7 #13 (b)).
+    """A local Lipschitz constant ``L`` of ``grad g`` at ``W`` by backtracking (our extension).
 
     The smallest ``L`` (up to a factor 2) such that the prox step ``W+ = P_W(W - G/L; 1/L)``
     satisfies the descent lemma ``g(W+) <= g(W) + <G, W+ - W> + L/2 ||W+ - W||^2`` on ``data``
@@ -337,7 +337,7 @@ def timed(function: Callable, clock: list) -> Any:
 
 def default_sizes(n: int, inner_batch: int | None, epoch_length: int | None
                   ) -> tuple[int, int]:
-    """The paper's ``b = 0.2 n^(2/3)`` and ``m = 0.5 n^(1/3)``, rounded, at least 1 (spec 7 #9;
+    """The paper's ``b = 0.2 n^(2/3)`` and ``m = 0.5 n^(1/3)``, rounded, at least 1 (section 5.2;
     ``b`` at most ``n``).
 
     Examples

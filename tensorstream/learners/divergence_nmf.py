@@ -1,6 +1,6 @@
 """The OL algorithm (Zhao, Tan & Xu) on a CP dictionary, and OnlineDivergenceNMF.
 
-The paper's OL algorithm (spec ``001_onmf_divergences.md``, Algorithm 1) on the CP dictionary of
+The paper's OL algorithm (Zhao, Tan & Xu, Algorithm 1) on the CP dictionary of
 :mod:`tensorstream.core.dictionary`. Per mini-batch ``V_t`` (samples on the first axis):
 
 1. codes ``h_j = argmin_{eps' <= h <= U} d(v_j || W h)`` by batched projected gradient
@@ -23,7 +23,8 @@ Deviation for tensors: the step of loading ``k`` is divided by the number of ent
 rows touches, ``prod_{l != k} I_l`` (1 for a matrix, so the matrix case is the paper's step);
 without it the canonical step overshoots by that factor and rows collapse onto the row-sum floor.
 
-Deviation from the paper (spec section 6.1): with ``normalize=True`` (default) the data are divided
+Deviation from the paper (its canonical steps need unit-scale data): with ``normalize=True``
+(default) the data are divided
 by a scale fixed at the first batch (the mean absolute entry), so that the canonical steps
 ``a = b = 2e4`` work at any data scale. Codes are reported, and losses evaluated, at the raw scale
 (``h_raw = scale * h``); the dictionary and its steps live on the normalized scale. Loss parameters
@@ -316,7 +317,8 @@ class OnlineDivergenceNMF(OnlineLearner):
     step_tau : float, optional
         The ``tau`` of the step; default ``batch_size``.
     grad_reduction : {"mean", "sum"}, default "mean"
-        Mean or sum over the batch of the per-sample dictionary gradients (spec 2.5; the MU
+        Mean or sum over the batch of the per-sample dictionary gradients (the paper, VIII-B,
+        does not say which; the MU
         step is the same for both).
     dict_step : {"auto", "sgd", "mu"}, default "auto"
         ``"sgd"``: the paper's projected stochastic-gradient step. ``"mu"`` (our extension):

@@ -1,6 +1,6 @@
 """OnlineCPDL: online (nonnegative) CP-dictionary learning, Lyu, Strohmeier & Needell.
 
-The bounded-memory form of the algorithm (spec 004, Algorithm 2). Per mini-batch ``X_t``:
+The bounded-memory form of the algorithm (Algorithm 2, Appendix C). Per mini-batch ``X_t``:
 
 1. code the batch against the current dictionary (nonnegative LASSO, solved exactly by an
    active-set method, :mod:`tensorstream.coders.lasso`);

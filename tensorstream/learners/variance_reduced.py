@@ -1,4 +1,4 @@
-"""Variance-reduced stochastic matrix factorization (Zhao, Haskell & Feng; spec 003).
+"""Variance-reduced stochastic matrix factorization (Zhao, Haskell & Feng 2017).
 
 :class:`VarianceReducedMF` runs Algorithm 1 (``method="vr"``) on a *finite* data set, and the
 paper's two baselines in the same code paths (same formulation, coder, prox and sampling):
@@ -72,7 +72,7 @@ from ._base import SHARED_CONSTRAINTS, OnlineEstimator, _progress_bar
 from .maxnorm import sample_scale_sums
 
 METHODS = ("vr", "sgd", "smm")
-AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (spec 2.2)
+AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (sec. 5.2)
 _ARRAY_PARAMS = ("laplacian", "lrr_A", "lrr_B", "init")
 _ARRAY_NAMES = {"W": "loading_0"}  # the name `tensorstream info` shows as the loading
 
@@ -88,7 +88,7 @@ class VarianceReducedMF(OnlineEstimator):
     n_components : int
         Dictionary size ``k``.
     formulation : {"odl", "ossl", "onmf", "ssodl", "orpca", "omrmd", "olrr", "ornmf"}
-        P1-P8 of the spec (see :mod:`tensorstream.finite.formulations`).
+        P1-P8 of the paper, section 2 (see :mod:`tensorstream.finite.formulations`).
     method : {"vr", "sgd", "smm"}, default "vr"
         Algorithm 1, proximal SGD, or stochastic MM.
     n_epochs : int, default 10
@@ -97,7 +97,7 @@ class VarianceReducedMF(OnlineEstimator):
     step_size : float > 0 or "auto", default "auto"
         ``vr``: the constant step ``eta`` (in units of the data scale). ``sgd``: the first
         step ``gamma_0 = beta / beta'`` (so ``beta = step_size * step_offset``). Unused by
-        ``smm``. ``"auto"`` (an extension, spec 7 #13 (b)): ``1 / (2.3 L)`` with ``L`` a local
+        ``smm``. ``"auto"`` (our extension, docs/svrmf.md): ``1 / (2.3 L)`` with ``L`` a local
         Lipschitz constant of the gradient at the initial dictionary, found by backtracking on
         the descent lemma over a random subsample of ``auto_samples`` samples
         (:func:`~tensorstream.finite.variance_reduction.estimate_lipschitz`); the step is then
@@ -134,7 +134,8 @@ class VarianceReducedMF(OnlineEstimator):
         ornmf: data rows carry the outliers), ``"random"`` otherwise. ``"random"``: random data
         rows plus ``1e-3`` Gaussian noise, projected onto ``C``;
         ``"gaussian"``: N(0, 1) entries, projected; ``"ones"``: the paper's all-ones start,
-        which is degenerate (rank one forever, spec 7 #1), so it warns and adds the same noise.
+        which is degenerate (rank one forever: identical columns get identical updates), so it
+        warns and adds the same noise.
     output : {"last", "random"}, default "last"
         Option II (last iterate) or Option I (an iterate ``W^{s,t}``, ``t < m``, drawn
         uniformly by reservoir sampling) for ``components_``.
@@ -198,11 +199,11 @@ class VarianceReducedMF(OnlineEstimator):
     True
     """
 
-    #: The paper's settings (spec 003, section 4): every formulation weight ``1/sqrt(d)`` in
+    #: The paper's settings (its section 5.2): every formulation weight ``1/sqrt(d)`` in
     #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge),
     #: Algorithm 1, and its all-ones start ``W^{0,0}``, which is degenerate (it warns and adds
     #: a little noise: docs/svrmf.md).
-    #: The paper gives no step size: pass ``step_size`` (the spec's tests use 10 on ORPCA-synth,
+    #: The paper gives no step size: pass ``step_size`` (our tests use 10 on ORPCA-synth,
     #: 3 on digits-ODL).
     paper_params = {"method": "vr", "lam": None, "lam1": None, "lam2": None, "lam3": 1.0,
                     "M": 1e3, "M_prime": 1e3, "nu": 0.0, "init": "ones", "data_scale": 1.0}
@@ -493,8 +494,9 @@ class VarianceReducedMF(OnlineEstimator):
             init = "gaussian" if form.robust else "random"
         if isinstance(init, str) and init in ("random", "ones"):
             if init == "ones":
-                warnings.warn("init='ones' (the paper's start) keeps W rank one forever (spec "
-                              "003, 7 #1); adding 1e-3 Gaussian noise", UserWarning, stacklevel=3)
+                warnings.warn("init='ones' (the paper's start) keeps W rank one forever (identical "
+                              "columns stay identical); adding 1e-3 Gaussian noise", UserWarning,
+                              stacklevel=3)
                 base = np.ones((d, k))
             else:
                 rows = rng.choice(n, k, replace=n < k)
@@ -578,7 +580,7 @@ class VarianceReducedMF(OnlineEstimator):
                 "code_tol": tol0}
         stored = _concatenate(kept) if kept is not None else None
         for t in range(m):
-            if self.output == "random":  # reservoir over W^{s,t}, t = 0..m-1 (spec 7 #7)
+            if self.output == "random":  # reservoir over W^{s,t}, t = 0..m-1 (Option I)
                 state["out_count"] += 1
                 if rng.random() * state["out_count"] < 1.0:
                     state["W_out"] = W
@@ -620,11 +622,11 @@ class VarianceReducedMF(OnlineEstimator):
         for _ in range(state["m"]):
             Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
             codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
-            A = A + tl.dot(tl.transpose(codes.H), codes.H)  # sums, no 1/t (spec 7 #18)
+            A = A + tl.dot(tl.transpose(codes.H), codes.H)  # sums: S-2's 1/t is undefined at t=0
             B = B + tl.dot(tl.transpose(Xb - codes.R), codes.H)
             state["steps"] += 1
             iterations += int(codes.n_iter.sum())
-            if feng:  # W = B (A + lam1 I)^-1 (Feng et al.; spec 7 #20)
+            if feng:  # W = B (A + lam1 I)^-1 (Feng et al.; S-2 as printed drops psi)
                 system = A + form.lam1 * tl.eye(k, **state["context"])
                 W = tl.transpose(tl.solve(system, tl.transpose(B)))
                 continue
@@ -685,7 +687,7 @@ class VarianceReducedMF(OnlineEstimator):
                           tl.transpose(self._W_output))
 
     def objective(self, X: Any, *, client: Any = None) -> float:
-        """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves; spec 7 #17),
+        """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves: docs/svrmf.md),
         in the data's squared units (``scale_**2`` times the problem solved in units of the
         data scale). Not counted in ``history_``'s passes or seconds. ``client``: the pass runs
         on a Dask cluster (see :meth:`fit`)."""
@@ -700,7 +702,7 @@ class VarianceReducedMF(OnlineEstimator):
 
     def gradient_mapping(self, X: Any, step: float | None = None, *,
                          client: Any = None) -> float:
-        """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 2.7): a full pass
+        """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 4.1): a full pass
         with accurate solves, for any ``method`` (``history_`` has it for free for ``vr`` only).
 
         ``step`` is the ``eta`` of the gradient mapping; None uses the learner's step (1.0 for

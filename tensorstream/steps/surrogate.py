@@ -35,7 +35,7 @@ Tensor = Any
 
 
 def block_statistics(A: Tensor, B: Tensor, loadings: Sequence[Tensor], mode: int):
-    """``(A_i, B_i)`` of the block problem of ``mode`` (spec Algorithm 3), Grams not atoms."""
+    """``(A_i, B_i)`` of the block problem of ``mode`` (Lyu et al., Alg. 3), Grams not atoms."""
     return A * gram(loadings, skip=mode), contract_except(B, loadings, mode)
 
 
@@ -159,7 +159,7 @@ def surrogate_bcd_step(
     column_bound: float | None, radius: float | None = None, radius_mode: str = "frobenius",
     n_passes: int = 1, l1: float = 0.0, l2: float = 0.0,
 ) -> list[Tensor]:
-    """One Gauss-Seidel cycle over the modes (spec Algorithm 2, the loop over ``i``).
+    """One Gauss-Seidel cycle over the modes (Lyu et al., Algorithm 2, the loop over ``i``).
 
     Each mode's block statistics are recomputed with the freshest loadings of the modes before
     it. ``l1``, ``l2`` penalise every loading (see :func:`column_descent`; not with missing
@@ -196,7 +196,7 @@ def surrogate_value(A: Tensor, B: Tensor, c: float, loadings: Sequence[Tensor]) 
     return float(quadratic - 2 * inner_with_dictionary(B, loadings)) + c
 
 
-# -- the max-norm basis step (spec 002, Algorithm 4, and the prox-gradient of section 6.11) -------
+# -- the max-norm basis step (Shen, Xu & Li, Algorithm 4, and our exact prox-gradient) -----------
 #
 # Surrogate of a matrix basis L (p x d) with statistics A (d x d, or p x d x d entrywise when
 # data have missing entries) and B (p x d):
@@ -227,7 +227,7 @@ def penalized_column_bcd(
     jitter: float = 0.0, column_bound: float | None = None, n_sweeps: int = 1,
     tie_rtol: float = 0.0,
 ) -> Tensor:
-    """Gauss-Seidel column sweeps on the basis surrogate (spec 002, Algorithm 4; OR-PCA's step).
+    """Gauss-Seidel column sweeps on the basis surrogate (Shen, Xu & Li, Algorithm 4; OR-PCA's).
 
     Column ``j`` moves to ``l_j - (L a_j - b_j + max_norm u_j + frobenius l_j) / (A_jj + jitter
     + frobenius)``, using the columns already updated in this sweep, then (``column_bound``) onto
@@ -238,7 +238,7 @@ def penalized_column_bcd(
     The first sweep is the reference algorithm. Further sweeps ("until convergence" in the
     paper) are kept only while they lower the surrogate: without the column projection the
     linearised max-norm term can overshoot by a factor ``max_norm / jitter`` while ``A`` is
-    rank-deficient, and repeating such sweeps diverges (spec 002, section 6.9).
+    rank-deficient, and repeating such sweeps diverges (docs/maxnorm.md).
 
     Returns a new matrix; the inputs are not modified.
     """
@@ -282,7 +282,7 @@ def max_norm_prox_gradient(
     L: Tensor, A: Tensor, B: Tensor, *, max_norm: float, jitter: float = 0.0,
     column_bound: float | None = None, n_iter: int = 3,
 ) -> Tensor:
-    """Proximal-gradient steps on the basis surrogate (spec 002, section 6.11; not in the paper).
+    """Proximal-gradient steps on the basis surrogate (not in the paper; see docs/maxnorm.md).
 
     ``L <- prox_{(max_norm/Lip) 1/2 ||.||_{2,inf}^2}(L - (L A - B) / Lip)`` with ``Lip`` the
     spectral norm of ``A`` (the largest over rows when ``A`` is entrywise) plus ``jitter``: a
@@ -302,7 +302,7 @@ def max_norm_prox_gradient(
     return L
 
 
-# -- penalised, projected-gradient and ADMM dictionary steps (robust NMF, spec 000, 2.4-2.6) -----
+# -- penalised, projected-gradient and ADMM dictionary steps (robust NMF, Zhao & Tan, IV-A2/B2) --
 #
 # They minimise, over a convex set given by its projection, the 1/2-scaled block surrogate
 #     p(U) = 1/2 tr(U A U^T) - tr(U B^T) + l1 sum(U) + l2/2 ||U||_F^2 (+ constant),
@@ -341,7 +341,7 @@ def _frobenius_bound(A: Tensor) -> float:
 
 
 def _stop(current: float, previous: float, tol: float) -> bool:
-    """The paper's relative-decrease rule on a nonnegative objective (spec 000, section 2.7)."""
+    """The paper's relative-decrease rule on a nonnegative objective (Zhao & Tan, VII-B2)."""
     return abs(current - previous) / max(abs(previous), 1e-300) < tol
 
 
@@ -350,10 +350,10 @@ def dictionary_pgd(
     l2: float = 0.0, constant: float = 0.0, kappa: float = 0.7, tol: float = 1e-4,
     max_iter: int = 200,
 ) -> tuple[Tensor, int]:
-    """Projected gradient on the block surrogate (the spec's OPGD W-step, eqs. 18-22).
+    """Projected gradient on the block surrogate (Zhao & Tan's OPGD W-step, eqs. 18-22).
 
     The step is ``kappa / (||A||_F + l2)``: the paper's Lipschitz bound ``||A||_F`` (not the
-    ``L`` of the coding step, spec 000 section 6.1), safe since ``lambda_max(A) <= ||A||_F``, so
+    ``L`` of the coding step, a typo in the paper), safe since ``lambda_max(A) <= ||A||_F``, so
     every step lowers the objective. ``constant`` (the surrogate's dictionary-free part) keeps the
     relative-decrease test's denominator positive. When ``A = 0`` and ``l2 = 0`` (no code used
     any atom) nothing is learned: ``U`` is returned as it is.
@@ -387,8 +387,8 @@ def dictionary_pgd(
     array([[1.],
            [0.]])
     """
-    # ||A||_F >= lambda_max(A): the paper's (conservative) constant, kept for fidelity (spec 000,
-    # 2.4); the coders use the exact spectral norm. Entrywise A: the Hessian is block-diagonal
+    # ||A||_F >= lambda_max(A): the paper's (conservative) constant, kept for fidelity (Zhao & Tan,
+    # IV-A2); the coders use the exact spectral norm. Entrywise A: the Hessian is block-diagonal
     # with blocks A_i, so max_i ||A_i||_F bounds its norm (and equals ||A||_F when all A_i = A)
     curvature = _frobenius_bound(A) + l2
     if curvature <= 0:
@@ -414,7 +414,7 @@ def dictionary_admm(
     l2: float = 0.0, constant: float = 0.0, rho: float = 1.0, tol: float = 1e-4,
     max_iter: int = 200,
 ) -> tuple[Tensor, int]:
-    """ADMM on the block surrogate (the spec's OADMM W-step, eqs. 31-35).
+    """ADMM on the block surrogate (Zhao & Tan's OADMM W-step, eqs. 31-35).
 
     Splitting ``W = Q`` with ``Q`` in the set; starts at ``W = Q = U`` (warm) and ``D = 0``;
     returns the feasible ``Q``, at which the stopping rule is evaluated. ``A + (l2 + rho) I``
@@ -470,11 +470,11 @@ def surrogate_solver_step(
 ) -> tuple[list[Tensor], int]:
     """One Gauss-Seidel cycle over the modes, each block solved by PGD or ADMM.
 
-    For one mode (a matrix dictionary) this is the spec's W-step on ``(A, B)``; for CP
+    For one mode (a matrix dictionary) this is Zhao & Tan's W-step on ``(A, B)``; for CP
     dictionaries each loading's block problem (:func:`block_statistics`) has the same form.
-    ``c`` is the engine-scale constant of the surrogate (``c/2`` on the spec's scale); with it
+    ``c`` is the engine-scale constant of the surrogate (``c/2`` on the paper's scale); with it
     and the other loadings' penalties each block objective *is* the surrogate, so the stopping
-    test is the spec's. ``radius`` restricts each loading's move as in
+    test is the paper's. ``radius`` restricts each loading's move as in
     :func:`surrogate_bcd_step`. Returns the new loadings and the total number of iterations.
 
     With entrywise ``A`` (missing data, ``(I_1..I_n, R, R)``) each loading row has its own

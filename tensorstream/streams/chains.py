@@ -405,7 +405,7 @@ class SlidingWindow(MarkovStream, _DataStream):
 
     **Periodicity.** With ``holding=0`` the sweep is deterministic and periodic (period ``m``):
     ``pi`` is stationary and averages over whole sweeps are exact, but the chain is not
-    aperiodic, as the Markov-data convergence theory assumes (spec 004, section 6 item 15).
+    aperiodic, as the Markov-data convergence theory assumes (Lyu et al., assumption (A1)).
     ``random_start`` only makes the sweep stationary; ``holding > 0`` (lazification) makes it
     aperiodic.
 
