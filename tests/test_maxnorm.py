@@ -919,7 +919,7 @@ def test_omrmd_beats_orpca_at_middle_rank():
 
 
 @pytest.mark.slow
-def test_omrmd_beats_orpca_at_middle_rank_at_the_spec_size():
+def test_omrmd_beats_orpca_at_middle_rank_at_the_papers_size():
     """Spec values (seed 0): OMRMD 0.798, OR-PCA 0.702."""
     # spec item(s): spec 002 S4
     omrmd = _final("omrmd", 200, 60, 2000, 0.3, (0,))

@@ -105,7 +105,7 @@ def test_omrmd_beats_orpca_on_the_papers_recipe_with_defaults():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
-def test_omrmd_beats_orpca_on_the_papers_recipe_with_defaults_spec_size(seed):
+def test_omrmd_beats_orpca_on_the_papers_recipe_with_defaults_at_its_size(seed):
     data = corrupted_low_rank(200, 60, 2000, 0.3, random_state=seed)
     evs = [expressed_variance(data.U, cls(60, random_state=seed).fit(data.Z).loadings_[0])
            for cls in LEARNERS]

@@ -175,7 +175,7 @@ def _reference_generator(F, K, N, nu, nut, noise, seed):
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.01])
-def test_synthetic_data_is_the_specs_recipe(noise):
+def test_synthetic_data_is_the_papers_recipe(noise):
     data = synthetic_outlier_data(n_features=50, n_components=7, n_samples=300, nu=0.8,
                                   nu_tilde=0.2, noise_std=noise, random_state=4)
     V, Vo, Ro = _reference_generator(50, 7, 300, 0.8, 0.2, noise, 4)

@@ -85,7 +85,7 @@ def orpca_runs():
 
 
 @pytest.mark.slow
-def test_orpca_vr_recovers_beats_smm_and_gets_stationary_at_spec_size():
+def test_orpca_vr_recovers_beats_smm_and_gets_stationary_at_the_papers_size():
     # spec item(s): spec 003 T1 T2 T6
     runs = _orpca_runs(5000)
     assert (runs["b"], runs["m"]) == (58, 9) and runs["passes"] == pytest.approx(11.044)

@@ -66,7 +66,7 @@ def test_orpca_defaults_recover_the_papers_subspace():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
-def test_orpca_defaults_recover_the_papers_subspace_at_the_spec_size(seed):
+def test_orpca_defaults_recover_the_papers_subspace_at_the_papers_size(seed):
     """n = 5000: measured EV 1.000 / 0.9996 (seeds 0, 1)."""
     data = svrmf_synthetic(100, 5000, 5, random_state=seed)
     model = VarianceReducedMF(5, formulation="orpca", random_state=0).fit(data.X)
