@@ -605,13 +605,20 @@ def nonnegative_code_admm(
         h = (G + (rho + l2) I)^-1 (p - l1 + rho (u - y)),   z = a h + (1 - a) u + y,
         u = max(z, 0),   y = z - u
 
-    The inverse is formed once and ``(p - l1)`` times it once, so an iteration is one ``R x R``
-    product and a few vector operations. A sample stops when the move of ``z = a h + (1 - a) u
-    + y``, the quantity the iteration updates, is at most ``residual_tol ||u||``: as
-    ``u = max(z, 0)`` and ``y = min(z, 0)``, the move bounds both the (relaxed) primal residual
-    ``y_new - y`` and the change ``u_new - u`` (the dual residual over ``rho``), and it costs no
-    extra product. Stopped samples leave the working set, so the later iterations cost less, and
-    a sample's code does not depend on the rest of its batch.
+    The iteration keeps ``z`` alone: with ``u - y = |z|`` and ``u = (z + |z|) / 2`` it is
+
+        z_new = a (G + (rho + l2) I)^-1 (p - l1) + (1 - a/2) z + M |z|,
+        M = a rho (G + (rho + l2) I)^-1 - a/2 I
+
+    (the first term and ``M`` formed once), one ``R x R`` product, an absolute value and two
+    sums, without a clip. A sample stops when the move of ``z`` is at most
+    ``residual_tol ||u||``: as ``u = max(z, 0)`` and ``y = min(z, 0)``, the move bounds both
+    the (relaxed) primal residual ``y_new - y`` and the change ``u_new - u`` (the dual residual
+    over ``rho``). The test costs about as much as an iteration, so it is made every
+    ``_CHECK_EVERY`` (4) iterations: a sample runs to the first multiple of 4 at which it
+    passes (a little more accurate than it needs). Stopped samples leave the working set at
+    once, so the later iterations cost less, and a sample's code does not depend on the rest of
+    its batch.
 
     Parameters
     ----------
@@ -653,9 +660,10 @@ def nonnegative_code_admm(
     # one eigendecomposition gives rho and both inverses (a solve on an R x R matrix costs
     # as much as a batch's iteration on some backends)
     eigenvalues, vectors = tl.eigh(G)
-    top = max(float(tl.max(eigenvalues)), 0.0)
+    spectrum = tl.to_numpy(eigenvalues)  # R numbers, one host transfer
+    top = max(float(spectrum.max()), 0.0)
     if rho is None:
-        bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
+        bottom = max(float(spectrum.min()), 1e-3 * top)
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
 
     target = P - l1 if l1 else P
@@ -667,57 +675,51 @@ def nonnegative_code_admm(
 
     if H0 is None:
         H0 = times_inverse(l2 + 1e-10 * top + _TINY)
-    fixed = times_inverse(rho + l2)  # the part of every h-update that never changes
-    # rho (G + (rho + l2) I)^-1 = rho V diag(1 / (e + rho + l2)) V^T, without forming I
-    inverse = rho * tl.dot(vectors / (eigenvalues + (rho + l2)), tl.transpose(vectors))
-    # the iteration keeps z = (relaxed h) + y only: u = max(z, 0) and y = z - u = min(z, 0)
+    # the iteration in z alone (docstring): z_new = offset + keep z + |z| mixing, where
+    # mixing = V diag(a rho / (e + rho + l2) - a/2) V^T is symmetric
+    offset = relaxation * times_inverse(rho + l2)
+    keep = 1.0 - 0.5 * relaxation
+    mixing = tl.dot(vectors * (relaxation * rho / (eigenvalues + (rho + l2)) - 0.5 * relaxation),
+                    tl.transpose(vectors))
     Z = tl.clip(H0, 0, None)
-    U = Z
-    codes = U
+    U = codes = Z
     rows = None  # positions in the batch of the samples still running (None: all of them)
-    moving = None  # (working, 1) booleans, False for stopped samples not yet dropped
-    n_stopped = 0  # stopped samples still in the working set
     bound = residual_tol * residual_tol
     # row sums as products with ones: a reduction along short rows is several times slower
     ones = tl.ones((tl.shape(G)[0],), **tl.context(G))
     n_iter = 0
-    while n_iter < max_iter and tl.shape(U)[0]:
+    while n_iter < max_iter and tl.shape(Z)[0]:
         n_iter += 1
-        H = fixed + tl.dot(2 * U - Z, inverse)  # u - y = 2 u - z
-        step = relaxation * (H - U)  # z_new - z, as (1 - a) u + y = z - a u
-        if moving is not None:  # stopped samples keep their codes (a zero step)
-            step = step * moving
-        Z = Z + step
-        U = tl.clip(Z, 0, None)
-        # a stopped sample's zero step passes the test again, so `done` counts it too
-        done = tl.dot(step * step, ones) <= bound * tl.dot(U * U, ones)
-        n_done = int(tl.sum(done))
-        if n_done == n_stopped:
+        new = offset + keep * Z + tl.dot(tl.abs(Z), mixing)
+        if n_iter % _CHECK_EVERY and n_iter < max_iter:
+            Z = new  # the test costs as much as an iteration: made every few iterations only
             continue
-        working = tl.shape(U)[0]
-        if n_done == working or (_COMPACT * n_done >= working and n_done >= _MIN_DROP):
-            # dropping rows costs a few indexing calls: done once it shrinks the work enough
-            codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
-            moving, n_stopped = None, 0
-        else:
-            moving, n_stopped = tl.reshape(~done, (-1, 1)), n_done
-    if rows is None:
+        step, Z = new - Z, new
+        U = tl.clip(Z, 0, None)
+        done = tl.dot(step * step, ones) <= bound * tl.dot(U * U, ones)
+        if bool(tl.any(done)):  # the stopped samples leave the working set at once
+            codes, Z, offset, rows = _retire(codes, U, Z, offset, rows, done)
+    if rows is None:  # no sample stopped before the last iteration
         return U, n_iter
-    return _put_rows(codes, rows, U), n_iter
+    if tl.shape(Z)[0]:  # the samples that ran to max_iter
+        codes = _put_rows(codes, rows, tl.clip(Z, 0, None))
+    return codes, n_iter
 
 
-_COMPACT = 2  # drop stopped samples once they are half of the working set ...
-_MIN_DROP = 64  # ... and this many at least (indexing costs more than a few rows' work)
+#: iterations between two stopping tests: a test costs about an iteration, and a sample that
+#: stops at the next multiple only gets more accurate (4: 25-30% less time than testing every
+#: iteration on digits, numpy and torch)
+_CHECK_EVERY = 4
 
 
-def _retire(codes, U, Z, fixed, rows, done):
-    """Write the codes of the ``done`` samples into ``codes`` and keep the others running."""
-    positions = tl.arange(tl.shape(U)[0], **_index_context(U))
-    finished, kept = positions[done], positions[~done]
+def _retire(codes, U, Z, offset, rows, done):
+    """Write the codes ``U`` of the ``done`` samples into ``codes``; the iterates ``Z``,
+    ``offset`` and the batch positions ``rows`` of the others keep running."""
     if rows is None:
-        rows = positions
-    codes = _put_rows(codes, rows[finished], U[finished])
-    return codes, U[kept], Z[kept], fixed[kept], rows[kept]
+        rows = tl.arange(tl.shape(U)[0], **_index_context(U))
+    kept = ~done
+    codes = _put_rows(codes, rows[done], U[done])
+    return codes, Z[kept], offset[kept], rows[kept]
 
 
 def _put_rows(codes, rows, values):
