@@ -684,7 +684,8 @@ def nonnegative_code_admm(
     keep = 1.0 - 0.5 * relaxation
     mixing = tl.dot(vectors * (relaxation * rho / (eigenvalues + (rho + l2)) - 0.5 * relaxation),
                     tl.transpose(vectors))
-    U = codes = tl.clip(Z, 0, None)
+    U = None  # the codes max(z, 0), formed at the tests only
+    codes = tl.zeros(tl.shape(Z), **tl.context(Z))  # where the stopped samples' codes go
     rows = None  # positions in the batch of the samples still running (None: all of them)
     bound = residual_tol * residual_tol
     # row sums as products with ones: a reduction along short rows is several times slower
@@ -701,8 +702,8 @@ def nonnegative_code_admm(
         done = tl.dot(step * step, ones) <= bound * tl.dot(U * U, ones)
         if bool(tl.any(done)):  # the stopped samples leave the working set at once
             codes, Z, offset, rows = _retire(codes, U, Z, offset, rows, done)
-    if rows is None:  # no sample stopped before the last iteration
-        return U, n_iter
+    if rows is None:  # no sample stopped before the last iteration (or none ran)
+        return (tl.clip(Z, 0, None) if U is None else U), n_iter
     if tl.shape(Z)[0]:  # the samples that ran to max_iter
         codes = _put_rows(codes, rows, tl.clip(Z, 0, None))
     return codes, n_iter
