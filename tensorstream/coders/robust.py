@@ -668,22 +668,24 @@ def nonnegative_code_admm(
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
 
     target = P - l1 if l1 else P
-    rotated = tl.dot(target, vectors)  # shared by both products with a shifted inverse
 
-    def times_inverse(shift: float) -> Tensor:
-        """``target (G + shift I)^-1`` (``shift`` > 0 and well above rounding: accurate)."""
-        return tl.dot(rotated / (eigenvalues + shift), tl.transpose(vectors))
+    def spectral(values: Tensor) -> Tensor:
+        """The symmetric ``R x R`` matrix ``V diag(values) V^T`` (``G = V diag(e) V^T``)."""
+        return tl.dot(vectors * values, tl.transpose(vectors))
+
+    def times_inverse(shift: float, scale: float = 1.0) -> Tensor:
+        """``scale target (G + shift I)^-1`` (``shift`` > 0 and well above rounding: accurate);
+        the ``R x R`` inverse is formed first, so the batch sees one product."""
+        return tl.dot(target, spectral(scale / (eigenvalues + shift)))
 
     if H0 is None:  # z = the least-squares codes: u their positive part, y the negative
         Z = times_inverse(l2 + 1e-10 * top + _TINY)
     else:
         Z = tl.clip(H0, 0, None)
-    # the iteration in z alone (docstring): z_new = offset + keep z + |z| mixing, where
-    # mixing = V diag(a rho / (e + rho + l2) - a/2) V^T is symmetric
-    offset = relaxation * times_inverse(rho + l2)
+    # the iteration in z alone (docstring): z_new = offset + keep z + |z| mixing
+    offset = times_inverse(rho + l2, relaxation)
     keep = 1.0 - 0.5 * relaxation
-    mixing = tl.dot(vectors * (relaxation * rho / (eigenvalues + (rho + l2)) - 0.5 * relaxation),
-                    tl.transpose(vectors))
+    mixing = spectral(relaxation * rho / (eigenvalues + (rho + l2)) - 0.5 * relaxation)
     U = None  # the codes max(z, 0), formed at the tests only
     codes = tl.zeros(tl.shape(Z), **tl.context(Z))  # where the stopped samples' codes go
     rows = None  # positions in the batch of the samples still running (None: all of them)

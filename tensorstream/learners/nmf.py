@@ -146,8 +146,8 @@ class OnlineNMF(OnlineLearner):
         the largest code. ``None``: ``1e-2`` for ADMM, ``1e-4`` for HALS (the ADMM's rule is
         tested at iterations 8, 12, 16, ... only, from quantities its iteration forms anyway,
         and ``1e-2`` reached the held-out objective of tighter tolerances on the benchmarks of
-        ``docs/nmf.md`` at 1.5-2x less time). Online learning tolerates inexact codes; tighten them (``set_params``) for
-        evaluations.
+        ``docs/nmf.md`` at 1.5-2x less time). Online learning tolerates inexact codes;
+        tighten them (``set_params``) for evaluations.
     search_radius, radius_mode, dict_passes, missing
         As in :class:`OnlineCPDL`.
     column_bound : float or None, default 1.0
