@@ -621,13 +621,20 @@ def nonnegative_code_admm(
         h = (G + (rho + l2) I)^-1 (p - l1 + rho (u - y)),   z = a h + (1 - a) u + y,
         u = max(z, 0),   y = z - u
 
-    The inverse is formed once and ``(p - l1)`` times it once, so an iteration is one ``R x R``
-    product and a few vector operations. A sample stops when the move of ``z = a h + (1 - a) u
-    + y``, the quantity the iteration updates, is at most ``residual_tol ||u||``: as
-    ``u = max(z, 0)`` and ``y = min(z, 0)``, the move bounds both the (relaxed) primal residual
-    ``y_new - y`` and the change ``u_new - u`` (the dual residual over ``rho``), and it costs no
-    extra product. Stopped samples leave the working set, so the later iterations cost less, and
-    a sample's code does not depend on the rest of its batch.
+    The iteration keeps ``z`` alone: with ``u - y = |z|`` and ``u = (z + |z|) / 2`` it is
+
+        z_new = a (G + (rho + l2) I)^-1 (p - l1) + (1 - a/2) z + M |z|,
+        M = a rho (G + (rho + l2) I)^-1 - a/2 I
+
+    (the first term and ``M`` formed once), one ``R x R`` product, an absolute value and two
+    sums, without a clip. A sample stops when the move of ``z`` is at most
+    ``residual_tol ||u||``: as ``u = max(z, 0)`` and ``y = min(z, 0)``, the move bounds both
+    the (relaxed) primal residual ``y_new - y`` and the change ``u_new - u`` (the dual residual
+    over ``rho``). The test costs about as much as an iteration, so it is made at iterations
+    8, 12, 16, ... only (and at ``max_iter``): a sample runs to the first of them at which it
+    passes, a little more accurate than it needs. Stopped samples leave the working set at
+    once, so the later iterations cost less, and a sample's code does not depend on the rest of
+    its batch.
 
     Parameters
     ----------
@@ -638,9 +645,10 @@ def nonnegative_code_admm(
     l1, l2 : float
         The l1 and l2 weights on the codes (``>= 0``).
     H0 : tensor of shape (b, R), optional
-        Starting codes; by default the clipped elastic-net least-squares codes
-        ``max((p - l1) (G + l2 I)^-1, 0)``, which cut the iterations to a given tolerance by
-        2-3x against a zero start (measured on digits).
+        Starting codes (``z = max(H0, 0)``). By default ``z`` starts at the elastic-net
+        least-squares codes ``(p - l1) (G + l2 I)^-1``: ``u`` their positive part, the dual
+        ``y`` their negative part. The clipped codes alone cut the iterations to a given
+        tolerance by 2-3x against a zero start, the negative part another 5% (digits).
     rho : float, optional
         The penalty parameter; by default ``sqrt(lmin lmax) + l2`` from the eigenvalues of ``G``
         (``lmin`` floored at ``1e-3 lmax``, away from 0 for dependent atoms).
@@ -669,71 +677,74 @@ def nonnegative_code_admm(
     # one eigendecomposition gives rho and both inverses (a solve on an R x R matrix costs
     # as much as a batch's iteration on some backends)
     eigenvalues, vectors = tl.eigh(G)
-    top = max(float(tl.max(eigenvalues)), 0.0)
+    spectrum = tl.to_numpy(eigenvalues)  # R numbers, one host transfer
+    top = max(float(spectrum.max()), 0.0)
     if rho is None:
-        bottom = max(-float(tl.max(-eigenvalues)), 1e-3 * top)
+        bottom = max(float(spectrum.min()), 1e-3 * top)
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
 
     target = P - l1 if l1 else P
-    rotated = tl.dot(target, vectors)  # shared by both products with a shifted inverse
 
-    def times_inverse(shift: float) -> Tensor:
-        """``target (G + shift I)^-1`` (``shift`` > 0 and well above rounding: accurate)."""
-        return tl.dot(rotated / (eigenvalues + shift), tl.transpose(vectors))
+    def spectral(values: Tensor) -> Tensor:
+        """The symmetric ``R x R`` matrix ``V diag(values) V^T`` (``G = V diag(e) V^T``)."""
+        return tl.dot(vectors * values, tl.transpose(vectors))
 
-    if H0 is None:
-        H0 = times_inverse(l2 + 1e-10 * top + _TINY)
-    fixed = times_inverse(rho + l2)  # the part of every h-update that never changes
-    # rho (G + (rho + l2) I)^-1 = rho V diag(1 / (e + rho + l2)) V^T, without forming I
-    inverse = rho * tl.dot(vectors / (eigenvalues + (rho + l2)), tl.transpose(vectors))
-    # the iteration keeps z = (relaxed h) + y only: u = max(z, 0) and y = z - u = min(z, 0)
-    Z = tl.clip(H0, 0, None)
-    U = Z
-    codes = U
+    def times_inverse(shift: float, scale: float = 1.0) -> Tensor:
+        """``scale target (G + shift I)^-1`` (``shift`` > 0 and well above rounding: accurate);
+        the ``R x R`` inverse is formed first, so the batch sees one product."""
+        return tl.dot(target, spectral(scale / (eigenvalues + shift)))
+
+    if H0 is None:  # z = the least-squares codes: u their positive part, y the negative
+        Z = times_inverse(l2 + 1e-10 * top + _TINY)
+    else:
+        Z = tl.clip(H0, 0, None)
+    # the iteration in z alone (docstring): z_new = offset + keep z + |z| mixing
+    offset = times_inverse(rho + l2, relaxation)
+    keep = 1.0 - 0.5 * relaxation
+    mixing = spectral(relaxation * rho / (eigenvalues + (rho + l2)) - 0.5 * relaxation)
+    U = None  # the codes max(z, 0), formed at the tests only
+    codes = tl.zeros(tl.shape(Z), **tl.context(Z))  # where the stopped samples' codes go
     rows = None  # positions in the batch of the samples still running (None: all of them)
-    moving = None  # (working, 1) booleans, False for stopped samples not yet dropped
-    n_stopped = 0  # stopped samples still in the working set
     bound = residual_tol * residual_tol
     # row sums as products with ones: a reduction along short rows is several times slower
     ones = tl.ones((tl.shape(G)[0],), **tl.context(G))
     n_iter = 0
-    while n_iter < max_iter and tl.shape(U)[0]:
+    while n_iter < max_iter and tl.shape(Z)[0]:
         n_iter += 1
-        H = fixed + tl.dot(2 * U - Z, inverse)  # u - y = 2 u - z
-        step = relaxation * (H - U)  # z_new - z, as (1 - a) u + y = z - a u
-        if moving is not None:  # stopped samples keep their codes (a zero step)
-            step = step * moving
-        Z = Z + step
-        U = tl.clip(Z, 0, None)
-        # a stopped sample's zero step passes the test again, so `done` counts it too
-        done = tl.dot(step * step, ones) <= bound * tl.dot(U * U, ones)
-        n_done = int(tl.sum(done))
-        if n_done == n_stopped:
+        new = offset + keep * Z + tl.dot(tl.abs(Z), mixing)
+        if n_iter < max_iter and (n_iter < _FIRST_CHECK or n_iter % _CHECK_EVERY):
+            Z = new  # the test costs as much as an iteration: made every few iterations only
             continue
-        working = tl.shape(U)[0]
-        if n_done == working or (_COMPACT * n_done >= working and n_done >= _MIN_DROP):
-            # dropping rows costs a few indexing calls: done once it shrinks the work enough
-            codes, U, Z, fixed, rows = _retire(codes, U, Z, fixed, rows, done)
-            moving, n_stopped = None, 0
-        else:
-            moving, n_stopped = tl.reshape(~done, (-1, 1)), n_done
+        step, Z = new - Z, new
+        U = tl.clip(Z, 0, None)
+        done = tl.dot(step * step, ones) <= bound * tl.dot(U * U, ones)
+        if bool(tl.any(done)):  # the stopped samples leave the working set at once
+            codes, Z, offset, rows = _retire(codes, U, Z, offset, rows, done)
+    if rows is None:  # no sample stopped before the last iteration (or none ran)
+        return (tl.clip(Z, 0, None) if U is None else U), n_iter
+    if tl.shape(Z)[0]:  # the samples that ran to max_iter
+        codes = _put_rows(codes, rows, tl.clip(Z, 0, None))
+    return codes, n_iter
+
+
+#: the stopping test is made every ``_CHECK_EVERY`` iterations from the ``_FIRST_CHECK``-th (a
+#: multiple of it), and at ``max_iter``. A test costs about an iteration, and a sample that
+#: stops later only gets more accurate: at ``residual_tol=1e-2`` under 1% of the samples of
+#: digits stop before the 5th iteration and 69% by the 8th. Testing at 8, 12, 16, ... instead
+#: of at every iteration halved the coder's time on digits batches of 1024 on numpy (0.52x) and
+#: cut it to 0.6x on torch.
+_CHECK_EVERY = 4
+_FIRST_CHECK = 8
+
+
+def _retire(codes, U, Z, offset, rows, done):
+    """Write the codes ``U`` of the ``done`` samples into ``codes``; the iterates ``Z``,
+    ``offset`` and the batch positions ``rows`` of the others keep running."""
     if rows is None:
-        return U, n_iter
-    return _put_rows(codes, rows, U), n_iter
-
-
-_COMPACT = 2  # drop stopped samples once they are half of the working set ...
-_MIN_DROP = 64  # ... and this many at least (indexing costs more than a few rows' work)
-
-
-def _retire(codes, U, Z, fixed, rows, done):
-    """Write the codes of the ``done`` samples into ``codes`` and keep the others running."""
-    positions = tl.arange(tl.shape(U)[0], **_index_context(U))
-    finished, kept = positions[done], positions[~done]
-    if rows is None:
-        rows = positions
-    codes = _put_rows(codes, rows[finished], U[finished])
-    return codes, U[kept], Z[kept], fixed[kept], rows[kept]
+        rows = tl.arange(tl.shape(U)[0], **_index_context(U))
+    kept = ~done
+    codes = _put_rows(codes, rows[done], U[done])
+    return codes, Z[kept], offset[kept], rows[kept]
 
 
 def _put_rows(codes, rows, values):

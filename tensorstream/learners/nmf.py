@@ -153,10 +153,10 @@ class OnlineNMF(OnlineLearner):
         Tolerance of the coder, per sample. ADMM: its primal residual ``||h - u||`` and its
         change ``||u - u_prev||`` relative to ``||u||``; HALS: largest code move relative to
         the largest code. ``None``: ``1e-2`` for ADMM, ``1e-4`` for HALS (the ADMM's rule is
-        checked from quantities its iteration forms anyway, and ``1e-2`` reached the held-out
-        objective of tighter tolerances on the benchmarks of ``docs/nmf.md`` at 1.5-2x less
-        time). Online learning tolerates inexact codes; tighten them (``set_params``) for
-        evaluations.
+        tested at iterations 8, 12, 16, ... only, from quantities its iteration forms anyway,
+        and ``1e-2`` reached the held-out objective of tighter tolerances on the benchmarks of
+        ``docs/nmf.md`` at 1.5-2x less time). Online learning tolerates inexact codes;
+        tighten them (``set_params``) for evaluations.
     search_radius, radius_mode, dict_passes, missing
         As in :class:`OnlineCPDL`.
     column_bound : float or None, default 1.0
