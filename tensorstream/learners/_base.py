@@ -220,6 +220,14 @@ class CheckedParameters:
                     input_tags=InputTags(positive_only=self._positive_data, sparse=True,
                                          allow_nan=getattr(self, "missing", None) == "nan"))
 
+    def _keep_parameters(self, arguments: dict) -> None:
+        """Store every ``__init__`` argument unchanged under its own name: a learner's
+        ``__init__`` calls ``self._keep_parameters(locals())`` and does nothing else
+        (scikit-learn's rule, so that ``get_params``, ``set_params`` and ``clone`` round-trip;
+        validation waits for ``fit``)."""
+        for name in _init_parameter_names(type(self)):
+            setattr(self, name, arguments[name])
+
     def _check_params(self) -> None:
         validate_params(self.get_params(), self._parameter_constraints, type(self).__name__)
         self._check_rules()

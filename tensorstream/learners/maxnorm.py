@@ -498,33 +498,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self.n_components = n_components
-        self.norm_alpha = norm_alpha
-        self.outlier_alpha = outlier_alpha
-        self.data_scale = data_scale
-        self.variant = variant
-        self.noise = noise
-        self.column_bound = column_bound
-        self.basis_solver = basis_solver
-        self.basis_sweeps = basis_sweeps
-        self.ridge = ridge
-        self.basis_jitter = basis_jitter
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
-        self.ball_solver = ball_solver
-        self.ball_tol = ball_tol
-        self.ball_max_iter = ball_max_iter
-        self.missing = missing
-        self.weights = weights
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
+        self._keep_parameters(locals())
 
     _algorithm_class = MaxNormAlgorithm
     _renamed_parameters = {**RobustMatrixLearner._renamed_parameters, "eps": "ridge"}

@@ -200,29 +200,7 @@ class OnlineNMF(OnlineLearner):
                  backend: str | None = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
-        self.n_components = n_components
-        self.init = init
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.alpha_W = alpha_W
-        self.alpha_H = alpha_H
-        self.l1_ratio = l1_ratio
-        self.forget_factor = forget_factor
-        self.weights = weights
-        self.search_radius = search_radius
-        self.radius_mode = radius_mode
-        self.column_bound = column_bound
-        self.missing = missing
-        self.dict_passes = dict_passes
-        self.coder = coder
-        self.code_max_iter = code_max_iter
-        self.code_tol = code_tol
-        self.random_state = random_state
-        self.backend = backend
-        self.n_threads = n_threads
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
+        self._keep_parameters(locals())
 
     # -- parameters ----------------------------------------------------------------------------
 

@@ -308,43 +308,7 @@ class RobustOnlineNMF(OnlineLearner):
                  backend: str | None = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
-        self.n_components = n_components
-        self.outlier_alpha = outlier_alpha
-        self.outlier_alpha_scale = outlier_alpha_scale
-        self.outlier_bound = outlier_bound
-        self.data_scale = data_scale
-        self.solver = solver
-        self.kappa = kappa
-        self.rho = rho
-        self.accelerated = accelerated
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
-        self.dict_tol = dict_tol
-        self.dict_max_iter = dict_max_iter
-        self.constraint = constraint
-        self.gamma1 = gamma1
-        self.gamma2 = gamma2
-        self.dict_l1 = dict_l1
-        self.dict_l2 = dict_l2
-        self.alpha = alpha
-        self.ridge = ridge
-        self.group_alpha = group_alpha
-        self.group_size = group_size
-        self.outlier_l2 = outlier_l2
-        self.nonnegative_outliers = nonnegative_outliers
-        self.code_init = code_init
-        self.outlier_init = outlier_init
-        self.missing = missing
-        self.weights = weights
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.n_threads = n_threads
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
+        self._keep_parameters(locals())
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -625,24 +589,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                  max_time: float | None = None, code_tol: float = 1e-6,
                  code_max_iter: int = 1000, init="random", random_state=None,
                  backend: str | None = None, n_threads: int | None = 1, callback=None):
-        self.n_components = n_components
-        self.outlier_alpha = outlier_alpha
-        self.outlier_alpha_scale = outlier_alpha_scale
-        self.outlier_bound = outlier_bound
-        self.data_scale = data_scale
-        self.solver = solver
-        self.kappa = kappa
-        self.rho = rho
-        self.max_iter = max_iter
-        self.tol = tol
-        self.max_time = max_time
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.n_threads = n_threads
-        self.callback = callback
+        self._keep_parameters(locals())
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,

@@ -144,25 +144,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
                  random_state=None, backend: str | None = None, verbose: bool = False,
                  callback=None, reinit_dead_atoms: bool = True,
                  n_threads: int | None = 1):
-        self.n_components = n_components
-        self.norm_alpha = norm_alpha
-        self.outlier_alpha = outlier_alpha
-        self.data_scale = data_scale
-        self.column_bound = column_bound
-        self.basis_sweeps = basis_sweeps
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
-        self.missing = missing
-        self.weights = weights
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
+        self._keep_parameters(locals())
 
     _algorithm_class = RobustPCAAlgorithm
 
@@ -243,14 +225,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
                  max_iter: int = 1000, backend: str | None = None,
                  n_threads: int | None = 1):
-        self.n_components = n_components
-        self.outlier_alpha = outlier_alpha
-        self.tol = tol
-        self.change_tol = change_tol
-        self.rho = rho
-        self.max_iter = max_iter
-        self.backend = backend
-        self.n_threads = n_threads
+        self._keep_parameters(locals())
 
     _parameter_constraints = {
         "n_components": [Interval("int", 1, None), NONE],
