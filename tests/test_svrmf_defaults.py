@@ -1,17 +1,15 @@
 """VarianceReducedMF with its defaults: scale-free (issue #15), good on the paper's ORPCA
-recipe, and old checkpoints resuming in raw units."""
+recipe (old checkpoints resuming in raw units: ``test_svrmf_checkpoints.py``)."""
 
 import importlib.util
-import json
 
 import numpy as np
 import pytest
 import tensorly as tl
 
-from tensorstream import VarianceReducedMF, load
+from tensorstream import VarianceReducedMF
 from tensorstream.core.backend import to_numpy
 from tensorstream.datasets.svrmf import svrmf_synthetic
-from tensorstream.engine.checkpoint import read_checkpoint
 from tensorstream.metrics import expressed_variance
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
@@ -71,21 +69,3 @@ def test_orpca_defaults_recover_the_papers_subspace_at_the_papers_size(seed):
     data = svrmf_synthetic(100, 5000, 5, random_state=seed)
     model = VarianceReducedMF(5, formulation="orpca", random_state=0).fit(data.X)
     assert expressed_variance(data.W_true, model.loadings_[0]) >= 0.9
-
-
-def test_the_scale_is_kept_and_old_checkpoints_resume_in_raw_units(tmp_path):
-    X = svrmf_synthetic(12, 60, 2, random_state=0).X
-    model = VarianceReducedMF(2, formulation="orpca", n_epochs=1, random_state=0).fit(X)
-    resumed = load(model.save(tmp_path / "new"))
-    assert resumed.scale_ == model.scale_ != 1.0
-    raw = VarianceReducedMF(2, formulation="orpca", n_epochs=1, random_state=0,
-                            data_scale=1.0, step_size=1.0, init="random").fit(X)
-    meta, arrays = read_checkpoint(raw.save(tmp_path / "raw"))
-    del meta["params"]["data_scale"], meta["state"]["scale"]  # what the old version wrote
-    old = tmp_path / "old.npz"
-    np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
-    loaded = load(old)
-    assert loaded.scale_ == 1.0 and loaded.data_scale == 1.0
-    for learner in (raw, loaded):
-        learner.partial_fit(X)
-    np.testing.assert_array_equal(to_numpy(loaded.components_), to_numpy(raw.components_))

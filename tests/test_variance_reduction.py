@@ -337,7 +337,7 @@ def _fitted():
 
 def _snapshot(model):
     return (np.array(model.loadings_[0]), len(model.history_), model.n_epochs_,
-            model._fit_state["rng"].bit_generator.state)
+            model.state_.rng.bit_generator.state)
 
 
 def _same(model, before):

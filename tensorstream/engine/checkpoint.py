@@ -33,8 +33,9 @@ from .state import Health
 FORMAT = "tensorstream-checkpoint"
 # 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no
 # statistics for algorithms that keep none; 4: the health counters of the online state (dead
-# atoms, codes at a bound, blocks of losses). Older files still load.
-VERSION = 4
+# atoms, codes at a bound, blocks of losses); 5: VarianceReducedMF's state in the batch learners'
+# layout (fitted values and members, parameters through encode_params). Older files still load.
+VERSION = 5
 _SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
                                              schedules.PowerLog, schedules.Forgetting,
                                              schedules.ProportionalRadius,
@@ -48,6 +49,10 @@ def encode_param(name: str, value: Any) -> Any:
         return {"__schedule__": type(value).__name__, **fields}
     if isinstance(value, (list, tuple)) and name == "init":
         return "random"  # the initial loadings are superseded by the saved ones
+    if isinstance(value, np.random.Generator) and name == "random_state":
+        return None  # a learner that keeps a generator saves its state apart ("rng")
+    if isinstance(value, (list, tuple)):  # e.g. index groups (an array stays refused: it is
+        return _nested_list(name, value)  # data, such as an initial dictionary)
     if isinstance(value, dict) and name == "loss_params":
         try:  # a mapping comes back as a mapping (older files stored its JSON text)
             return {"__mapping__": json.loads(json.dumps(value))}
@@ -58,6 +63,41 @@ def encode_param(name: str, value: Any) -> Any:
         return value
     raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers, strings and "
                     f"tensorstream.schedules objects can be saved")
+
+
+def _nested_list(name: str, value: Any) -> list:
+    """A (nested) sequence of numbers and strings as JSON lists."""
+    items = value.tolist() if isinstance(value, np.ndarray) else value
+    if not isinstance(items, (list, tuple)):
+        return encode_param(name, items)
+    return [_nested_list(name, v) if isinstance(v, (list, tuple, np.ndarray)) else
+            encode_param(name, v.item() if isinstance(v, np.generic) else v) for v in items]
+
+
+def encode_params(params: dict, array_names: tuple = ()) -> tuple[dict, dict]:
+    """A learner's parameters as JSON values, and the members of those given as arrays.
+
+    Every parameter but ``callback`` (a live object) goes through :func:`encode_param`, except
+    the ones named in ``array_names`` when they hold an array (a graph Laplacian, an initial
+    dictionary): those are stored as the float64 member ``param_<name>``, marked
+    ``{"__array__": name}`` in the JSON. :func:`decode_params` undoes both.
+    """
+    encoded, arrays = {}, {}
+    for name, value in params.items():
+        if name == "callback":
+            continue
+        if name in array_names and value is not None and not isinstance(value, str):
+            arrays[f"param_{name}"] = np.asarray(_host(value), dtype=float)
+            encoded[name] = {"__array__": name}
+        else:
+            encoded[name] = encode_param(name, value)
+    return encoded, arrays
+
+
+def decode_params(params: dict, arrays: dict) -> dict:
+    """The parameters :func:`encode_params` stored (arrays from their ``param_`` members)."""
+    return {name: arrays[f"param_{name}"] if isinstance(value, dict) and "__array__" in value
+            else decode_param(value) for name, value in params.items()}
 
 
 def decode_param(value: Any) -> Any:

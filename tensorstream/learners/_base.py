@@ -61,9 +61,11 @@ from ..engine.checkpoint import (
     decode_health,
     decode_layout,
     decode_param,
+    decode_params,
     encode_health,
     encode_layout,
     encode_param,
+    encode_params,
     tensor_context,
     write_checkpoint,
 )
@@ -467,61 +469,79 @@ class ArrayCheckpoint:
 
     Subclasses name their fitted tensors (``_fitted_arrays``; a list of tensors, such as
     ``loadings_``, is stored member by member) and their fitted JSON values
-    (``_fitted_values``: counts, histories).
+    (``_fitted_values``: counts, histories), and the parameters stored as members when given
+    as arrays (``_array_parameters``). A learner whose fitted state is one object
+    (``VarianceReducedMF``) says what it stores in ``_fitted_contents`` and how it is rebuilt
+    in ``_restore_fitted`` instead; ``_upgraded`` reads a layout of older versions.
     """
 
     _fitted_arrays: tuple = ()
     _fitted_values: tuple = ()
     #: parameters renamed since version 0.1 (old name: new name), as in :class:`OnlineLearner`
     _renamed_parameters: dict = {}
+    _array_parameters: tuple = ()
 
     def save(self, path: Any) -> Any:
         """Write the fitted learner to ``path`` (``.npz``, atomically); read it back with
         :func:`tensorstream.load`."""
         return write_checkpoint(path, type(self).__name__, *self._checkpoint_contents())
 
-    def _checkpoint_contents(self) -> tuple[dict, dict]:
+    def _fitted_contents(self) -> tuple[dict, dict]:
+        """``(values, tensors)``: the fitted JSON values and tensors, by name."""
         if self._fitted_arrays[0] not in self.__dict__:
             raise ValueError(f"only a fitted {type(self).__name__} can be checkpointed; call "
                              f"fit first")
-        first = self.__dict__[self._fitted_arrays[0]]
-        meta = {"params": {k: encode_param(k, v) for k, v in self.get_params().items()
-                           if k != "callback"},
-                "backend": backend_of(first), "dtype": str(first.dtype),
-                "device": str(getattr(first, "device", "cpu")),
-                "values": {name: self.__dict__[name] for name in self._fitted_values},
-                "lists": {}}
+        return ({name: self.__dict__[name] for name in self._fitted_values},
+                {name: self.__dict__[name] for name in self._fitted_arrays})
+
+    def _checkpoint_contents(self) -> tuple[dict, dict]:
+        values, tensors = self._fitted_contents()
+        first = next(iter(tensors.values()))
+        first = first[0] if isinstance(first, list) else first
+        params, param_arrays = encode_params(self.get_params(), self._array_parameters)
+        meta = {"params": params, "backend": backend_of(first), "dtype": str(first.dtype),
+                "device": str(getattr(first, "device", "cpu")), "values": values, "lists": {}}
         arrays = {}
-        for name in self._fitted_arrays:
-            value = self.__dict__[name]
+        for name, value in tensors.items():
             if isinstance(value, list):
                 meta["lists"][name] = len(value)
                 arrays.update({f"{name}{k}": to_numpy(U) for k, U in enumerate(value)})
             else:
                 arrays[name] = to_numpy(value)
+        return meta, {**arrays, **param_arrays}
+
+    @classmethod
+    def _upgraded(cls, meta: dict, arrays: dict) -> tuple[dict, dict]:
+        """The metadata and members of a checkpoint in the current layout (the layout of an
+        older version rewritten; the current one as it is)."""
         return meta, arrays
 
     @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict, path: Any) -> Any:
         try:
+            meta, arrays = cls._upgraded(meta, arrays)
+            params = decode_params(meta["params"], arrays)
             names = {**RENAMED_EVERYWHERE, **cls._renamed_parameters}
-            learner = cls(**{**{names.get(k, k): decode_param(v)
-                                for k, v in meta["params"].items()}, **overrides})
+            learner = cls(**{**{names.get(k, k): v for k, v in params.items()}, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])
-            fitted = dict(meta["values"])
-            for name in cls._fitted_arrays:
-                if name in meta["lists"]:
-                    fitted[name] = [as_tensor(arrays[f"{name}{k}"], backend, **context)
-                                    for k in range(int(meta["lists"][name]))]
-                else:
-                    fitted[name] = as_tensor(arrays[name], backend, **context)
-            check_fitted_values(learner, fitted)
-        except (KeyError, TypeError, ValueError, IndexError) as error:
+            learner._restore_fitted(meta, arrays, backend, context)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
-        learner.__dict__.update(fitted, backend_=backend, _context=context)
         return learner
+
+    def _restore_fitted(self, meta: dict, arrays: dict, backend: str, context: dict) -> None:
+        """Set the fitted state a checkpoint holds, checked as ``fit`` would leave it."""
+        fitted = dict(meta["values"])
+        for name in self._fitted_arrays:
+            if name in meta["lists"]:
+                fitted[name] = [as_tensor(arrays[f"{name}{k}"], backend, **context)
+                                for k in range(int(meta["lists"][name]))]
+            else:
+                fitted[name] = as_tensor(arrays[name], backend, **context)
+        check_fitted_values(self, fitted)
+        self.__dict__.update(fitted, backend_=backend, _context=context)
 
 
 class OnlineLearner(OnlineEstimator):

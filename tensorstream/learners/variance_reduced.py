@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import time
 import warnings
 from typing import Any
@@ -42,7 +41,6 @@ from ..core.validation import (
     check_positive_number,
     is_sparse,
 )
-from ..engine.checkpoint import tensor_context
 from ..engine.distributed import SpreadRows, connected
 from ..engine.loop import usable_scale
 from ..finite.formulations import (
@@ -52,6 +50,7 @@ from ..finite.formulations import (
     make_formulation,
     solve_codes,
 )
+from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
     FiniteData,
     batch_gradient,
@@ -68,16 +67,14 @@ from ..finite.variance_reduction import (
     vr_direction,
 )
 from ..streams import Epochs, Stream
-from ._base import SHARED_CONSTRAINTS, OnlineEstimator, _progress_bar
+from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, _progress_bar
 from .maxnorm import sample_scale_sums
 
 METHODS = ("vr", "sgd", "smm")
 AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (sec. 5.2)
-_ARRAY_PARAMS = ("laplacian", "lrr_A", "lrr_B", "init")
-_ARRAY_NAMES = {"W": "loading_0"}  # the name `tensorstream info` shows as the loading
 
 
-class VarianceReducedMF(OnlineEstimator):
+class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
     """Stochastic matrix factorization by variance reduction, over the formulations P1-P8.
 
     Minimises ``f(W) = (1/n) sum_i min_{h, r} [1/2 ||x_i - W h - r||^2 + phi(h) + varphi(r)]
@@ -186,6 +183,9 @@ class VarianceReducedMF(OnlineEstimator):
         Inner steps so far.
     inner_batch_, epoch_length_ : int
     formulation_ : Formulation
+    state_ : FiniteState
+        The whole learned state (:class:`tensorstream.finite.state.FiniteState`), from which
+        the attributes above are set; what ``save`` writes.
 
     Examples
     --------
@@ -223,50 +223,13 @@ class VarianceReducedMF(OnlineEstimator):
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
                  random_state=None, backend: str | None = None, verbose: bool = False,
                  callback=None, n_threads: int | None = 1):
-        self.n_components = n_components
-        self.formulation = formulation
-        self.method = method
-        self.n_epochs = n_epochs
-        self.step_size = step_size
-        self.step_offset = step_offset
-        self.auto_samples = auto_samples
-        self.inner_batch = inner_batch
-        self.epoch_length = epoch_length
-        self.inexact = inexact
-        self.tau = tau
-        self.c_tol = c_tol
-        self.lam = lam
-        self.lam1 = lam1
-        self.lam2 = lam2
-        self.lam3 = lam3
-        self.M = M
-        self.M_prime = M_prime
-        self.nu = nu
-        self.groups = groups
-        self.laplacian = laplacian
-        self.lrr_A = lrr_A
-        self.lrr_B = lrr_B
-        self.allow_negative = allow_negative
-        self.init = init
-        self.data_scale = data_scale
-        self.output = output
-        self.store_snapshot_codes = store_snapshot_codes
-        self.smm_steps = smm_steps
-        self.chunk_size = chunk_size
-        self.code_solver = code_solver
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
-        self.eval_tol = eval_tol
-        self.eval_max_iter = eval_max_iter
-        self.random_state = random_state
-        self.backend = backend
-        self.verbose = verbose
-        self.callback = callback
-        self.n_threads = n_threads
+        self._keep_parameters(locals())
 
     # -- parameters ------------------------------------------------------------------------------
 
     _fitted_attribute = "loadings_"
+    #: parameters a checkpoint stores as members when they are given as arrays
+    _array_parameters = ("laplacian", "lrr_A", "lrr_B", "init")
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -419,7 +382,8 @@ class VarianceReducedMF(OnlineEstimator):
         self._check_params()
         with self._spread(X, client) as spread:
             if "loadings_" in self.__dict__:  # parameters set since the last call apply now
-                state = {**self._state(), "form": self._current_formulation(self._state())}
+                state = dataclasses.replace(
+                    self.state_, formulation=self._current_formulation(self.state_))
             else:
                 state = self._initial_state(X, spread)
             state, info = self._epoch(state, X, spread)
@@ -428,7 +392,7 @@ class VarianceReducedMF(OnlineEstimator):
             self.callback(self, dict(info))
         return self
 
-    def _initial_state(self, X: Any, spread: SpreadRows | None = None) -> dict:
+    def _initial_state(self, X: Any, spread: SpreadRows | None = None) -> FiniteState:
         probe = self._finite_data(X)
         form = self._make_formulation(probe.d)
         data = self._finite_data(X, probe.context, probe.backend, form, spread)
@@ -448,14 +412,11 @@ class VarianceReducedMF(OnlineEstimator):
             if form.needs_scatter:
                 form = form.prepare(scatter(data, self.chunk_size), n)
             W = self._initial_dictionary(form, data, rng)
-        state = {"W": W, "W_out": W, "out_count": 0, "A": None, "B": None, "epochs": 0,
-                 "steps": 0, "passes": scale_passes, "solves": 0.0, "seconds": scale_seconds,
-                 "history": [], "scale": scale,
-                 "rng": rng, "form": form, "b": b, "m": m, "n": n, "d": d, "eta": None,
-                 "backend": data.backend, "context": data.context}
-        if self.method != "smm":
-            state["eta"] = self._step_size(state, data)
-        return state
+        state = FiniteState(dictionary=W, output=W, statistics=None, formulation=form,
+                            scale=scale, step_size=None, rng=rng, backend=data.backend,
+                            context=data.context, n_samples=n, n_features=d, inner_batch=b,
+                            epoch_length=m, passes_read=scale_passes, seconds=scale_seconds)
+        return state if self.method == "smm" else self._with_step_size(state, data)
 
     def _scale_of(self, data: FiniteData) -> tuple[float, float]:
         """``(scale, passes read)``: ``data_scale``, or for ``"auto"`` the mean over samples of
@@ -467,23 +428,25 @@ class VarianceReducedMF(OnlineEstimator):
             total = data.map_reduce(_scale_sum, self.chunk_size)
         return usable_scale(float(total) / data.n), 1.0
 
-    def _step_size(self, state: dict, data: FiniteData) -> float:
-        """``step_size``, or with ``"auto"`` ``1 / (2.3 L)`` from a backtracking estimate of
-        ``L`` at the initial dictionary on a subsample (counted as algorithm work)."""
+    def _with_step_size(self, state: FiniteState, data: FiniteData) -> FiniteState:
+        """``state`` with ``step_size``, or with ``"auto"`` ``1 / (2.3 L)`` from a backtracking
+        estimate of ``L`` at the initial dictionary on a subsample (counted as algorithm
+        work)."""
         if not isinstance(self.step_size, str):
-            return float(self.step_size)
-        n = state["n"]
-        rows = np.sort(state["rng"].choice(n, min(n, self.auto_samples), replace=False))
+            return dataclasses.replace(state, step_size=float(self.step_size))
+        n = state.n_samples
+        rows = np.sort(state.rng.choice(n, min(n, self.auto_samples), replace=False))
         subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative)
         start = time.perf_counter()
         with using(data.backend):
-            L, passes = estimate_lipschitz(state["form"], state["W"], subsample, n,
+            L, passes = estimate_lipschitz(state.formulation, state.dictionary, subsample, n,
                                            chunk_size=self.chunk_size, solver=self.code_solver,
                                            tol=self.code_tol, max_iter=self.code_max_iter)
-        state["seconds"] += time.perf_counter() - start
-        state["passes"] += passes * len(rows) / n
-        state["solves"] += passes * len(rows) / n
-        return 1.0 / (AUTO_THETA * L)
+        read = passes * len(rows) / n
+        return dataclasses.replace(
+            state, step_size=1.0 / (AUTO_THETA * L),
+            seconds=state.seconds + (time.perf_counter() - start),
+            passes_read=state.passes_read + read, solves=state.solves + read)
 
     def _initial_dictionary(self, form, data: FiniteData, rng: np.random.Generator) -> Any:
         n, d, k = data.n, data.d, self.n_components
@@ -512,64 +475,64 @@ class VarianceReducedMF(OnlineEstimator):
             W = W.T
         return form.prox_w(as_tensor(W, data.backend, **data.context), 0.0, n)
 
-    def _state(self) -> dict:
-        return dict(self._fit_state)
-
-    def _current_formulation(self, state: dict) -> Any:
+    def _current_formulation(self, state: FiniteState) -> Any:
         """The formulation of the current parameters, with the fitted data-dependent part
         (``Q``) of the state's: what a checkpointed and reloaded learner rebuilds too."""
-        form = self._make_formulation(state["d"])
-        if getattr(state["form"], "Q", None) is not None:
-            form = dataclasses.replace(form, Q=state["form"].Q)
+        form = self._make_formulation(state.n_features)
+        if getattr(state.formulation, "Q", None) is not None:
+            form = dataclasses.replace(form, Q=state.formulation.Q)
         return form
 
-    def _commit(self, state: dict) -> None:
-        check_overflow((state["W"],))  # finite data whose squares overflow (entries ~1e160)
-        W_out = state["W_out"] if self.output == "random" and self.method == "vr" else state["W"]
+    def _commit(self, state: FiniteState) -> None:
+        """Set the fitted attributes from ``state`` (the only place the learner changes)."""
+        check_overflow((state.dictionary,))  # finite data whose squares overflow (~1e160)
+        W_out = state.output if self.output == "random" and self.method == "vr" \
+            else state.dictionary
         self.__dict__.update(
-            _fit_state=state, loadings_=[state["W"]], history_=list(state["history"]),
-            n_epochs_=state["epochs"], n_iter_=state["epochs"], n_steps_=state["steps"],
-            inner_batch_=state["b"],
-            epoch_length_=state["m"], formulation_=state["form"], backend_=state["backend"],
-            step_size_=state.get("eta"), scale_=state.get("scale", 1.0),
-            _context=state["context"], _W_output=W_out, n_features_in_=state["d"],
-            n_samples_=state["n"])
+            state_=state, loadings_=[state.dictionary], history_=list(state.history),
+            n_epochs_=state.n_epochs, n_iter_=state.n_epochs, n_steps_=state.n_steps,
+            inner_batch_=state.inner_batch, epoch_length_=state.epoch_length,
+            formulation_=state.formulation, backend_=state.backend,
+            step_size_=state.step_size, scale_=state.scale, _context=state.context,
+            _W_output=W_out, n_features_in_=state.n_features, n_samples_=state.n_samples)
 
-    def _epoch(self, state: dict, X: Any, spread: SpreadRows | None = None
-               ) -> tuple[dict, dict]:
+    def _epoch(self, state: FiniteState, X: Any, spread: SpreadRows | None = None
+               ) -> tuple[FiniteState, dict]:
         """One outer iteration as a pure function of the state (the learner is not touched);
         its full passes on the workers of ``spread``, if given."""
-        data = self._finite_data(X, state["context"], state["backend"], state["form"], spread,
-                                 scale=state.get("scale", 1.0))
-        if (data.n, data.d) != (state["n"], state["d"]):
+        data = self._finite_data(X, state.context, state.backend, state.formulation, spread,
+                                 scale=state.scale)
+        if (data.n, data.d) != (state.n_samples, state.n_features):
             raise ValueError(f"X has shape ({data.n}, {data.d}) but this learner was fitted on "
-                             f"({state['n']}, {state['d']}): VR works on one finite data set")
-        state = {**state, "rng": copy.deepcopy(state["rng"]), "history": list(state["history"])}
+                             f"({state.n_samples}, {state.n_features}): VR works on one finite "
+                             f"data set")
+        # the epoch draws from a copy: the state given (and the learner's) keeps its generator
+        state = dataclasses.replace(state, rng=copy.deepcopy(state.rng))
         start = time.perf_counter()
         with using(data.backend):
             run = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
-            info = run[self.method](state, data)
+            state, info = run[self.method](state, data)
         if info["snapshot_loss"] is not None:  # in the data's units, as objective()
-            info["snapshot_loss"] *= state.get("scale", 1.0) * state.get("scale", 1.0)
-        state["seconds"] += time.perf_counter() - start
-        state["epochs"] += 1
-        info.update(epoch=state["epochs"], passes_read=state["passes"], solves=state["solves"],
-                    seconds=state["seconds"], steps=state["steps"])
-        state["history"].append(info)
-        return state, info
+            info["snapshot_loss"] *= state.scale * state.scale
+        state = dataclasses.replace(state, seconds=state.seconds + (time.perf_counter() - start),
+                                    n_epochs=state.n_epochs + 1)
+        info.update(epoch=state.n_epochs, passes_read=state.passes_read, solves=state.solves,
+                    seconds=state.seconds, steps=state.n_steps)
+        return dataclasses.replace(state, history=(*state.history, info)), info
 
     def _coder(self, tol: float) -> dict:
         return dict(solver=self.code_solver, tol=tol, max_iter=self.code_max_iter)
 
-    def _tolerance(self, state: dict, t: int) -> float:
+    def _tolerance(self, state: FiniteState, t: int) -> float:
         if not self.inexact:
             return float(self.code_tol)
-        return inexact_tolerance(self.c_tol, self.tau, state["m"], state["epochs"], t)
+        return inexact_tolerance(self.c_tol, self.tau, state.epoch_length, state.n_epochs, t)
 
-    def _vr_epoch(self, state: dict, data: FiniteData) -> dict:
-        form, n, b, m, rng = state["form"], state["n"], state["b"], state["m"], state["rng"]
-        eta = state["eta"]
-        W0 = W = state["W"]
+    def _vr_epoch(self, state: FiniteState, data: FiniteData) -> tuple[FiniteState, dict]:
+        form, n, b, m = state.formulation, state.n_samples, state.inner_batch, state.epoch_length
+        rng, eta = state.rng, state.step_size
+        W0 = W = state.dictionary
+        W_out, out_count = state.output, state.output_count
         tol0 = self._tolerance(state, 0)
         G, sums, kept = full_gradient(form, W0, data, self.chunk_size, keep_codes=bool(
             self.store_snapshot_codes), **self._coder(tol0))
@@ -581,9 +544,9 @@ class VarianceReducedMF(OnlineEstimator):
         stored = _concatenate(kept) if kept is not None else None
         for t in range(m):
             if self.output == "random":  # reservoir over W^{s,t}, t = 0..m-1 (Option I)
-                state["out_count"] += 1
-                if rng.random() * state["out_count"] < 1.0:
-                    state["W_out"] = W
+                out_count += 1
+                if rng.random() * out_count < 1.0:
+                    W_out = W
             rows = np.sort(rng.choice(n, b, replace=False))
             Xb = data.rows(rows)
             codes0 = _take(stored, rows) if stored is not None else \
@@ -592,60 +555,64 @@ class VarianceReducedMF(OnlineEstimator):
             W = prox_step(form, W, vr_direction(W, W0, Xb, codes, codes0, G), eta, n)
             info["code_iterations"] += int(codes.n_iter.sum() + codes0.n_iter.sum())
             info["max_code_iter"] = max(info["max_code_iter"], int(codes.n_iter.max()))
-        state["W"] = W
-        state["steps"] += m
-        state["passes"] += (n + m * b) / n
-        state["solves"] += (n + (1 if stored is not None else 2) * m * b) / n
-        return info
+        solved = (n + (1 if stored is not None else 2) * m * b) / n
+        return dataclasses.replace(
+            state, dictionary=W, output=W_out, output_count=out_count,
+            n_steps=state.n_steps + m, passes_read=state.passes_read + (n + m * b) / n,
+            solves=state.solves + solved), info
 
-    def _sgd_epoch(self, state: dict, data: FiniteData) -> dict:
-        form, n, b, rng = state["form"], state["n"], state["b"], state["rng"]
+    def _sgd_epoch(self, state: FiniteState, data: FiniteData) -> tuple[FiniteState, dict]:
+        form, n, b, rng = state.formulation, state.n_samples, state.inner_batch, state.rng
         offset = 100.0 * b if self.step_offset is None else float(self.step_offset)
-        beta = state["eta"] * offset
-        W, iterations = state["W"], 0
-        for _ in range(state["m"]):
+        beta = state.step_size * offset
+        W, iterations, steps = state.dictionary, 0, state.n_steps
+        for _ in range(state.epoch_length):
             Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
             codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
-            gamma = sgd_step_size(beta, offset, b, state["steps"])
+            gamma = sgd_step_size(beta, offset, b, steps)
             W = prox_step(form, W, batch_gradient(W, Xb, codes), gamma, n)
-            state["steps"] += 1
+            steps += 1
             iterations += int(codes.n_iter.sum())
-        return self._stochastic_info(state, W, iterations)
+        return self._stochastic_step(state, W, steps, iterations)
 
-    def _smm_epoch(self, state: dict, data: FiniteData) -> dict:
-        form, n, b, rng = state["form"], state["n"], state["b"], state["rng"]
-        W, iterations = state["W"], 0
+    def _smm_epoch(self, state: FiniteState, data: FiniteData) -> tuple[FiniteState, dict]:
+        form, n, b, rng = state.formulation, state.n_samples, state.inner_batch, state.rng
+        W, iterations, steps = state.dictionary, 0, state.n_steps
         k, d = tl.shape(W)[1], tl.shape(W)[0]
-        A = tl.zeros((k, k), **state["context"]) if state["A"] is None else state["A"]
-        B = tl.zeros((d, k), **state["context"]) if state["B"] is None else state["B"]
+        sums = state.statistics or {"A": tl.zeros((k, k), **state.context),
+                                    "B": tl.zeros((d, k), **state.context)}
+        A, B = sums["A"], sums["B"]
         feng = type(form) is RobustPCA
-        for _ in range(state["m"]):
+        for _ in range(state.epoch_length):
             Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
             codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
             A = A + tl.dot(tl.transpose(codes.H), codes.H)  # sums: S-2's 1/t is undefined at t=0
             B = B + tl.dot(tl.transpose(Xb - codes.R), codes.H)
-            state["steps"] += 1
+            steps += 1
             iterations += int(codes.n_iter.sum())
             if feng:  # W = B (A + lam1 I)^-1 (Feng et al.; S-2 as printed drops psi)
-                system = A + form.lam1 * tl.eye(k, **state["context"])
+                system = A + form.lam1 * tl.eye(k, **state.context)
                 W = tl.transpose(tl.solve(system, tl.transpose(B)))
                 continue
             L = spectral_norm_psd(A)
             if L <= 0:
                 continue
-            seen = state["steps"] * b  # the surrogate is a sum over the samples seen
+            seen = steps * b  # the surrogate is a sum over the samples seen
             for _ in range(self.smm_steps):
                 W = form.prox_w(W - (tl.dot(W, A) - B) / L, seen / L, n)
-        state["A"], state["B"] = A, B
-        return self._stochastic_info(state, W, iterations)
+        state = dataclasses.replace(state, statistics={"A": A, "B": B})
+        return self._stochastic_step(state, W, steps, iterations)
 
-    def _stochastic_info(self, state: dict, W: Any, iterations: int) -> dict:
-        state["W"] = W
-        fraction = state["m"] * state["b"] / state["n"]
-        state["passes"] += fraction
-        state["solves"] += fraction
-        return {"grad_map_sq": None, "snapshot_loss": None, "code_iterations": iterations,
+    def _stochastic_step(self, state: FiniteState, W: Any, steps: int,
+                         iterations: int) -> tuple[FiniteState, dict]:
+        """The state after an epoch of ``sgd``/``smm`` (one fraction ``m b / n`` of a pass
+        read and solved), and its history row."""
+        fraction = state.epoch_length * state.inner_batch / state.n_samples
+        info = {"grad_map_sq": None, "snapshot_loss": None, "code_iterations": iterations,
                 "max_code_iter": None, "code_tol": self._tolerance(state, 0)}
+        return dataclasses.replace(state, dictionary=W, n_steps=steps,
+                                   passes_read=state.passes_read + fraction,
+                                   solves=state.solves + fraction), info
 
     # -- using the model -------------------------------------------------------------------------
 
@@ -727,92 +694,120 @@ class VarianceReducedMF(OnlineEstimator):
         check_overflow((np.asarray(value),))
         return -value
 
-    # -- checkpoints (the format of tensorstream.engine.checkpoint) ---------------------------
+    # -- checkpoints (the batch learners' layout, tensorstream.engine.checkpoint) -----------
+
+    def _fitted_contents(self) -> tuple[dict, dict]:
+        """The state's counters and history (JSON values) and its tensors, by name; the
+        dictionary is the member ``loading_0``, as the online learners' loadings."""
+        self._check_fitted()
+        state = self.state_
+        values = {name: getattr(state, name) for name in _STATE_VALUES}
+        tensors = {"loading_0": state.dictionary, "output": state.output}
+        if state.statistics is not None:
+            tensors.update(A=state.statistics["A"], B=state.statistics["B"])
+        Q = getattr(state.formulation, "Q", None)
+        if Q is not None:  # host numpy; the formulation casts it to W's dtype where used
+            tensors["Q"] = np.asarray(Q, dtype=to_numpy(state.dictionary).dtype)
+        return {**values, "history": list(state.history)}, tensors
 
     def _checkpoint_contents(self) -> tuple[dict, dict]:
-        """JSON metadata and arrays that :meth:`_from_checkpoint` restores exactly."""
-        self._check_fitted()
-        state = self._fit_state
-        params, arrays = {}, {}
-        for name, value in self.get_params().items():
-            if name == "callback":
-                continue
-            if name in _ARRAY_PARAMS and value is not None and not isinstance(value, str):
-                arrays[f"param_{name}"] = np.asarray(to_numpy(value), dtype=float)
-                params[name] = {"__array__": name}
-            elif name == "random_state" and isinstance(value, np.random.Generator):
-                params[name] = None  # the generator's state is saved below
-            elif name == "groups" and value is not None:
-                params[name] = json.loads(json.dumps(value, default=_json_list))
-            else:
-                params[name] = value
-        for key in ("W", "W_out", "A", "B"):
-            if state[key] is not None:
-                arrays[_ARRAY_NAMES.get(key, f"state_{key}")] = to_numpy(state[key])
-        form = state["form"]
-        if getattr(form, "Q", None) is not None:
-            arrays["state_Q"] = np.asarray(form.Q)
-        meta = {"params": params, "rng": state["rng"].bit_generator.state,
-                "backend": state["backend"], "dtype": str(state["context"]["dtype"]),
-                "device": str(state["context"].get("device", "cpu")),
-                "state": {k: state[k] for k in ("out_count", "epochs", "steps", "passes",
-                                                "solves", "seconds", "b", "m", "n", "d",
-                                                "eta", "scale")},
-                "history": state["history"], "n_steps": state["steps"], "n_loadings": 1,
-                "n_samples_seen": int(round(state["passes"] * state["n"]))}
+        """The batch learners' layout, plus the fields every online checkpoint has at the top
+        (steps, samples seen, scale, random generator), which ``tensorstream info`` shows."""
+        meta, arrays = super()._checkpoint_contents()
+        state = self.state_
+        meta.update(n_steps=state.n_steps, n_samples_seen=state.n_samples_seen, n_loadings=1,
+                    scale=state.scale, rng=state.rng.bit_generator.state)
         return meta, arrays
 
     @classmethod
-    def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
-                         path: Any) -> VarianceReducedMF:
-        try:
-            return cls._restored(meta, arrays, overrides)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
-            raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
-                             f"contents ({error!r})") from None
+    def _upgraded(cls, meta: dict, arrays: dict) -> tuple[dict, dict]:
+        """Checkpoints of format versions 1 to 4 (a ``state`` mapping and ``state_*``
+        members) in the current layout."""
+        return _upgraded_layout(meta, arrays) if "state" in meta else (meta, arrays)
 
-    @classmethod
-    def _restored(cls, meta: dict, arrays: dict, overrides: dict) -> VarianceReducedMF:
-        """The learner of a checkpoint, checked as the constructor and ``fit`` would."""
-        context = tensor_context(meta["backend"], meta["dtype"], meta["device"])
-        params = {k: (arrays[f"param_{k}"] if isinstance(v, dict) and "__array__" in v else v)
-                  for k, v in meta["params"].items()}
-        # checkpoints written before data_scale ran in the data's raw units
-        params.setdefault("data_scale", 1.0)
-        learner = cls(**{**params, **overrides})
-        learner._check_params()
-        backend = meta["backend"]
-        state = dict(meta["state"])
-        state.setdefault("scale", 1.0)
-        if "eta" not in state:  # checkpoints written before step_size="auto"
-            state["eta"] = None if learner.method == "smm" else float(learner.step_size)
-        form = learner._make_formulation(state["d"])
-        if "state_Q" in arrays:
-            form = dataclasses.replace(form, Q=arrays["state_Q"])
+    def _restore_fitted(self, meta: dict, arrays: dict, backend: str, context: dict) -> None:
+        """The state of a checkpoint, checked as the constructor and ``fit`` would."""
+        self._check_params()
+        values = _checked_values(meta["values"])
         rng = np.random.default_rng()
         rng.bit_generator.state = meta["rng"]
         with using(backend):
-            for key in ("W", "W_out", "A", "B"):
-                value = arrays.get(_ARRAY_NAMES.get(key, f"state_{key}"))
-                state[key] = None if value is None else as_tensor(value, backend, **context)
-        if tuple(state["W"].shape) != (state["d"], learner.n_components):
-            raise ValueError(f"the loadings have shape {tuple(state['W'].shape)}, not "
-                             f"(d={state['d']!r}, n_components={learner.n_components!r})")
-        state.update(form=form, rng=rng, backend=backend, context=context,
-                     history=list(meta["history"]))
-        learner._commit(state)
-        return learner
+            tensors = {name: as_tensor(arrays[name], backend, **context)
+                       for name in ("loading_0", "output", "A", "B") if name in arrays}
+        d, k = values["n_features"], self.n_components
+        for name, shape in (("loading_0", (d, k)), ("output", (d, k)), ("A", (k, k)),
+                            ("B", (d, k))):
+            if name in tensors and tuple(tensors[name].shape) != shape:
+                raise ValueError(f"member {name!r} has shape {tuple(tensors[name].shape)}, not "
+                                 f"{shape} (n_features={d}, n_components={k})")
+        form = self._make_formulation(d)
+        if "Q" in arrays:
+            form = dataclasses.replace(form, Q=arrays["Q"])
+        statistics = {"A": tensors["A"], "B": tensors["B"]} if "A" in tensors else None
+        self._commit(FiniteState(
+            dictionary=tensors["loading_0"], output=tensors["output"], statistics=statistics,
+            formulation=form, scale=float(meta["scale"]), rng=rng, backend=backend,
+            context=context, n_steps=int(meta["n_steps"]), **values))
+
+
+#: the state's fields a checkpoint stores as JSON values (besides the history)
+_STATE_VALUES = ("n_samples", "n_features", "inner_batch", "epoch_length", "step_size",
+                 "output_count", "n_epochs", "passes_read", "solves", "seconds")
+_COUNTS = {"n_samples": 1, "n_features": 1, "inner_batch": 1, "epoch_length": 1,
+           "output_count": 0, "n_epochs": 0}  # each count's least value
+
+
+def _checked_values(values: dict) -> dict:
+    """The JSON values of a checkpointed state, or a ``ValueError`` naming the field."""
+    checked = {}
+    for name, least in _COUNTS.items():
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        checked[name] = value
+    for name in ("passes_read", "solves", "seconds", "step_size"):
+        value = values[name]
+        if value is None and name == "step_size":
+            checked[name] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not 0 <= value < float("inf"):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        checked[name] = float(value)
+    history = values["history"]
+    if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+        raise ValueError(f"history must be a list of mappings, got {type(history).__name__}")
+    if checked["inner_batch"] > checked["n_samples"]:
+        raise ValueError(f"inner_batch={checked['inner_batch']} exceeds "
+                         f"n_samples={checked['n_samples']}")
+    return {**checked, "history": tuple(history)}
+
+
+#: the old layout's state keys, by the name the current layout gives them
+_OLD_VALUES = {"n_samples": "n", "n_features": "d", "inner_batch": "b", "epoch_length": "m",
+               "output_count": "out_count", "n_epochs": "epochs", "passes_read": "passes",
+               "solves": "solves", "seconds": "seconds"}
+
+
+def _upgraded_layout(meta: dict, arrays: dict) -> tuple[dict, dict]:
+    """A checkpoint written before format version 5 (the state as one ``state`` mapping,
+    members ``state_W_out``, ``state_A``, ``state_B``, ``state_Q``) in the current layout,
+    with the defaults of the versions before the data scale and the automatic step."""
+    state = meta["state"]
+    params = {"data_scale": 1.0, **meta["params"]}  # files before data_scale: raw units
+    step = state["eta"] if "eta" in state else (  # files before step_size="auto"
+        None if params.get("method", "vr") == "smm" else float(params["step_size"]))
+    values = {new: state[old] for new, old in _OLD_VALUES.items()}
+    values.update(step_size=step, history=meta["history"])
+    new_meta = {**meta, "params": params, "values": values, "lists": {},
+                "scale": state.get("scale", 1.0), "n_steps": state["steps"]}
+    renamed = {"state_W_out": "output", "state_A": "A", "state_B": "B", "state_Q": "Q"}
+    return new_meta, {renamed.get(key, key): value for key, value in arrays.items()}
 
 
 def _scale_sum(chunk: Any) -> float:
     """A chunk's part of the ``"auto"`` data scale (its samples' median absolute entries)."""
     return sample_scale_sums(chunk)[0]
-
-
-def _json_list(value: Any) -> Any:
-    if isinstance(value, (tuple, np.ndarray)):
-        return list(value)
-    raise TypeError(f"cannot checkpoint {value!r}")
 
 
 def _concatenate(parts: list[Codes]) -> Codes:
