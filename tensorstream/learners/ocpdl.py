@@ -33,7 +33,7 @@ from typing import Any
 import tensorly as tl
 
 from ..coders.divergence import CODE_LOWER, CODE_UPPER
-from ..coders.lasso import row_sq_norms, sample_losses, sparse_code
+from ..coders.lasso import sample_losses, sparse_code
 from ..core.backend import using
 from ..core.constraints import project_columns
 from ..core.dictionary import dictionary_matrix, gram, masked_gram
@@ -402,7 +402,7 @@ class SurrogateCP(Algorithm):
         H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,
                            max_iter=self.params.code_max_iter, tol=self.params.code_tol)
         flat = tl.reshape(X, (tl.shape(X)[0], -1))
-        sq_norms = row_sq_norms(flat)
+        sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
         losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
         penalties = alpha * tl.abs(H) + ridge * H * H
         constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
