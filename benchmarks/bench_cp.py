@@ -14,21 +14,28 @@ Sections (each prints its ratios, measured in the same run, so the machine's loa
    whose peaks must be equal: memory flat in the number of samples).
 2. **Coder rate** (goal 3): GFLOP/s of OnlineCPDL's coding step (projection of a batch on the
    atoms, Gram, exact codes, per-sample losses) at batches of 512 and 2048 on the shapes and
-   ranks above, next to this machine's float64 GEMM rate (1000 x 1000, same threads). The flops
-   counted are the data product ``2 b prod(I) R`` only: the work any coder must do, so the
-   percentage says how close the whole step gets to a bare GEMM.
+   ranks above, as a percentage of two float64 GEMM rates measured in the same run (same
+   threads): a square 1000 x 1000 product, and the coding step's own product ``X W``
+   (``b x prod(I)`` times ``prod(I) x R``, thin, so slower per flop). The flops counted are the
+   data product ``2 b prod(I) R`` only: the work any coder must do, so the percentage says how
+   close the whole step gets to a bare GEMM.
 3. **Patches** (issue 14): rank-24 dictionaries of random 20 x 20 x 3 patches of
    ``skimage.data.astronaut()``, batches of 100, 400 steps, defaults otherwise: time per step
    and the relative error on 2000 of the patches.
-4. ``--scaling`` (off by default, minutes): the earlier comparison with HALS and MU from shared
+4. **Dictionary steps** (goal 3): ``dict_step="columns"`` (the default Gauss-Seidel column
+   sweep) against ``"fista"`` (accelerated projected gradient, as many backend calls at any
+   rank), every other parameter at its default, the same batches in the same order, the two
+   learners' steps interleaved: seconds (evaluations excluded) and relative error after 100,
+   300 and 1000 steps on the planted, video and patch tensors, with the ratios fista / columns.
+5. ``--scaling`` (off by default, minutes): the earlier comparison with HALS and MU from shared
    initialisations on the paper's ``X_synth`` and on 60 x 60 x N planted streams, chunk by chunk.
 
 ``--threads 1`` (default) limits BLAS/OpenMP threads for every method alike.
 
 Usage::
 
-    python benchmarks/bench_cp.py                       # sections 1-3 (a few minutes)
-    python benchmarks/bench_cp.py --sections coder patches
+    python benchmarks/bench_cp.py                       # sections 1-4 (a few minutes)
+    python benchmarks/bench_cp.py --sections coder patches dictstep
     python benchmarks/bench_cp.py --sections --scaling --sizes 2000 20000 100000
 """
 
@@ -198,9 +205,9 @@ def _coding_times(algorithm, loadings, W, batch, repeats):
 def coder_section(cases, batches=(512, 2048), repeats: int = 9) -> None:
     rate = gemm_rate()
     print(f"\nCoding step (projection, Gram, exact codes, losses) vs GEMM: float64 GEMM "
-          f"{rate:.1f} GFLOP/s")
+          f"{rate:.1f} GFLOP/s (1000 x 1000); '% X W' is the rate of the step's own product")
     print(f"{'data':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
-          f"{'X W share':>9}")
+          f"{'X W GFLOP/s':>11} {'% X W':>6}")
     for name, X, rank in cases:
         model = OnlineCPDL(rank, random_state=0).fit(X, n_steps=200)  # a learned dictionary
         algorithm, loadings = model._algorithm(), model.loadings_
@@ -210,7 +217,8 @@ def coder_section(cases, batches=(512, 2048), repeats: int = 9) -> None:
             seconds, product = _coding_times(algorithm, loadings, W, batch, repeats)
             flops = 2 * b * W.shape[0] * rank
             print(f"{name:<34} {b:>6} {seconds * 1e3:>9.2f} {flops / seconds / 1e9:>8.2f} "
-                  f"{100 * flops / seconds / 1e9 / rate:>6.1f}% {product / seconds:>8.0%}")
+                  f"{100 * flops / seconds / 1e9 / rate:>6.1f}% {flops / product / 1e9:>11.1f} "
+                  f"{product / seconds:>6.0%}")
 
 
 # -- section 3: image patches ------------------------------------------------------------------
@@ -230,7 +238,45 @@ def patches_section(n_steps: int = 400, batch_size: int = 100, rank: int = 24) -
           f"{error:.4f} on {len(held)} of the patches")
 
 
-# -- section 4: scaling with N (shared initialisations, HALS and MU) ---------------------------
+# -- section 4: dictionary steps ---------------------------------------------------------------
+
+def dict_step_runs(X: np.ndarray, rank: int, steps=("columns", "fista"), checkpoints=(100,),
+                   batch_size: int = 32) -> dict:
+    """``OnlineCPDL(rank, dict_step=...)`` for each of ``steps`` over the same shuffled
+    batches, their steps interleaved (so that the machine's load weighs on all alike): for
+    each, (seconds, error) at each checkpoint (steps), evaluated on up to 4000 samples outside
+    the time."""
+    models = {step: OnlineCPDL(rank, dict_step=step, random_state=0) for step in steps}
+    seconds = dict.fromkeys(steps, 0.0)
+    traces = {step: [] for step in steps}
+    order = np.random.default_rng(0).permutation(len(X))
+    held, done = X[:4000], 0
+    for target in checkpoints:
+        while done < target:
+            begin = (done * batch_size) % len(X)
+            batch = X[order[begin:begin + batch_size]]
+            for step, model in models.items():
+                seconds[step] += _timed(lambda m=model, b=batch: m.partial_fit(b))
+            done += 1
+        for step, model in models.items():
+            traces[step].append((seconds[step], relative_error(model, held)))
+    return traces
+
+
+def dict_step_section(cases, checkpoints=(100, 300, 1000)) -> None:
+    print("\nDictionary steps, OnlineCPDL defaults otherwise (batches of 32, the same order, "
+          "steps interleaved): seconds / relative error after each number of steps")
+    print(f"{'data':<34} {'steps':>6} {'columns s':>10} {'fista s':>8} {'ratio':>6} "
+          f"{'columns err':>12} {'fista err':>10} {'ratio':>6}")
+    for name, X, rank in cases:
+        traces = dict_step_runs(X, rank, checkpoints=checkpoints)
+        for steps, (c_s, c_e), (f_s, f_e) in zip(checkpoints, traces["columns"],
+                                                 traces["fista"]):
+            print(f"{name:<34} {steps:>6} {c_s:>10.2f} {f_s:>8.2f} {f_s / c_s:>6.2f} "
+                  f"{c_e:>12.4f} {f_e:>10.4f} {f_e / c_e:>6.3f}")
+
+
+# -- section 5: scaling with N (shared initialisations, HALS and MU) ---------------------------
 
 CHUNK = 1000
 
@@ -370,11 +416,12 @@ def benchmark(name, data, shape, rank, args, run_batch_methods=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sections", nargs="*", default=["defaults", "coder", "patches"],
-                        choices=["defaults", "coder", "patches"])
+    parser.add_argument("--sections", nargs="*",
+                        default=["defaults", "coder", "patches", "dictstep"],
+                        choices=["defaults", "coder", "patches", "dictstep"])
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (0: library default)")
     parser.add_argument("--video-rank", type=int, default=10)
-    parser.add_argument("--scaling", action="store_true", help="also run section 4 (minutes)")
+    parser.add_argument("--scaling", action="store_true", help="also run section 5 (minutes)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--batch-max", type=int, default=20000,
                         help="largest N on which the batch methods also run (section 4)")
@@ -394,13 +441,16 @@ def main(argv=None):
         if "defaults" in args.sections:
             defaults_section("planted 20000x30x30", planted, 5)
             defaults_section("video 2000x64x64 (camera)", video, args.video_rank)
+        patches = astronaut_patches(4000, np.random.default_rng(1))
+        cases = [("planted 30x30, rank 5", planted, 5),
+                 (f"video 64x64, rank {args.video_rank}", video, args.video_rank),
+                 ("astronaut 20x20x3, rank 24", patches, 24)]
         if "coder" in args.sections:
-            patches = astronaut_patches(4000, np.random.default_rng(1))
-            coder_section([("planted 30x30, rank 5", planted, 5),
-                           (f"video 64x64, rank {args.video_rank}", video, args.video_rank),
-                           ("astronaut 20x20x3, rank 24", patches, 24)])
+            coder_section(cases)
         if "patches" in args.sections:
             patches_section()
+        if "dictstep" in args.sections:
+            dict_step_section(cases)
         if args.scaling:
             scaling_section(args)
 

@@ -69,6 +69,32 @@ def test_the_admm_coder_makes_few_calls_per_iteration_whatever_the_rank_and_batc
     assert len(per_iteration) == 1 and per_iteration.pop() <= ADMM_PER_ITERATION
 
 
+def test_the_accelerated_dictionary_step_makes_as_many_calls_at_any_rank():
+    """``dict_step="fista"`` (iterations held fixed): the dictionary step's calls are the same at
+    rank 24 as at rank 5, and a whole OnlineCPDL step grows by a few calls per atom only (the
+    engine's per-atom health counters), against ~27 per column and loading with the sweep."""
+    from test_coding import _count_calls
+
+    from tensorstream.steps.surrogate import surrogate_bcd_step
+
+    def dictionary_step_calls(R):
+        rng = np.random.default_rng(R)
+        loadings = [rng.random((6, R)), rng.random((5, R))]
+        H = rng.random((50, R))
+        return _count_calls(lambda: surrogate_bcd_step(
+            loadings, H.T @ H / 50, rng.random((6, 5, R)), nonnegative=True, column_bound=1.0,
+            method="fista", max_iter=3, tol=0.0))[0]
+
+    assert dictionary_step_calls(24) == dictionary_step_calls(5)
+
+    def make(R):
+        return OnlineCPDL(R, code_max_iter=1, random_state=0, reinit_dead_atoms=False,
+                          dict_step="fista", dict_max_iter=3, dict_tol=0.0)
+
+    small, large = (_step_calls(make, (6, 5), R, 16) for R in (5, 24))
+    assert large - small <= 8 * (24 - 5), (small, large)
+
+
 def test_no_learner_writes_into_the_batch_it_is_given():
     """``check_batch`` hands a float64 numpy batch over without a copy, so no method of any
     learner may write into it (with missing entries too: they are zeroed in a copy)."""

@@ -168,7 +168,10 @@ def _solve(Q: Tensor, rhs: Tensor, support: Tensor) -> Tensor:
     if tl.ndim(Q) == 2 and bool(tl.all(support > 0)):
         return tl.transpose(tl.solve(Q, tl.transpose(rhs)))
     eye = tl.eye(tl.shape(support)[1], **tl.context(support))
-    masked = Q * support[:, :, None] * support[:, None, :] + eye * (1 - support)[:, None, :]
+    # selected from boolean masks: float products of batch-sized (b, R, R) temporaries cost
+    # several times the solve itself at rank 24 (same entries, bit for bit)
+    on = support > 0
+    masked = tl.where(on[:, :, None] & on[:, None, :], Q, eye)
     return tl.solve(masked, (rhs * support)[:, :, None])[:, :, 0]
 
 

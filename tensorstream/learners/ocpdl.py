@@ -56,14 +56,18 @@ from .divergence_nmf import DIVERGENCE_CONSTRAINTS, DivergenceCP, check_divergen
 
 SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
                 "radius_mode": "frobenius", "nonnegative": True, "column_bound": 1.0,
-                "missing": None, "dict_passes": 1}
+                "missing": None, "dict_passes": 1, "dict_max_iter": 20, "dict_tol": 1e-3}
 """Parameters of the squared loss's surrogate engine, with their defaults."""
 
 DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau": None,
                    "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
                    "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True, "dict_step": "auto"}
+                   "normalize": True}
 """Parameters of the divergence (OL) algorithm, with their defaults."""
+
+DICT_STEPS = {"squared": ("auto", "columns", "fista"), "divergence": ("auto", "sgd", "mu")}
+"""The values of ``dict_step`` under each algorithm (``"auto"``: ``"columns"``, resp. the
+divergence algorithm's own choice)."""
 
 
 def is_default(value: Any, default: Any) -> bool:
@@ -159,8 +163,22 @@ class OnlineCPDL(OnlineLearner):
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
         the given ``(I_k, R)`` matrices.
+    dict_step : {"auto", "columns", "fista"} (squared loss), default "auto"
+        The dictionary step. ``"columns"`` (``"auto"``): ``dict_passes`` passes of exact column
+        minimisation per mode, a Gauss-Seidel sweep whose backend calls grow with the rank.
+        ``"fista"``: accelerated projected gradient on each loading, all columns at once (a
+        few matrix products per iteration, as many calls at any rank), at most
+        ``dict_max_iter`` iterations, stopped when a step moves the loading by less than
+        ``dict_tol`` times its norm. Measured on numpy (``benchmarks/bench_cp.py``,
+        ``docs/ocpdl.md``) the column sweep reached the same errors sooner, so it stays the
+        default. Divergence losses take ``"auto"``, ``"sgd"`` or ``"mu"`` (see
+        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`).
     dict_passes : int, default 1
         Column-minimisation passes per mode and step (1: the reference code's single pass).
+    dict_max_iter : int, default 20
+        Iterations of ``dict_step="fista"`` per mode and step, at most.
+    dict_tol : float, default 1e-3
+        Relative move of a loading that stops ``dict_step="fista"``.
     code_max_iter : int, default 300
         Maximum pivoting rounds of the coding step (exact codes take a few; the cap only
         matters on degenerate problems).
@@ -168,7 +186,7 @@ class OnlineCPDL(OnlineLearner):
         Relative tolerance of the coding step's optimality test (see
         :func:`tensorstream.coders.lasso.sparse_code`).
     step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
-dict_row_min, normalize, dict_step
+dict_row_min, normalize
         Divergence losses only: see
         :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
     random_state : int, Generator or None
@@ -217,7 +235,8 @@ dict_row_min, normalize, dict_step
                  nonnegative: bool = True, column_bound: float | None = 1.0,
                  missing: str | None = None,
                  batch_size: int = 32, max_iter: int = 10, init="random",
-                 dict_passes: int = 1, code_max_iter: int = 300, code_tol: float = 1e-5,
+                 dict_passes: int = 1, dict_max_iter: int = 20, dict_tol: float = 1e-3,
+                 code_max_iter: int = 300, code_tol: float = 1e-5,
                  step_a: float | None = None, step_b: float = 2e4,
                  step_tau: float | None = None,
                  grad_reduction: str = "mean", code_step: Any = "auto",
@@ -241,6 +260,8 @@ dict_row_min, normalize, dict_step
         self.max_iter = max_iter
         self.init = init
         self.dict_passes = dict_passes
+        self.dict_max_iter = dict_max_iter
+        self.dict_tol = dict_tol
         self.code_max_iter = code_max_iter
         self.code_tol = code_tol
         self.step_a = step_a
@@ -287,10 +308,22 @@ dict_row_min, normalize, dict_step
         "nonnegative": [BOOLEAN],
         "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
         "dict_passes": [Interval("int", 1, None)],
+        "dict_max_iter": [Interval("int", 1, None)],
+        "dict_tol": [Interval("real", 0, None)],
+        "dict_step": [Options(*dict.fromkeys(DICT_STEPS["squared"] + DICT_STEPS["divergence"]))],
     }
 
     def _check_rules(self) -> None:
-        if not is_squared_loss(self.loss):
+        algorithm = "squared" if is_squared_loss(self.loss) else "divergence"
+        if self.dict_step not in DICT_STEPS[algorithm]:
+            raise ValueError(f"dict_step must be one of {DICT_STEPS[algorithm]} with "
+                             f"loss={self.loss!r}, got {self.dict_step!r}")
+        for name in ("dict_max_iter", "dict_tol"):
+            if self.dict_step != "fista" and not is_default(getattr(self, name),
+                                                            SQUARED_ONLY[name]):
+                raise ValueError(f"{name} applies to dict_step='fista' only, got "
+                                 f"dict_step={self.dict_step!r}")
+        if algorithm == "divergence":
             check_at_defaults(self, SQUARED_ONLY, "the squared loss")
             check_divergence_rules(self)
             return
@@ -333,7 +366,8 @@ class SurrogateCP(Algorithm):
     params : namespace
         The learner's parameters (``n_components``, ``alpha``, ``ridge``, ``weights``,
         ``search_radius``, ``radius_mode``, ``nonnegative``, ``column_bound``, ``init``,
-        ``dict_passes``, ``code_max_iter``, ``code_tol``).
+        ``dict_step``, ``dict_passes``, ``dict_max_iter``, ``dict_tol``, ``code_max_iter``,
+        ``code_tol``).
     """
 
     def __init__(self, params: Any):
@@ -387,7 +421,9 @@ class SurrogateCP(Algorithm):
         return surrogate_bcd_step(
             loadings, statistics["A"], statistics["B"], nonnegative=self.nonnegative,
             column_bound=self.params.column_bound, radius=self.radius_at(t),
-            radius_mode=self.params.radius_mode, n_passes=self.params.dict_passes)
+            radius_mode=self.params.radius_mode, n_passes=self.params.dict_passes,
+            method="fista" if self.params.dict_step == "fista" else "columns",
+            max_iter=self.params.dict_max_iter, tol=self.params.dict_tol)
 
     def info(self, t: int, w: float | None) -> dict:
         return {"weight": w, "radius": self.radius_at(t)}
