@@ -66,7 +66,10 @@ def test_the_admm_coder_makes_few_calls_per_iteration_whatever_the_rank_and_batc
         calls = [_count_calls(partial(nonnegative_code_admm, G, P, residual_tol=0.0,
                                       max_iter=n))[0] for n in (8, 24)]  # tol 0: none stops
         per_iteration.add((calls[1] - calls[0]) / 16)
-    assert len(per_iteration) == 1 and per_iteration.pop() <= ADMM_PER_ITERATION
+    # a sample whose move is exactly zero may retire (a call or two in 16 iterations, depending
+    # on rounding); growth with the rank or the batch would add whole calls per iteration
+    assert max(per_iteration) - min(per_iteration) < 0.5, per_iteration
+    assert max(per_iteration) <= ADMM_PER_ITERATION, per_iteration
 
 
 def test_the_accelerated_dictionary_step_makes_as_many_calls_at_any_rank():
