@@ -607,6 +607,7 @@ def code_divergence(
     info : dict
         ``n_iter`` (int), ``iterations`` (numpy ``(b,)`` ints: iterations each sample ran),
         ``converged`` (bool tensor ``(b,)``), ``objective`` (tensor ``(b,)``, at ``H``),
+        ``model`` (``forward(H)``, so that a caller need not rebuild it),
         ``step`` (the resolved step rule, with ``lipschitz`` filled in for the constant step)
         and, for Armijo, ``step_sizes`` (last accepted step per sample, to warm-start a
         following batch through ``ArmijoStep(initial_step=...)``).
@@ -680,9 +681,12 @@ def _iterate(problem, rule, H, Y, f, g, max_iter, tol, callback):
             break
         if bool(tl.all(converged)):
             break
+    H_last = H
     H, f = rule._finish(state, H, f)
+    # a non-monotone rule returns its best iterate, whose model is not the last one
+    model = Y if H is H_last else problem.forward(H)
     info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
-            "objective": f, "step": rule}
+            "objective": f, "model": model, "step": rule}
     if isinstance(rule, ArmijoStep):
         info["step_sizes"] = state["step"]
     return H, info
@@ -740,7 +744,7 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
         problem, H, converged = batch.whole(H, converged)
         Y = problem.forward(H)
     info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
-            "objective": problem.objective(H, Y), "step": rule}
+            "objective": problem.objective(H, Y), "model": Y, "step": rule}
     return H, info
 
 
@@ -890,8 +894,32 @@ class SparseKL:
         self.column_sums = np.sum(W, axis=0)  # 1^T W: the gradient of sum(y) in the codes
         self._support_atoms = None  # W[cols], gathered once when it fits in one block
         self._ratio = None
-        v = self.values
-        self._data_term = self._row_sums(xlogy(v, v) - v)
+        self._data_term = None  # sum(v log v - v) per sample: only the objective needs it
+
+    def subset(self, keep: Any) -> SparseKL:
+        """The algebra of the samples where ``keep`` (``(b,)`` bools) holds, in their order.
+
+        Sliced from this one's arrays (no sparse indexing, nothing recomputed): the solver
+        drops its converged samples this way several times per batch.
+        """
+        kept = np.flatnonzero(keep)
+        entries = keep[self.rows]
+        lengths = np.diff(self.V.indptr)[kept]
+        indptr = np.zeros(kept.size + 1, dtype=self.V.indptr.dtype)
+        np.cumsum(lengths, out=indptr[1:])
+        V = scipy.sparse.csr_matrix((self.values[entries], self.cols[entries], indptr),
+                                    shape=(kept.size, self.V.shape[1]))
+        V.has_sorted_indices = True  # a subset of a canonical matrix's rows is canonical
+        V.has_canonical_format = True
+        out = SparseKL.__new__(SparseKL)
+        out.V, out.W, out.eps, out.b = V, self.W, self.eps, int(kept.size)
+        out.rows = np.repeat(np.arange(out.b), lengths)
+        out.cols, out.values, out.column_sums = V.indices, V.data, self.column_sums
+        out._support_atoms = (None if self._support_atoms is None
+                              else self._support_atoms[entries])
+        out._ratio = None
+        out._data_term = None if self._data_term is None else self._data_term[kept]
+        return out
 
     def _row_sums(self, entries: Any) -> Any:
         return np.bincount(self.rows, weights=entries, minlength=self.b)
@@ -913,6 +941,9 @@ class SparseKL:
 
     def per_sample(self, H: Any, Y: Any) -> Any:
         """``d(v_j || (W h)_j)`` per sample (``(b,)``); ``Y`` is :meth:`model` of ``H``."""
+        if self._data_term is None:
+            v = self.values
+            self._data_term = self._row_sums(xlogy(v, v) - v)
         log_model = self._row_sums(xlogy(self.values, np.maximum(Y, self.eps)))
         return H @ self.column_sums + self._data_term - log_model
 
@@ -946,8 +977,8 @@ class _SparseKLProblem(_Problem):
 
     def subset(self, keep, Y):
         """The problem of the samples where ``keep`` holds, and their model ``Y``."""
-        kl = SparseKL(self.kl.V[np.flatnonzero(keep)], self.kl.W, eps=self.kl.eps)
-        return _SparseKLProblem(kl, self.lower, self.upper, self.ridge), Y[keep[self.kl.rows]]
+        problem = _SparseKLProblem(self.kl.subset(keep), self.lower, self.upper, self.ridge)
+        return problem, Y[keep[self.kl.rows]]
 
     def objective(self, H, Y):
         f = self.kl.per_sample(H, Y)
@@ -1052,19 +1083,36 @@ def code_divergence_sparse(
     if V.nnz and V.data.min() < 0:
         raise ValueError("V must be nonnegative for the kl divergence")
     b, R = V.shape[0], W.shape[1]
-    gram = W.T @ W if gram is None else gram
     if init is not None and tuple(np.shape(init)) != (b, R):
         raise ValueError(f"init must have shape ({b}, {R}), got {tuple(np.shape(init))}")
+    # KL has no curvature bound: no rule it can take needs the Gram matrix
     rule = _resolve_step(step, loss, gram, float(ridge), lower)
-    kl = SparseKL(V, W, eps=loss.eps)
-    problem = _SparseKLProblem(kl, lower, upper, float(ridge))
+    return solve_sparse_kl(SparseKL(V, W, eps=loss.eps), rule, init=init, lower=lower,
+                           upper=upper, ridge=float(ridge), max_iter=max_iter, tol=float(tol),
+                           callback=callback)
+
+
+def solve_sparse_kl(kl: SparseKL, step: str | StepRule = "auto", *, init: Any = None,
+                    lower: float = CODE_LOWER, upper: float | None = CODE_UPPER,
+                    ridge: float = 0.0, max_iter: int = 200, tol: float = 1e-4,
+                    callback: Callable | None = None) -> tuple[Any, dict]:
+    """:func:`code_divergence_sparse` on a built :class:`SparseKL`, without the checks.
+
+    For callers that have validated the data, the dictionary and the options already (a
+    learner's step) and keep ``kl`` for the dictionary gradient. ``info["model"]`` is the
+    model on the support (``kl.model(H)``).
+    """
+    rule = _resolve_step(step, get_loss("kl"), None, ridge, lower)
+    b, R = kl.b, int(kl.W.shape[1])
+    problem = _SparseKLProblem(kl, lower, upper, ridge)
     if init is None:
-        total = float(np.sum(W))  # sum of forward(1): every atom at weight 1
-        scale = np.asarray(V.sum(axis=1)).ravel() / total if total > 0 else np.ones(b)
-        init = np.ones((b, R), dtype=W.dtype) * scale[:, None]
+        total = float(np.sum(kl.W))  # sum of forward(1): every atom at weight 1
+        scale = kl._row_sums(kl.values) / total if total > 0 else np.ones(b)
+        init = np.ones((b, R), dtype=kl.W.dtype) * scale[:, None]
     H = problem.project(np.asarray(init))
     Y = problem.forward(H)
     if isinstance(rule, MultiplicativeStep):
-        return _iterate_mu(problem, rule, H, Y, max_iter, float(tol), callback)
+        return _iterate_mu(problem, rule, H, Y, max_iter, tol, callback)
     return _iterate(problem, rule, H, Y, problem.objective(H, Y), problem.gradient(H, Y),
-                    max_iter, float(tol), callback)
+                    max_iter, tol, callback)
+

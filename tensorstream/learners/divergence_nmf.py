@@ -49,7 +49,7 @@ from ..coders.divergence import (
     SPARSE_LOSSES,
     SparseKL,
     code_divergence,
-    code_divergence_sparse,
+    solve_sparse_kl,
 )
 from ..core.backend import using
 from ..core.constraints import project_rows_box_sum
@@ -153,6 +153,9 @@ class DivergenceCP(Algorithm):
     def __init__(self, params: Any, loss: Divergence):
         self.params = params
         self.loss = loss
+        # what encode computed that batch_sums needs again (the last batch's normalized
+        # codes and model, and its SparseKL): one forward pass less per step
+        self._last_batch = None
 
     def dict_step(self) -> str:
         """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
@@ -242,29 +245,42 @@ class DivergenceCP(Algorithm):
             raise ValueError(f"the {self.loss.name} loss does not support missing entries "
                              f"(mask)")
         p, loss = self.params, self.loss
-        options = {"init": None if init is None else init / scale, "gram": gram(loadings),
+        options = {"init": None if init is None else init / scale,
                    "step": p.code_step, "lower": p.code_lower, "upper": p.code_upper,
                    "ridge": float(p.ridge), "max_iter": int(p.code_max_iter),
                    "tol": float(p.code_tol)}
         Xn = _scaled(X, scale)
+        kl = None
         if is_sparse(X):
-            H, _ = code_divergence_sparse(Xn, loadings[0], loss, **options)
+            # the learner validated the batch, the loadings and the options: no re-checks
+            kl = SparseKL(Xn, loadings[0], eps=loss.eps)
+            H, info = solve_sparse_kl(kl, **options)
             codes = H * scale
-            kl = SparseKL(X, loadings[0], eps=loss.eps)
-            losses = kl.per_sample(codes, kl.model(codes))
+            # KL is positively homogeneous: d(s v || s y) = s d(v || y)
+            losses = info["objective"]
+            if options["ridge"]:
+                losses = losses - options["ridge"] / 2 * np.sum(H * H, axis=1)
+            losses = losses * scale
         else:
-            H, _ = code_divergence(Xn, lambda C: reconstruct(loadings, C),
-                                   lambda G: project(G, loadings), loss, **options)
+            H, info = code_divergence(Xn, lambda C: reconstruct(loadings, C),
+                                      lambda G: project(G, loadings), loss,
+                                      gram=gram(loadings), **options)
             codes = H * scale
-            losses = loss.per_sample(X, reconstruct(loadings, codes))
-        return Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)))
+            losses = loss.per_sample(X, info["model"] * scale)
+        coded = Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)))
+        self._last_batch = (coded, Xn, H, info["model"], kl)
+        return coded
 
     def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
                    scale: float) -> dict:
         """The batch's dictionary gradient and code sums at the normalized scale."""
-        Hn = coded.codes / scale
+        if self._last_batch is not None and self._last_batch[0] is coded:
+            _, Xn, Hn, model, kl = self._last_batch
+        else:
+            Xn, Hn, model, kl = _scaled(X, scale), coded.codes / scale, None, None
+        self._last_batch = None
         return {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
-                "gradient": batch_gradient(_scaled(X, scale), Hn, loadings, self.loss),
+                "gradient": batch_gradient(Xn, Hn, loadings, self.loss, model, kl),
                 "code_sums": tl.sum(Hn, axis=0)}
 
     def accumulate(self, statistics: None, sums: dict, w: None) -> None:
