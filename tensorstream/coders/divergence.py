@@ -442,20 +442,25 @@ class _Problem:
         return g
 
     def mu_terms(self, H, Y):
-        """Numerator and denominator of the multiplicative update (:class:`MultiplicativeStep`)."""
+        """Numerator and denominator (floored) of the multiplicative update
+        (:class:`MultiplicativeStep`)."""
         beta = self.loss.beta
         Y = tl.clip(Y, self.loss.eps, None)
         if beta == 1.0:
             if self._kl_denominator is None:  # adjoint(1): the same at every iteration
-                self._kl_denominator = self._adjoint(tl.ones(tl.shape(self.V),
-                                                             **tl.context(self.V)))
-            numerator, denominator = self._adjoint(self.V / Y), self._kl_denominator
+                adjoint_ones = self._adjoint(tl.ones(tl.shape(self.V), **tl.context(self.V)))
+                self._kl_denominator = (adjoint_ones, tl.clip(adjoint_ones, _DENOMINATOR_FLOOR,
+                                                              None))
+            numerator = self._adjoint(self.V / Y)
+            if not self.ridge:
+                return numerator, self._kl_denominator[1]
+            denominator = self._kl_denominator[0]
         else:
             numerator = self._adjoint(self.V * Y ** (beta - 2))
             denominator = self._adjoint(Y ** (beta - 1))
         if self.ridge:
             denominator = denominator + self.ridge * H
-        return numerator, denominator
+        return numerator, tl.clip(denominator, _DENOMINATOR_FLOOR, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,20 +715,19 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     # row sums as products with ones: numpy's reduction along short rows is several times
     # slower than a matrix-vector product
     ones = tl.ones((R,), **tl.context(H))
-    iterations = np.zeros(b, dtype=np.int64)
-    batch = _Batch(problem, H) if callback is None and hasattr(problem, "subset") else None
+    # iterations per sample, counted on the backend (no host transfer per iteration; floats
+    # count exactly far beyond any max_iter)
+    counts = tl.zeros((b,), **tl.context(H))
+    batch = _Batch(problem, H, Y) if callback is None and hasattr(problem, "subset") else None
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         active = ~converged
-        if batch is None:
-            iterations += tl.to_numpy(active).astype(np.int64)
-        else:
-            iterations[batch.rows] += active
+        counts = counts + active
         numerator, denominator = problem.mu_terms(H, Y)
         if n_iter == 1 and tuple(tl.shape(numerator)) != (b, R):
             raise ValueError(f"adjoint(G) must return shape ({b}, {R}), "
                              f"got {tuple(tl.shape(numerator))}")
-        factor = numerator / tl.clip(denominator, _DENOMINATOR_FLOOR, None)
+        factor = numerator / denominator
         if gamma != 1.0:
             factor = factor ** gamma
         H_new = problem.project(H * factor)
@@ -734,16 +738,16 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
         Y = problem.forward(H)
         if callback is not None and callback(n_iter, H, problem.objective(H, Y)):
             break
-        if bool(tl.all(converged)):
+        n_converged = int(tl.sum(converged))
+        if n_converged == tl.shape(H)[0]:
             break
-        if batch is not None:
-            n_converged = int(tl.sum(converged))
-            if 2 * n_converged >= tl.shape(H)[0] and n_converged >= _MIN_DROP:
-                problem, H, Y, converged = batch.drop(problem, H, Y, converged)
+        if batch is not None and 2 * n_converged >= tl.shape(H)[0] and (
+                n_converged >= _MIN_DROP):
+            problem, H, Y, converged, counts = batch.drop(problem, H, Y, converged, counts)
     if batch is not None:
-        problem, H, converged = batch.whole(H, converged)
-        Y = problem.forward(H)
-    info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
+        problem, H, Y, converged, counts = batch.whole(H, Y, converged, counts)
+    info = {"n_iter": n_iter, "iterations": tl.to_numpy(counts).astype(np.int64),
+            "converged": converged,
             "objective": problem.objective(H, Y), "model": Y, "step": rule}
     return H, info
 
@@ -754,28 +758,44 @@ _MIN_DROP = 128
 
 
 class _Batch:
-    """The whole batch behind a working set of its samples (numpy; see :func:`_iterate_mu`)."""
+    """The whole batch behind a working set of its samples (numpy; see :func:`_iterate_mu`).
 
-    def __init__(self, problem, H):
+    The problem's model is a vector of entries (``problem.model_rows`` names each entry's
+    sample); the models of the samples that leave are kept, so the whole batch's model is
+    never recomputed.
+    """
+
+    def __init__(self, problem, H, Y):
         self.problem, self.codes = problem, np.array(H)
         self.rows = np.arange(np.shape(H)[0])  # the working samples' positions in the batch
         self.converged = np.zeros(np.shape(H)[0], dtype=bool)
+        self.counts = np.zeros(np.shape(H)[0])
+        self.model = np.array(Y)
+        self.entries = np.arange(np.shape(Y)[0])  # the working entries' positions
 
-    def drop(self, problem, H, Y, converged):
-        """Write the converged samples out; the working set's problem, codes, models, flags."""
+    def drop(self, problem, H, Y, converged, counts):
+        """Write the converged samples out; the working set's problem, codes, models, flags
+        and iteration counts."""
         done = np.asarray(converged)
-        self.codes[self.rows[done]] = H[done]
-        self.converged[self.rows[done]] = True
+        self._write(done, H, converged, counts)
+        done_entries = done[problem.model_rows]
+        self.model[self.entries[done_entries]] = Y[done_entries]
         keep = ~done
-        self.rows = self.rows[keep]
+        self.rows, self.entries = self.rows[keep], self.entries[~done_entries]
         problem, Y = problem.subset(keep, Y)
-        return problem, H[keep], Y, converged[keep]
+        return problem, H[keep], Y, converged[keep], counts[keep]
 
-    def whole(self, H, converged):
-        """The whole batch's problem, codes and flags with the working set written in."""
-        self.codes[self.rows] = H
-        self.converged[self.rows] = converged
-        return self.problem, self.codes, self.converged
+    def whole(self, H, Y, converged, counts):
+        """The whole batch's problem, codes, model, flags and counts, the working set's
+        written in."""
+        self._write(slice(None), H, converged, counts)
+        self.model[self.entries] = Y
+        return self.problem, self.codes, self.model, self.converged, self.counts
+
+    def _write(self, which, H, converged, counts):
+        rows = self.rows[which]
+        self.codes[rows], self.converged[rows] = H[which], converged[which]
+        self.counts[rows] = counts[which]
 
 
 def code_divergence_matrix(
@@ -972,6 +992,11 @@ class _SparseKLProblem(_Problem):
         super().__init__(kl.V, kl.model, None, get_loss("kl"), lower, upper, ridge)
         self.kl = kl
 
+    @property
+    def model_rows(self):
+        """The sample of every entry of the model (``(nnz,)``)."""
+        return self.kl.rows
+
     def select(self, mask, Y_new, Y):
         return np.where(mask[self.kl.rows], Y_new, Y)
 
@@ -1000,10 +1025,12 @@ class _SparseKLProblem(_Problem):
 
     def mu_terms(self, H, Y):
         numerator = np.asarray(self.kl.ratio(Y) @ self.kl.W)
-        denominator = self.kl.column_sums[None, :]
         if self.ridge:
-            denominator = denominator + self.ridge * H
-        return numerator, denominator
+            return numerator, np.maximum(self.kl.column_sums + self.ridge * H,
+                                         _DENOMINATOR_FLOOR)
+        if self._kl_denominator is None:  # 1^T W: the same at every iteration
+            self._kl_denominator = np.maximum(self.kl.column_sums, _DENOMINATOR_FLOOR)[None, :]
+        return numerator, self._kl_denominator
 
 
 def code_divergence_sparse(
