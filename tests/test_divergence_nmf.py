@@ -259,12 +259,17 @@ def test_checkpoint_with_loss_params(tmp_path):
 
 # -- dict_step="mu": the multiplicative-update-preconditioned dictionary step (our extension)
 
+#: transform's coding step set to the training step's, so that ``_coded`` gives the codes the
+#: next ``partial_fit`` computes
+TRAINING_CODES = {"transform_tol": 1e-4, "transform_max_iter": 100}
+
 
 def test_mu_step_at_unit_step_is_one_kl_multiplicative_update():
     rng = np.random.default_rng(0)
     X = rng.poisson(3.0, (20, 8)).astype(float) + 0.5
     model = OnlineDivergenceNMF(3, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
-                                step_tau=0.0, dict_upper=1e9, random_state=0)
+                                step_tau=0.0, dict_upper=1e9, random_state=0,
+                                **TRAINING_CODES)
     model.partial_fit(X[:10])
     U = np.array(model.loadings_[0])
     H = np.asarray(model._coded(X[10:], None).codes)
@@ -277,7 +282,8 @@ def test_mu_step_on_tensors_is_the_cp_multiplicative_update():
     rng = np.random.default_rng(1)
     X = rng.poisson(2.0, (12, 5, 4)).astype(float) + 0.5
     model = OnlineDivergenceNMF(2, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
-                                step_tau=0.0, dict_upper=1e9, random_state=0)
+                                step_tau=0.0, dict_upper=1e9, random_state=0,
+                                **TRAINING_CODES)
     model.partial_fit(X[:6])
     A, B = (np.array(U) for U in model.loadings_)
     H = np.asarray(model._coded(X[6:], None).codes)
@@ -385,3 +391,26 @@ def test_step_reuses_the_coders_model_exactly(kind, backend):
                                   model.loss_)
         np.testing.assert_allclose(reused["gradient"], gradient, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(tl.to_numpy(coded.losses), expected, rtol=1e-10)
+
+
+def test_transform_solves_to_transform_tol_not_code_tol():
+    """``transform`` and ``score`` solve the codes to ``transform_tol``: accurate even when the
+    training step's ``code_tol`` is loose, and ``transform_tol`` is what governs them."""
+    from tensorstream.coders.divergence import code_divergence_matrix
+
+    X, _ = planted(60, F=15, scale=5.0, seed=2)
+    model = OnlineDivergenceNMF(3, code_tol=1e-2, batch_size=20, max_iter=2,
+                                random_state=0).fit(X)
+    W = np.asarray(model.loadings_[0])
+    exact, _ = code_divergence_matrix(X[:20] / model.scale_, W, "kl", tol=1e-18, max_iter=20000)
+    exact = exact * model.scale_
+
+    def error(codes):
+        return float(np.max(np.abs(codes - exact).sum(axis=1) / exact.sum(axis=1)))
+
+    accurate = error(model.transform(X[:20]))
+    loose = error(model.set_params(transform_tol=1e-2).transform(X[:20]))
+    assert accurate < 0.02 < loose
+    assert accurate < error(model.transform(X[:20], init=model.transform(X[:20]))) + 1e-3
+    with pytest.raises(ValueError, match="transform_tol"):
+        model.set_params(transform_tol=-1.0).transform(X[:2])
