@@ -415,6 +415,19 @@ class _Problem:
     def forward(self, H):
         return self._forward(H)
 
+    @property
+    def model_rows(self):
+        """The sample of every row of the model (``(b,)``: one per sample)."""
+        return np.arange(tl.shape(self.V)[0])
+
+    def subset(self, keep, Y):
+        """The problem of the samples where ``keep`` (numpy bools) holds, and their model."""
+        problem = _Problem(self.V[keep], self._forward, self._adjoint, self.loss, self.lower,
+                           self.upper, self.ridge)
+        if self._kl_denominator is not None:
+            problem._kl_denominator = tuple(part[keep] for part in self._kl_denominator)
+        return problem, Y[keep]
+
     def select(self, mask, Y_new, Y):
         """The models of the samples where ``mask`` holds from ``Y_new``, the others from ``Y``."""
         return tl.where(_expand(mask, Y), Y_new, Y)
@@ -701,10 +714,9 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     """The multiplicative-update loop: per-sample stop on the relative change of the codes.
 
     Rows never mix (every operation is per sample), so a sample's codes do not depend on its
-    batch neighbours; converged samples are frozen. Problems that can be restricted to some of
-    their samples (``subset``: the sparse KL path) drop the converged ones once they are half
-    of the working set (and at least ``_MIN_DROP``), so that the iterations of the slowest
-    samples cost less.
+    batch neighbours; converged samples are frozen. Without a callback (which sees the whole
+    batch every iteration) the converged samples leave the working set once they are half of
+    it (and at least ``_MIN_DROP``), so that the iterations of the slowest samples cost less.
     """
     b, R = tl.shape(H)
     gamma = rule.exponent(problem.loss.beta)
@@ -718,7 +730,7 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     # iterations per sample, counted on the backend (no host transfer per iteration; floats
     # count exactly far beyond any max_iter)
     counts = tl.zeros((b,), **tl.context(H))
-    batch = _Batch(problem, H, Y) if callback is None and hasattr(problem, "subset") else None
+    batch = None  # the whole batch, once samples have left the working set
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         active = ~converged
@@ -741,8 +753,10 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
         n_converged = int(tl.sum(converged))
         if n_converged == tl.shape(H)[0]:
             break
-        if batch is not None and 2 * n_converged >= tl.shape(H)[0] and (
+        if callback is None and 2 * n_converged >= tl.shape(H)[0] and (
                 n_converged >= _MIN_DROP):
+            if batch is None:
+                batch = _Batch(problem, H, Y, converged, counts)
             problem, H, Y, converged, counts = batch.drop(problem, H, Y, converged, counts)
     if batch is not None:
         problem, H, Y, converged, counts = batch.whole(H, Y, converged, counts)
@@ -752,31 +766,31 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     return H, info
 
 
-#: dropping samples rebuilds the sparse problem (about 600 sample-iterations' work, measured):
-#: worth it for this many samples at least
+#: dropping samples rebuilds the problem (for a sparse one, about 600 sample-iterations' work,
+#: measured): worth it for this many samples at least
 _MIN_DROP = 128
 
 
 class _Batch:
-    """The whole batch behind a working set of its samples (numpy; see :func:`_iterate_mu`).
+    """The whole batch behind a working set of its samples (see :func:`_iterate_mu`).
 
-    The problem's model is a vector of entries (``problem.model_rows`` names each entry's
-    sample); the models of the samples that leave are kept, so the whole batch's model is
-    never recomputed.
+    The problem's model has one row per entry (``problem.model_rows`` names each entry's
+    sample: the sample itself for a dense batch, its nonzeros for a sparse one); the models of
+    the samples that leave are kept, so the whole batch's model is never recomputed. Rows are
+    picked and written with numpy index arrays, which numpy and torch tensors both take.
     """
 
-    def __init__(self, problem, H, Y):
-        self.problem, self.codes = problem, np.array(H)
-        self.rows = np.arange(np.shape(H)[0])  # the working samples' positions in the batch
-        self.converged = np.zeros(np.shape(H)[0], dtype=bool)
-        self.counts = np.zeros(np.shape(H)[0])
-        self.model = np.array(Y)
-        self.entries = np.arange(np.shape(Y)[0])  # the working entries' positions
+    def __init__(self, problem, H, Y, converged, counts):
+        self.problem = problem
+        self.codes, self.model = tl.copy(H), tl.copy(Y)
+        self.converged, self.counts = tl.copy(converged), tl.copy(counts)
+        self.rows = np.arange(tl.shape(H)[0])  # the working samples' positions in the batch
+        self.entries = np.arange(tl.shape(Y)[0])  # the working model rows' positions
 
     def drop(self, problem, H, Y, converged, counts):
         """Write the converged samples out; the working set's problem, codes, models, flags
         and iteration counts."""
-        done = np.asarray(converged)
+        done = tl.to_numpy(converged)
         self._write(done, H, converged, counts)
         done_entries = done[problem.model_rows]
         self.model[self.entries[done_entries]] = Y[done_entries]
