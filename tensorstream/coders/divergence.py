@@ -731,7 +731,7 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     # count exactly far beyond any max_iter)
     counts = tl.zeros((b,), **tl.context(H))
     batch = None  # the whole batch, once samples have left the working set
-    n_iter = 0
+    n_iter = n_converged = 0
     for n_iter in range(1, max_iter + 1):
         active = ~converged
         counts = counts + active
@@ -745,7 +745,8 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
         H_new = problem.project(H * factor)
         # codes are nonnegative under MU (lower >= 0 is checked): |H_new| = H_new
         change = tl.dot(tl.abs(H_new - H), ones)
-        H = tl.where(active[:, None], H_new, H)
+        # frozen samples keep their codes (none are frozen in the working set after a drop)
+        H = H_new if n_converged == 0 else tl.where(active[:, None], H_new, H)
         converged = converged | (active & (change <= threshold * tl.dot(H_new, ones)))
         Y = problem.forward(H)
         if callback is not None and callback(n_iter, H, problem.objective(H, Y)):
@@ -758,6 +759,7 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
             if batch is None:
                 batch = _Batch(problem, H, Y, converged, counts)
             problem, H, Y, converged, counts = batch.drop(problem, H, Y, converged, counts)
+            n_converged = 0
     if batch is not None:
         problem, H, Y, converged, counts = batch.whole(H, Y, converged, counts)
     info = {"n_iter": n_iter, "iterations": tl.to_numpy(counts).astype(np.int64),
