@@ -743,15 +743,17 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
         if gamma != 1.0:
             factor = factor ** gamma
         H_new = problem.project(H * factor)
-        # codes are nonnegative under MU (lower >= 0 is checked): |H_new| = H_new
-        change = tl.dot(tl.abs(H_new - H), ones)
+        # codes are nonnegative under MU (lower >= 0 is checked): |H_new| = H_new. The test
+        # is written with operators (numpy and torch both have them): a tensorly call costs
+        # about as much as this arithmetic on a working set of a hundred samples
+        change = abs(H_new - H) @ ones
         # frozen samples keep their codes (none are frozen in the working set after a drop)
         H = H_new if n_converged == 0 else tl.where(active[:, None], H_new, H)
-        converged = converged | (active & (change <= threshold * tl.dot(H_new, ones)))
+        converged = converged | (active & (change <= threshold * (H_new @ ones)))
         Y = problem.forward(H)
         if callback is not None and callback(n_iter, H, problem.objective(H, Y)):
             break
-        n_converged = int(tl.sum(converged))
+        n_converged = int(converged.sum())
         if n_converged == tl.shape(H)[0]:
             break
         if callback is None and 2 * n_converged >= tl.shape(H)[0] and (
