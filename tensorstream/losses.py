@@ -32,6 +32,7 @@ for hot loops that called :meth:`Divergence.prepare_data` once beforehand.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -857,6 +858,20 @@ def get_loss(loss: str | float | Divergence, **params: Any) -> Divergence:
             f"got {loss!r}"
         )
     name = _ALIASES[loss.strip().lower()]
+    try:  # the objects are immutable: one per name and parameters (a learner asks every step)
+        # the types are in the key: True == 1, but beta=True must still be refused
+        return _cached_loss(name, tuple((key, type(value), value)
+                                        for key, value in sorted(params.items())))
+    except TypeError:  # unhashable parameters (a Mahalanobis matrix): build it each time
+        return _build_loss(name, params)
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_loss(name: str, items: tuple) -> Divergence:
+    return _build_loss(name, {key: value for key, _, value in items})
+
+
+def _build_loss(name: str, params: dict) -> Divergence:
     required, optional = _PARAMETERS[name]
     missing = [p for p in required if p not in params]
     unknown = [p for p in params if p not in required + optional]

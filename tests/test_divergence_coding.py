@@ -441,3 +441,28 @@ def test_bad_input_is_rejected(backend):
 def test_bad_step_options_are_rejected(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+@pytest.mark.parametrize("ridge", [0.0, 0.3])
+def test_mu_dense_working_set_only_saves_work(backend, monkeypatch, ridge):
+    """Dense batches drop converged samples mid-solve too (both backends): codes, iteration
+    counts, flags, objectives and the kept models are those of the loop that keeps them all."""
+    import tensorstream.coders.divergence as divergence
+
+    V, W = kl_problem(seed=7, b=300, F=12, R=3)
+    options = dict(tol=1e-10, max_iter=300, ridge=ridge)
+    drops = []
+    drop = divergence._Batch.drop
+    monkeypatch.setattr(divergence._Batch, "drop",
+                        lambda self, *args: drops.append(1) or drop(self, *args))
+    monkeypatch.setattr(divergence, "_MIN_DROP", 8)
+    dropped, info = code_divergence_matrix(T(V), T(W), "kl", **options)
+    assert len(np.unique(info["iterations"])) > 10  # samples stop at many iterations
+    assert len(drops) >= 2
+    monkeypatch.setattr(divergence, "_MIN_DROP", 10**9)
+    kept, reference = code_divergence_matrix(T(V), T(W), "kl", **options)
+    np.testing.assert_allclose(N(dropped), N(kept), rtol=1e-12)
+    np.testing.assert_array_equal(info["iterations"], reference["iterations"])
+    np.testing.assert_array_equal(N(info["converged"]), N(reference["converged"]))
+    np.testing.assert_allclose(N(info["objective"]), N(reference["objective"]), rtol=1e-12)
+    np.testing.assert_allclose(N(info["model"]), N(dropped) @ W.T, rtol=1e-12)

@@ -259,12 +259,17 @@ def test_checkpoint_with_loss_params(tmp_path):
 
 # -- dict_step="mu": the multiplicative-update-preconditioned dictionary step (our extension)
 
+#: transform's coding step set to the training step's, so that ``_coded`` gives the codes the
+#: next ``partial_fit`` computes
+TRAINING_CODES = {"transform_tol": 1e-4, "transform_max_iter": 100}
+
 
 def test_mu_step_at_unit_step_is_one_kl_multiplicative_update():
     rng = np.random.default_rng(0)
     X = rng.poisson(3.0, (20, 8)).astype(float) + 0.5
     model = OnlineDivergenceNMF(3, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
-                                step_tau=0.0, dict_upper=1e9, random_state=0)
+                                step_tau=0.0, dict_upper=1e9, random_state=0,
+                                **TRAINING_CODES)
     model.partial_fit(X[:10])
     U = np.array(model.loadings_[0])
     H = np.asarray(model._coded(X[10:], None).codes)
@@ -277,7 +282,8 @@ def test_mu_step_on_tensors_is_the_cp_multiplicative_update():
     rng = np.random.default_rng(1)
     X = rng.poisson(2.0, (12, 5, 4)).astype(float) + 0.5
     model = OnlineDivergenceNMF(2, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
-                                step_tau=0.0, dict_upper=1e9, random_state=0)
+                                step_tau=0.0, dict_upper=1e9, random_state=0,
+                                **TRAINING_CODES)
     model.partial_fit(X[:6])
     A, B = (np.array(U) for U in model.loadings_)
     H = np.asarray(model._coded(X[6:], None).codes)
@@ -328,3 +334,83 @@ def test_kl_defaults_are_mu_with_a_batch_size_free_step():
 def test_bad_dict_step_is_refused():
     with pytest.raises(ValueError, match="dict_step must be one of 'auto', 'sgd', 'mu'"):
         OnlineDivergenceNMF(2, dict_step="newton").fit(np.ones((4, 3)))
+
+
+def test_row_projection_touches_only_the_rows_below_the_floor(backend):
+    """Only the rows whose clipped sum is below ``row_min`` go to the simplex; the result is
+    the whole-matrix formula's (every row projected, the small ones selected)."""
+    from tensorstream.core.backend import using
+    from tensorstream.core.constraints import project_simplex_columns
+
+    rng = np.random.default_rng(3)
+    U = rng.normal(0.2, 0.3, (50, 4))
+    U[[3, 17, 41]] = rng.normal(-0.5, 0.1, (3, 4))
+    U[20] = [2e-4, -1.0, 1e-4, 0.0]
+    clipped = np.clip(U, 0.0, 1.0)
+    small = clipped.sum(axis=1) < 1e-3
+    assert 0 < small.sum() < 10
+    with using("numpy"):
+        simplex = project_simplex_columns(U.T, total=1e-3).T
+    whole = np.where(small[:, None], simplex, clipped)
+    out = tl.to_numpy(project_rows_box_sum(tl.tensor(U), 1.0, 1e-3))
+    np.testing.assert_allclose(out, whole, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse", "ridge"])
+def test_step_reuses_the_coders_model_exactly(kind, backend):
+    """``encode`` hands its normalized codes and model to ``batch_sums``: the gradient, code
+    sums and losses equal those computed from scratch at the raw-scale codes."""
+    from tensorstream.coders.divergence import SparseKL
+    from tensorstream.core.backend import using
+    from tensorstream.core.dictionary import reconstruct
+    from tensorstream.steps.gradient import batch_gradient
+
+    if kind != "dense" and backend == "pytorch":
+        pytest.skip("the support-only sparse path is numpy only")
+    X, _ = planted(30, F=12, scale=2.0, seed=4)
+    X[X < 2] = 0.0
+    ridge = 0.5 if kind == "ridge" else 0.0
+    model = OnlineDivergenceNMF(3, ridge=ridge, random_state=0).partial_fit(tl.tensor(X))
+    batch = sp.csr_matrix(X) if kind != "dense" else tl.tensor(X)
+    algorithm, loadings, scale = model._algorithm(), model.loadings_, model.scale_
+    coded = algorithm.encode(batch, loadings, scale)
+    reused = algorithm.batch_sums(batch, coded, None, loadings, scale)
+    fresh = algorithm.batch_sums(batch, coded, None, loadings, scale)  # nothing kept now
+    for key in ("gradient", "code_sums"):
+        np.testing.assert_allclose(tl.to_numpy(reused[key]), tl.to_numpy(fresh[key]),
+                                   rtol=1e-10, atol=1e-12)
+    codes = tl.to_numpy(coded.codes)
+    if kind == "dense":
+        with using("numpy"):
+            expected = model.loss_.per_sample(X, reconstruct([tl.to_numpy(U) for U in loadings],
+                                                             codes))
+    else:  # the coder's objective at the normalized scale, times the scale, less the ridge
+        kl = SparseKL(sp.csr_matrix(X), tl.to_numpy(loadings[0]))
+        expected = kl.per_sample(codes, kl.model(codes))
+        gradient = batch_gradient(sp.csr_matrix(X / scale), codes / scale, loadings,
+                                  model.loss_)
+        np.testing.assert_allclose(reused["gradient"], gradient, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(tl.to_numpy(coded.losses), expected, rtol=1e-10)
+
+
+def test_transform_solves_to_transform_tol_not_code_tol():
+    """``transform`` and ``score`` solve the codes to ``transform_tol``: accurate even when the
+    training step's ``code_tol`` is loose, and ``transform_tol`` is what governs them."""
+    from tensorstream.coders.divergence import code_divergence_matrix
+
+    X, _ = planted(60, F=15, scale=5.0, seed=2)
+    model = OnlineDivergenceNMF(3, code_tol=1e-2, batch_size=20, max_iter=2,
+                                random_state=0).fit(X)
+    W = np.asarray(model.loadings_[0])
+    exact, _ = code_divergence_matrix(X[:20] / model.scale_, W, "kl", tol=1e-18, max_iter=20000)
+    exact = exact * model.scale_
+
+    def error(codes):
+        return float(np.max(np.abs(codes - exact).sum(axis=1) / exact.sum(axis=1)))
+
+    accurate = error(model.transform(X[:20]))
+    loose = error(model.set_params(transform_tol=1e-2).transform(X[:20]))
+    assert accurate < 0.02 < loose
+    assert accurate < error(model.transform(X[:20], init=model.transform(X[:20]))) + 1e-3
+    with pytest.raises(ValueError, match="transform_tol"):
+        model.set_params(transform_tol=-1.0).transform(X[:2])

@@ -239,3 +239,6 @@ def test_mu_codes_equal_whether_or_not_converged_samples_leave_the_working_set(m
     np.testing.assert_array_equal(info["iterations"], reference["iterations"])
     np.testing.assert_array_equal(info["converged"], reference["converged"])
     np.testing.assert_allclose(info["objective"], reference["objective"], rtol=1e-14)
+    # the models of the samples that left are kept: the whole batch's model, not rebuilt
+    np.testing.assert_allclose(info["model"], reference["model"], rtol=1e-14)
+    np.testing.assert_allclose(info["model"], SparseKL(X, W).model(dropped), rtol=1e-14)

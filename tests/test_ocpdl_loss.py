@@ -54,7 +54,8 @@ def test_equals_divergence_nmf_exactly():
     params = dict(loss="kl", batch_size=10, max_iter=2, code_max_iter=20, code_tol=1e-4,
                   random_state=3, **CP_STEPS)
     cp = OnlineCPDL(3, **params).fit(X)
-    nmf = OnlineDivergenceNMF(3, **params).fit(X)
+    # OnlineCPDL codes transform with code_tol; OnlineDivergenceNMF has transform_tol
+    nmf = OnlineDivergenceNMF(3, transform_tol=1e-4, transform_max_iter=20, **params).fit(X)
     for U, V in zip(cp.loadings_, nmf.loadings_):
         np.testing.assert_array_equal(U, V)
     np.testing.assert_array_equal(cp.transform(X[:5]), nmf.transform(X[:5]))

@@ -415,6 +415,19 @@ class _Problem:
     def forward(self, H):
         return self._forward(H)
 
+    @property
+    def model_rows(self):
+        """The sample of every row of the model (``(b,)``: one per sample)."""
+        return np.arange(tl.shape(self.V)[0])
+
+    def subset(self, keep, Y):
+        """The problem of the samples where ``keep`` (numpy bools) holds, and their model."""
+        problem = _Problem(self.V[keep], self._forward, self._adjoint, self.loss, self.lower,
+                           self.upper, self.ridge)
+        if self._kl_denominator is not None:
+            problem._kl_denominator = tuple(part[keep] for part in self._kl_denominator)
+        return problem, Y[keep]
+
     def select(self, mask, Y_new, Y):
         """The models of the samples where ``mask`` holds from ``Y_new``, the others from ``Y``."""
         return tl.where(_expand(mask, Y), Y_new, Y)
@@ -442,20 +455,25 @@ class _Problem:
         return g
 
     def mu_terms(self, H, Y):
-        """Numerator and denominator of the multiplicative update (:class:`MultiplicativeStep`)."""
+        """Numerator and denominator (floored) of the multiplicative update
+        (:class:`MultiplicativeStep`)."""
         beta = self.loss.beta
         Y = tl.clip(Y, self.loss.eps, None)
         if beta == 1.0:
             if self._kl_denominator is None:  # adjoint(1): the same at every iteration
-                self._kl_denominator = self._adjoint(tl.ones(tl.shape(self.V),
-                                                             **tl.context(self.V)))
-            numerator, denominator = self._adjoint(self.V / Y), self._kl_denominator
+                adjoint_ones = self._adjoint(tl.ones(tl.shape(self.V), **tl.context(self.V)))
+                self._kl_denominator = (adjoint_ones, tl.clip(adjoint_ones, _DENOMINATOR_FLOOR,
+                                                              None))
+            numerator = self._adjoint(self.V / Y)
+            if not self.ridge:
+                return numerator, self._kl_denominator[1]
+            denominator = self._kl_denominator[0]
         else:
             numerator = self._adjoint(self.V * Y ** (beta - 2))
             denominator = self._adjoint(Y ** (beta - 1))
         if self.ridge:
             denominator = denominator + self.ridge * H
-        return numerator, denominator
+        return numerator, tl.clip(denominator, _DENOMINATOR_FLOOR, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -607,6 +625,7 @@ def code_divergence(
     info : dict
         ``n_iter`` (int), ``iterations`` (numpy ``(b,)`` ints: iterations each sample ran),
         ``converged`` (bool tensor ``(b,)``), ``objective`` (tensor ``(b,)``, at ``H``),
+        ``model`` (``forward(H)``, so that a caller need not rebuild it),
         ``step`` (the resolved step rule, with ``lipschitz`` filled in for the constant step)
         and, for Armijo, ``step_sizes`` (last accepted step per sample, to warm-start a
         following batch through ``ArmijoStep(initial_step=...)``).
@@ -680,9 +699,12 @@ def _iterate(problem, rule, H, Y, f, g, max_iter, tol, callback):
             break
         if bool(tl.all(converged)):
             break
+    H_last = H
     H, f = rule._finish(state, H, f)
+    # a non-monotone rule returns its best iterate, whose model is not the last one
+    model = Y if H is H_last else problem.forward(H)
     info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
-            "objective": f, "step": rule}
+            "objective": f, "model": model, "step": rule}
     if isinstance(rule, ArmijoStep):
         info["step_sizes"] = state["step"]
     return H, info
@@ -692,10 +714,9 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     """The multiplicative-update loop: per-sample stop on the relative change of the codes.
 
     Rows never mix (every operation is per sample), so a sample's codes do not depend on its
-    batch neighbours; converged samples are frozen. Problems that can be restricted to some of
-    their samples (``subset``: the sparse KL path) drop the converged ones once they are half
-    of the working set (and at least ``_MIN_DROP``), so that the iterations of the slowest
-    samples cost less.
+    batch neighbours; converged samples are frozen. Without a callback (which sees the whole
+    batch every iteration) the converged samples leave the working set once they are half of
+    it (and at least ``_MIN_DROP``), so that the iterations of the slowest samples cost less.
     """
     b, R = tl.shape(H)
     gamma = rule.exponent(problem.loss.beta)
@@ -706,72 +727,93 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
     # row sums as products with ones: numpy's reduction along short rows is several times
     # slower than a matrix-vector product
     ones = tl.ones((R,), **tl.context(H))
-    iterations = np.zeros(b, dtype=np.int64)
-    batch = _Batch(problem, H) if callback is None and hasattr(problem, "subset") else None
-    n_iter = 0
+    # iterations per sample, counted on the backend (no host transfer per iteration; floats
+    # count exactly far beyond any max_iter)
+    counts = tl.zeros((b,), **tl.context(H))
+    batch = None  # the whole batch, once samples have left the working set
+    n_iter = n_converged = 0
     for n_iter in range(1, max_iter + 1):
         active = ~converged
-        if batch is None:
-            iterations += tl.to_numpy(active).astype(np.int64)
-        else:
-            iterations[batch.rows] += active
+        counts = counts + active
         numerator, denominator = problem.mu_terms(H, Y)
         if n_iter == 1 and tuple(tl.shape(numerator)) != (b, R):
             raise ValueError(f"adjoint(G) must return shape ({b}, {R}), "
                              f"got {tuple(tl.shape(numerator))}")
-        factor = numerator / tl.clip(denominator, _DENOMINATOR_FLOOR, None)
+        factor = numerator / denominator
         if gamma != 1.0:
             factor = factor ** gamma
         H_new = problem.project(H * factor)
-        # codes are nonnegative under MU (lower >= 0 is checked): |H_new| = H_new
-        change = tl.dot(tl.abs(H_new - H), ones)
-        H = tl.where(active[:, None], H_new, H)
-        converged = converged | (active & (change <= threshold * tl.dot(H_new, ones)))
+        # codes are nonnegative under MU (lower >= 0 is checked): |H_new| = H_new. The test
+        # is written with operators (numpy and torch both have them): a tensorly call costs
+        # about as much as this arithmetic on a working set of a hundred samples
+        change = abs(H_new - H) @ ones
+        # frozen samples keep their codes (none are frozen in the working set after a drop)
+        H = H_new if n_converged == 0 else tl.where(active[:, None], H_new, H)
+        converged = converged | (active & (change <= threshold * (H_new @ ones)))
         Y = problem.forward(H)
         if callback is not None and callback(n_iter, H, problem.objective(H, Y)):
             break
-        if bool(tl.all(converged)):
+        n_converged = int(converged.sum())
+        if n_converged == tl.shape(H)[0]:
             break
-        if batch is not None:
-            n_converged = int(tl.sum(converged))
-            if 2 * n_converged >= tl.shape(H)[0] and n_converged >= _MIN_DROP:
-                problem, H, Y, converged = batch.drop(problem, H, Y, converged)
+        if callback is None and 2 * n_converged >= tl.shape(H)[0] and (
+                n_converged >= _MIN_DROP):
+            if batch is None:
+                batch = _Batch(problem, H, Y, converged, counts)
+            problem, H, Y, converged, counts = batch.drop(problem, H, Y, converged, counts)
+            n_converged = 0
     if batch is not None:
-        problem, H, converged = batch.whole(H, converged)
-        Y = problem.forward(H)
-    info = {"n_iter": n_iter, "iterations": iterations, "converged": converged,
-            "objective": problem.objective(H, Y), "step": rule}
+        problem, H, Y, converged, counts = batch.whole(H, Y, converged, counts)
+    info = {"n_iter": n_iter, "iterations": tl.to_numpy(counts).astype(np.int64),
+            "converged": converged,
+            "objective": problem.objective(H, Y), "model": Y, "step": rule}
     return H, info
 
 
-#: dropping samples rebuilds the sparse problem (about 600 sample-iterations' work, measured):
-#: worth it for this many samples at least
+#: dropping samples rebuilds the problem (for a sparse one, about 600 sample-iterations' work,
+#: measured): worth it for this many samples at least
 _MIN_DROP = 128
 
 
 class _Batch:
-    """The whole batch behind a working set of its samples (numpy; see :func:`_iterate_mu`)."""
+    """The whole batch behind a working set of its samples (see :func:`_iterate_mu`).
 
-    def __init__(self, problem, H):
-        self.problem, self.codes = problem, np.array(H)
-        self.rows = np.arange(np.shape(H)[0])  # the working samples' positions in the batch
-        self.converged = np.zeros(np.shape(H)[0], dtype=bool)
+    The problem's model has one row per entry (``problem.model_rows`` names each entry's
+    sample: the sample itself for a dense batch, its nonzeros for a sparse one); the models of
+    the samples that leave are kept, so the whole batch's model is never recomputed. Rows are
+    picked and written with numpy index arrays, which numpy and torch tensors both take.
+    """
 
-    def drop(self, problem, H, Y, converged):
-        """Write the converged samples out; the working set's problem, codes, models, flags."""
-        done = np.asarray(converged)
-        self.codes[self.rows[done]] = H[done]
-        self.converged[self.rows[done]] = True
+    def __init__(self, problem, H, Y, converged, counts):
+        self.problem = problem
+        self.codes, self.model = tl.copy(H), tl.copy(Y)
+        self.converged, self.counts = tl.copy(converged), tl.copy(counts)
+        self.rows = np.arange(tl.shape(H)[0])  # the working samples' positions in the batch
+        self.entries = np.arange(tl.shape(Y)[0])  # the working model rows' positions
+
+    def drop(self, problem, H, Y, converged, counts):
+        """Write the converged samples out; the working set's problem, codes, models, flags
+        and iteration counts."""
+        done = tl.to_numpy(converged)
+        self._write(done, H, converged, counts)
+        done_entries = done[problem.model_rows]
+        self.model[self.entries[done_entries]] = Y[done_entries]
         keep = ~done
-        self.rows = self.rows[keep]
+        self.rows, self.entries = self.rows[keep], self.entries[~done_entries]
         problem, Y = problem.subset(keep, Y)
-        return problem, H[keep], Y, converged[keep]
+        return problem, H[keep], Y, converged[keep], counts[keep]
 
-    def whole(self, H, converged):
-        """The whole batch's problem, codes and flags with the working set written in."""
-        self.codes[self.rows] = H
-        self.converged[self.rows] = converged
-        return self.problem, self.codes, self.converged
+    def whole(self, H, Y, converged, counts):
+        """The whole batch's problem, codes, model, flags and counts, the working set's
+        written in."""
+        self._write(slice(None), H, converged, counts)
+        self.model[self.entries] = Y
+        return self.problem, self.codes, self.model, self.converged, self.counts
+
+    def _write(self, which, H, converged, counts):
+        rows = self.rows[which]
+        self.codes[rows], self.converged[rows] = H[which], converged[which]
+        self.counts[rows] = counts[which]
 
 
 def code_divergence_matrix(
@@ -890,8 +932,32 @@ class SparseKL:
         self.column_sums = np.sum(W, axis=0)  # 1^T W: the gradient of sum(y) in the codes
         self._support_atoms = None  # W[cols], gathered once when it fits in one block
         self._ratio = None
-        v = self.values
-        self._data_term = self._row_sums(xlogy(v, v) - v)
+        self._data_term = None  # sum(v log v - v) per sample: only the objective needs it
+
+    def subset(self, keep: Any) -> SparseKL:
+        """The algebra of the samples where ``keep`` (``(b,)`` bools) holds, in their order.
+
+        Sliced from this one's arrays (no sparse indexing, nothing recomputed): the solver
+        drops its converged samples this way several times per batch.
+        """
+        kept = np.flatnonzero(keep)
+        entries = keep[self.rows]
+        lengths = np.diff(self.V.indptr)[kept]
+        indptr = np.zeros(kept.size + 1, dtype=self.V.indptr.dtype)
+        np.cumsum(lengths, out=indptr[1:])
+        V = scipy.sparse.csr_matrix((self.values[entries], self.cols[entries], indptr),
+                                    shape=(kept.size, self.V.shape[1]))
+        V.has_sorted_indices = True  # a subset of a canonical matrix's rows is canonical
+        V.has_canonical_format = True
+        out = SparseKL.__new__(SparseKL)
+        out.V, out.W, out.eps, out.b = V, self.W, self.eps, int(kept.size)
+        out.rows = np.repeat(np.arange(out.b), lengths)
+        out.cols, out.values, out.column_sums = V.indices, V.data, self.column_sums
+        out._support_atoms = (None if self._support_atoms is None
+                              else self._support_atoms[entries])
+        out._ratio = None
+        out._data_term = None if self._data_term is None else self._data_term[kept]
+        return out
 
     def _row_sums(self, entries: Any) -> Any:
         return np.bincount(self.rows, weights=entries, minlength=self.b)
@@ -913,6 +979,9 @@ class SparseKL:
 
     def per_sample(self, H: Any, Y: Any) -> Any:
         """``d(v_j || (W h)_j)`` per sample (``(b,)``); ``Y`` is :meth:`model` of ``H``."""
+        if self._data_term is None:
+            v = self.values
+            self._data_term = self._row_sums(xlogy(v, v) - v)
         log_model = self._row_sums(xlogy(self.values, np.maximum(Y, self.eps)))
         return H @ self.column_sums + self._data_term - log_model
 
@@ -941,13 +1010,18 @@ class _SparseKLProblem(_Problem):
         super().__init__(kl.V, kl.model, None, get_loss("kl"), lower, upper, ridge)
         self.kl = kl
 
+    @property
+    def model_rows(self):
+        """The sample of every entry of the model (``(nnz,)``)."""
+        return self.kl.rows
+
     def select(self, mask, Y_new, Y):
         return np.where(mask[self.kl.rows], Y_new, Y)
 
     def subset(self, keep, Y):
         """The problem of the samples where ``keep`` holds, and their model ``Y``."""
-        kl = SparseKL(self.kl.V[np.flatnonzero(keep)], self.kl.W, eps=self.kl.eps)
-        return _SparseKLProblem(kl, self.lower, self.upper, self.ridge), Y[keep[self.kl.rows]]
+        problem = _SparseKLProblem(self.kl.subset(keep), self.lower, self.upper, self.ridge)
+        return problem, Y[keep[self.kl.rows]]
 
     def objective(self, H, Y):
         f = self.kl.per_sample(H, Y)
@@ -969,10 +1043,12 @@ class _SparseKLProblem(_Problem):
 
     def mu_terms(self, H, Y):
         numerator = np.asarray(self.kl.ratio(Y) @ self.kl.W)
-        denominator = self.kl.column_sums[None, :]
         if self.ridge:
-            denominator = denominator + self.ridge * H
-        return numerator, denominator
+            return numerator, np.maximum(self.kl.column_sums + self.ridge * H,
+                                         _DENOMINATOR_FLOOR)
+        if self._kl_denominator is None:  # 1^T W: the same at every iteration
+            self._kl_denominator = np.maximum(self.kl.column_sums, _DENOMINATOR_FLOOR)[None, :]
+        return numerator, self._kl_denominator
 
 
 def code_divergence_sparse(
@@ -1052,19 +1128,36 @@ def code_divergence_sparse(
     if V.nnz and V.data.min() < 0:
         raise ValueError("V must be nonnegative for the kl divergence")
     b, R = V.shape[0], W.shape[1]
-    gram = W.T @ W if gram is None else gram
     if init is not None and tuple(np.shape(init)) != (b, R):
         raise ValueError(f"init must have shape ({b}, {R}), got {tuple(np.shape(init))}")
+    # KL has no curvature bound: no rule it can take needs the Gram matrix
     rule = _resolve_step(step, loss, gram, float(ridge), lower)
-    kl = SparseKL(V, W, eps=loss.eps)
-    problem = _SparseKLProblem(kl, lower, upper, float(ridge))
+    return solve_sparse_kl(SparseKL(V, W, eps=loss.eps), rule, init=init, lower=lower,
+                           upper=upper, ridge=float(ridge), max_iter=max_iter, tol=float(tol),
+                           callback=callback)
+
+
+def solve_sparse_kl(kl: SparseKL, step: str | StepRule = "auto", *, init: Any = None,
+                    lower: float = CODE_LOWER, upper: float | None = CODE_UPPER,
+                    ridge: float = 0.0, max_iter: int = 200, tol: float = 1e-4,
+                    callback: Callable | None = None) -> tuple[Any, dict]:
+    """:func:`code_divergence_sparse` on a built :class:`SparseKL`, without the checks.
+
+    For callers that have validated the data, the dictionary and the options already (a
+    learner's step) and keep ``kl`` for the dictionary gradient. ``info["model"]`` is the
+    model on the support (``kl.model(H)``).
+    """
+    rule = _resolve_step(step, get_loss("kl"), None, ridge, lower)
+    b, R = kl.b, int(kl.W.shape[1])
+    problem = _SparseKLProblem(kl, lower, upper, ridge)
     if init is None:
-        total = float(np.sum(W))  # sum of forward(1): every atom at weight 1
-        scale = np.asarray(V.sum(axis=1)).ravel() / total if total > 0 else np.ones(b)
-        init = np.ones((b, R), dtype=W.dtype) * scale[:, None]
+        total = float(np.sum(kl.W))  # sum of forward(1): every atom at weight 1
+        scale = kl._row_sums(kl.values) / total if total > 0 else np.ones(b)
+        init = np.ones((b, R), dtype=kl.W.dtype) * scale[:, None]
     H = problem.project(np.asarray(init))
     Y = problem.forward(H)
     if isinstance(rule, MultiplicativeStep):
-        return _iterate_mu(problem, rule, H, Y, max_iter, float(tol), callback)
+        return _iterate_mu(problem, rule, H, Y, max_iter, tol, callback)
     return _iterate(problem, rule, H, Y, problem.objective(H, Y), problem.gradient(H, Y),
-                    max_iter, float(tol), callback)
+                    max_iter, tol, callback)
+

@@ -254,5 +254,6 @@ def project_rows_box_sum(U: Any, upper: float = 1.0, row_min: float = 1e-8) -> A
     small = tl.sum(clipped, axis=1) < row_min
     if not bool(tl.any(small)):
         return clipped
-    simplex = tl.transpose(project_simplex_columns(tl.transpose(U), total=row_min))
-    return tl.where(tl.reshape(small, (-1, 1)), simplex, clipped)
+    # only the small rows are projected (the sort is the costly part; they are often few)
+    simplex = tl.transpose(project_simplex_columns(tl.transpose(U[small]), total=row_min))
+    return tl.index_update(clipped, tl.index[small], simplex)

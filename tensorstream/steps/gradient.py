@@ -20,16 +20,20 @@ from ..core.validation import is_sparse
 from ..losses import Divergence
 
 
-def batch_gradient(X: Any, H: Any, loadings: list, loss: Divergence) -> Any:
+def batch_gradient(X: Any, H: Any, loadings: list, loss: Divergence, model: Any = None,
+                   kl: SparseKL | None = None) -> Any:
     """``sum_j G_j o h_j`` (shape ``(I_1, ..., I_n, R)``) of the divergence at codes ``H``.
 
     Sparse ``X`` (KL, one mode) is evaluated on its nonzeros only, without the dense ``G``.
+    ``model`` (the model at ``H``: ``reconstruct(loadings, H)``, or on the support for sparse
+    ``X``) and ``kl`` (the :class:`SparseKL` of ``X`` and ``loadings[0]``) skip rebuilding
+    what the coding step already has.
     """
     if is_sparse(X):
-        kl = SparseKL(X, loadings[0], eps=loss.eps)
-        return kl.dictionary_gradient(H, kl.model(H))
+        kl = SparseKL(X, loadings[0], eps=loss.eps) if kl is None else kl
+        return kl.dictionary_gradient(H, kl.model(H) if model is None else model)
     X = loss.prepare_data(X)
-    G = loss.gradient(X, reconstruct(loadings, H), check=False)
+    G = loss.gradient(X, reconstruct(loadings, H) if model is None else model, check=False)
     return outer_statistic(G, H)
 
 
