@@ -125,6 +125,12 @@ def check_divergence_rules(learner: Any) -> None:
                          f"{learner.code_upper!r}")
 
 
+def divergence_of(loss: str | float | Divergence, loss_params: Any) -> Divergence:
+    """The divergence a learner's ``loss`` and ``loss_params`` name (``loss_params`` may be the
+    JSON text older checkpoints stored)."""
+    return get_loss(loss, **(json_mapping(loss_params, "loss_params") or {}))
+
+
 class DivergenceCP(Algorithm):
     """The OL algorithm as a configuration of the engine (module docstring).
 
@@ -445,43 +451,14 @@ class OnlineDivergenceNMF(OnlineLearner):
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000, random_state=None,
                  backend: str | None = None, verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self.n_components = n_components
-        self.loss = loss
-        self.loss_params = loss_params
-        self.step_a = step_a
-        self.step_b = step_b
-        self.step_tau = step_tau
-        self.grad_reduction = grad_reduction
-        self.dict_step = dict_step
-        self.code_step = code_step
-        self.code_lower = code_lower
-        self.code_upper = code_upper
-        self.dict_upper = dict_upper
-        self.dict_row_min = dict_row_min
-        self.ridge = ridge
-        self.normalize = normalize
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.code_max_iter = code_max_iter
-        self.code_tol = code_tol
-        self.transform_tol = transform_tol
-        self.transform_max_iter = transform_max_iter
-        self.random_state = random_state
-        self.backend = backend
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
+        self._keep_parameters(locals())
 
     # -- configuration -------------------------------------------------------------------------
 
     @property
     def loss_(self) -> Divergence:
         """The divergence object (from ``loss`` and ``loss_params``)."""
-        params = self.loss_params
-        params = json_mapping(params, "loss_params")  # JSON text: older checkpoints
-        return get_loss(self.loss, **(params or {}))
+        return divergence_of(self.loss, self.loss_params)
 
     def _algorithm(self) -> DivergenceCP:
         return DivergenceCP(self._params(), self.loss_)

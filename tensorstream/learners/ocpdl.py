@@ -45,14 +45,18 @@ from ..core.validation import (
     Interval,
     Options,
     check_batch,
-    json_mapping,
 )
 from ..engine import Algorithm, Codes
 from ..losses import Divergence, get_loss
 from ..schedules import checked_weight, make_radius, make_weights
 from ..steps.surrogate import surrogate_bcd_step, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
-from .divergence_nmf import DIVERGENCE_CONSTRAINTS, DivergenceCP, check_divergence_rules
+from .divergence_nmf import (
+    DIVERGENCE_CONSTRAINTS,
+    DivergenceCP,
+    check_divergence_rules,
+    divergence_of,
+)
 
 SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
                 "radius_mode": "frobenius", "nonnegative": True, "column_bound": 1.0,
@@ -245,51 +249,14 @@ dict_row_min, normalize
                  dict_step: str = "auto", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self.n_components = n_components
-        self.loss = loss
-        self.loss_params = loss_params
-        self.alpha = alpha
-        self.ridge = ridge
-        self.weights = weights
-        self.search_radius = search_radius
-        self.radius_mode = radius_mode
-        self.nonnegative = nonnegative
-        self.column_bound = column_bound
-        self.missing = missing
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.dict_passes = dict_passes
-        self.dict_max_iter = dict_max_iter
-        self.dict_tol = dict_tol
-        self.code_max_iter = code_max_iter
-        self.code_tol = code_tol
-        self.step_a = step_a
-        self.step_b = step_b
-        self.step_tau = step_tau
-        self.grad_reduction = grad_reduction
-        self.dict_step = dict_step
-        self.code_step = code_step
-        self.code_lower = code_lower
-        self.code_upper = code_upper
-        self.dict_upper = dict_upper
-        self.dict_row_min = dict_row_min
-        self.normalize = normalize
-        self.random_state = random_state
-        self.backend = backend
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
+        self._keep_parameters(locals())
 
     # -- configuration -------------------------------------------------------------------------
 
     @property
     def loss_(self) -> Divergence:
         """The divergence object (from ``loss`` and ``loss_params``)."""
-        params = self.loss_params
-        params = json_mapping(params, "loss_params")  # JSON text: older checkpoints
-        return get_loss(self.loss, **(params or {}))
+        return divergence_of(self.loss, self.loss_params)
 
     def _algorithm(self) -> Algorithm:
         """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
