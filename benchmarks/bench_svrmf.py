@@ -290,7 +290,7 @@ def perf_check(setup: Setup, model: VarianceReducedMF, repeats: int = 3) -> list
         lam = setup.params["lam1"]
 
         def online():
-            learner = OnlineRobustPCA(setup.n_components, lambda1=lam, lambda2=lam,
+            learner = OnlineRobustPCA(setup.n_components, norm_alpha=lam, outlier_alpha=lam,
                                       batch_size=1024, code_max_iter=100, random_state=0)
             learner.partial_fit(X)
 
