@@ -132,11 +132,11 @@ def test_robust_beats_plain_online_nmf_on_faces_with_defaults():
 @pytest.mark.parametrize("setting", [(0.7, 0.1), (0.8, 0.2), (0.9, 0.3)])
 def test_robust_beats_plain_online_nmf_on_faces_in_the_papers_three_settings(setting):
     """Measured (input, OnlineNMF, RobustOnlineNMF; dB, 30 copies, K = 25): (0.7, 0.1) 19.30,
-    18.56, 19.36; (0.8, 0.2) 15.70, 17.26, 18.35; (0.9, 0.3) 13.50, 16.11, 17.08. At 25 x 25
-    pixels K = 25 reaches only 19.9 dB on the clean faces, so the margin over the noisy input
-    at (0.7, 0.1) is small."""
+    18.75, 19.36; (0.8, 0.2) 15.70, 17.34, 18.35; (0.9, 0.3) 13.50, 16.14, 17.08 (OnlineNMF with
+    its default weights t^-0.5; with 1/t it had 18.56, 17.26, 16.11). At 25 x 25 pixels K = 25
+    reaches only 19.9 dB on the clean faces, so the margins at (0.7, 0.1) are small."""
     noisy, plain, robust = _face_psnrs(setting, copies=30)
-    assert robust >= plain + 0.7
+    assert robust >= plain + 0.5
     assert robust >= noisy
 
 
