@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400, help="batches per reshaping")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--atoms", type=int, default=24)
-    parser.add_argument("--alpha", type=float, default=0.1, help="l1 penalty on the codes")
+    parser.add_argument("--alpha", type=float, default=0.05, help="l1 penalty on the codes")
     parser.add_argument("--out", default="example-output", help="output folder")
     args = parser.parse_args()
 

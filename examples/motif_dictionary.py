@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chain", choices=("pivot", "glauber"), default="pivot")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--n-steps", type=int, default=200)
-    parser.add_argument("--alpha", type=float, default=1.0, help="l1 penalty on the codes")
+    parser.add_argument("--alpha", type=float, default=0.5, help="l1 penalty on the codes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="motifs.png", help="figure path")
     args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ def da():
 
 
 def test_fit_equals_the_learner(da):
-    params = dict(alpha=0.1, batch_size=8, max_iter=2, random_state=0)
+    params = dict(alpha=0.05, batch_size=8, max_iter=2, random_state=0)
     by_accessor = da.tensorstream.fit(2, sample_dim="time", modes=MODES, **params)
     direct = OnlineCPDL(2, **params).fit(da, sample_dim="time", modes=MODES)
     assert isinstance(by_accessor, OnlineCPDL)

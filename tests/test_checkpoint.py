@@ -55,7 +55,7 @@ def _feed(model, batches, labelled):
 @pytest.mark.parametrize("labelled", [False, True], ids=["plain", "labelled"])
 def test_resume_equals_uninterrupted_run(backend, labelled, tmp_path):
     batches = _batches(labelled, backend)
-    params = dict(alpha=0.1, weights=0.7, search_radius=1.0, random_state=0, backend=backend)
+    params = dict(alpha=0.05, weights=0.7, search_radius=1.0, random_state=0, backend=backend)
     straight = _feed(OnlineCPDL(3, **params), batches, labelled)
     interrupted = _feed(OnlineCPDL(3, **params), batches[:5], labelled)
     path = interrupted.save(tmp_path / "run.npz")
@@ -331,3 +331,24 @@ def test_checkpoints_with_the_old_parameter_names_still_load(tmp_path):
     assert loaded.get_params()["variant"] == "paper" and loaded.init == "random"
     assert loaded.code_tol == 1e-5
     np.testing.assert_array_equal(loaded.loadings_[0], model.loadings_[0])
+
+
+def test_old_ocpdl_checkpoints_load_with_alpha_halved(tmp_path):
+    """A checkpoint from before alpha's 1/2 convention (no mark, alpha=2a) loads as alpha=a
+    and resumes exactly as an uninterrupted run; a current one keeps its alpha."""
+    batches = _batches(False, "numpy")
+    params = dict(alpha=0.05, ridge=0.01, random_state=0)
+    straight = _feed(OnlineCPDL(3, **params), batches, False)
+    path = _feed(OnlineCPDL(3, **params), batches[:5], False).save(tmp_path / "new.npz")
+    assert load(path).alpha == 0.05
+
+    def before_the_convention(meta):
+        del meta["penalty_convention"]
+        meta["params"]["alpha"] = 0.1
+
+    resumed = load(_rewritten(path, tmp_path, meta_change=before_the_convention))
+    assert resumed.alpha == 0.05
+    _feed(resumed, batches[5:], False)
+    for a, b in zip(straight.loadings_, resumed.loadings_):
+        np.testing.assert_array_equal(a, b)
+    assert straight.statistics_["c"] == resumed.statistics_["c"]

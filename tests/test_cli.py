@@ -95,9 +95,9 @@ def test_cli_matches_the_python_api_batch_for_batch(climate_file, tmp_path):
     """The command is OnlineCPDL.partial_fit over cli.shuffled_batches, nothing else."""
     path, da = climate_file
     out = tmp_path / "f.nc"
-    assert main(["fit", str(path), *FIT, "--steps", "9", "--alpha", "0.1", "--out",
+    assert main(["fit", str(path), *FIT, "--steps", "9", "--alpha", "0.05", "--out",
                  str(out)]) == 0
-    model = OnlineCPDL(3, alpha=0.1, batch_size=16, random_state=0)
+    model = OnlineCPDL(3, alpha=0.05, batch_size=16, random_state=0)
     for k, rows in enumerate(cli.shuffled_batches(96, 16, seed=0, stop=9)):
         labels = {"sample_dim": "time", "modes": [("lat", "lon"), "variable"]} if k == 0 else {}
         model.partial_fit(da.isel(time=rows), **labels)

@@ -99,7 +99,7 @@ def test_switching_to_masks_mid_stream_keeps_the_statistics_exact():
 def test_masked_surrogate_invariants(column_bound):
     """B3 (forward monotonicity) and B5 (recursion at the old point) with missing data."""
     batches, masks = _masked_stream(n_batches=25)
-    model = OnlineCPDL(3, random_state=0, alpha=0.1, column_bound=column_bound)
+    model = OnlineCPDL(3, random_state=0, alpha=0.05, column_bound=column_bound)
     model.partial_fit(batches[0], mask=masks[0])
     previous = model.surrogate_value()
     for X, M in zip(batches[1:], masks[1:]):

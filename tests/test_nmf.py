@@ -44,8 +44,9 @@ def test_online_nmf_is_online_cpdl_with_one_mode_iterate_by_iterate(l1_ratio):
     init = [np.random.default_rng(1).random((F, 3))]
     ours = OnlineNMF(3, alpha_W=alpha_W, alpha_H=0.0, l1_ratio=l1_ratio, init=init,
                      column_bound=1.0, coder="hals", code_tol=1e-5, code_max_iter=300)
-    # scikit-learn's per-sample 1/2 ||x - Wh||^2 + alpha_W F (l1 |h| + (1 - l1)/2 |h|^2), doubled
-    engine = OnlineCPDL(3, alpha=2 * alpha_W * F * l1_ratio, ridge=alpha_W * F * (1 - l1_ratio),
+    # scikit-learn's per-sample 1/2 ||x - Wh||^2 + alpha_W F (l1 |h| + (1 - l1)/2 |h|^2): the
+    # convention of OnlineCPDL's alpha and ridge too
+    engine = OnlineCPDL(3, alpha=alpha_W * F * l1_ratio, ridge=alpha_W * F * (1 - l1_ratio),
                         init=init, weights=0.5)  # OnlineNMF's default schedule (t^-0.5)
     for start in range(0, len(X), 10):
         ours.partial_fit(X[start:start + 10])

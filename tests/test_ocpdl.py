@@ -18,7 +18,7 @@ SCHEDULES = [
     dict(),
     dict(weights=0.75, search_radius=0.1),
     dict(weights=0.8, search_radius=0.1, radius_mode="column"),
-    dict(weights=Forgetting(0.2), alpha=0.5),
+    dict(weights=Forgetting(0.2), alpha=0.25),
 ]
 
 
@@ -82,7 +82,7 @@ def test_radius_binds_with_small_constant():
 def test_surrogate_majorises_the_empirical_objective():
     # spec item(s): spec 004 B4
     batches = nonnegative_tensor_stream(30, 5)
-    model = OnlineCPDL(4, random_state=1, alpha=0.2, code_tol=1e-12, code_max_iter=5000)
+    model = OnlineCPDL(4, random_state=1, alpha=0.1, code_tol=1e-12, code_max_iter=5000)
     for T, X in enumerate(batches, 1):
         model.partial_fit(X)
         if T % 10:
@@ -259,10 +259,10 @@ def test_fit_consumes_a_stream_and_n_steps_limits_it():
 def test_estimator_contract_with_scikit_learn_clone():
     from sklearn.base import clone
 
-    model = OnlineCPDL(3, alpha=0.1, weights=0.8, random_state=0)
+    model = OnlineCPDL(3, alpha=0.05, weights=0.8, random_state=0)
     twin = clone(model)
     assert twin.get_params() == model.get_params()
-    assert "alpha=0.1" in repr(model)
+    assert "alpha=0.05" in repr(model)
     with pytest.raises(ValueError, match="invalid parameter"):
         model.set_params(bogus=1)
     assert copy.deepcopy(model).get_params()["weights"] == 0.8
@@ -293,3 +293,47 @@ def test_default_weights_learn_a_planted_tensor_in_one_pass():
     default, balanced = error(), error(weights="balanced")
     assert default <= 1.5 * floor
     assert default <= 0.6 * balanced
+
+
+# -- alpha in the 1/2 convention of every learner (issue #13) ------------------------------------
+
+# OnlineCPDL(2, alpha=0.6, ridge=0.01, batch_size=10, max_iter=2, random_state=0) fitted on
+# default_rng(3).random((30, 4, 3)) before alpha moved to the 1/2 convention (alpha = 2 * 0.3)
+_OLD_ALPHA_06_LOADINGS = [
+    [[0.5406546594486692, 0.46426967606506775], [0.41257523093475407, 0.6167486669898921],
+     [0.5600306884230015, 0.32447574117451944], [0.4731171589152489, 0.5466170899650636]],
+    [[0.6288520879069611, 0.6978461941421491], [0.5933818957578175, 0.344023107526599],
+     [0.5024370381668872, 0.6282187443948644]]]
+_OLD_ALPHA_06_CODES = [[0.3911116009900532, 0.6469679841015178],
+                       [0.2248535474254486, 1.3798264997936318],
+                       [0.022888206160367408, 1.6360511099244488]]
+_OLD_ALPHA_06_C, _OLD_ALPHA_06_SCORE = 4.873169058628433, -1.7327312430457975
+
+
+@pytest.mark.parametrize("alpha, same", [(0.3, True), (0.6, False)])
+def test_alpha_is_half_of_the_papers_lambda(backend, alpha, same):
+    """alpha=a now is the paper-convention alpha=2a of before, to 1e-12 (and a is not)."""
+    X = np.random.default_rng(3).random((30, 4, 3))
+    model = OnlineCPDL(2, alpha=alpha, ridge=0.01, batch_size=10, max_iter=2, random_state=0,
+                       backend=backend).fit(X)
+    got = [*map(tl.to_numpy, model.loadings_), tl.to_numpy(model.transform(X[:3]))]
+    expected = [*map(np.array, _OLD_ALPHA_06_LOADINGS), np.array(_OLD_ALPHA_06_CODES)]
+    close = all(np.allclose(g, e, rtol=1e-12, atol=1e-12) for g, e in zip(got, expected))
+    close = close and np.isclose(model.statistics_["c"], _OLD_ALPHA_06_C, rtol=1e-12)
+    close = close and np.isclose(model.score(X), _OLD_ALPHA_06_SCORE, rtol=1e-12)
+    assert close == same
+
+
+def test_alpha_means_what_it_means_in_scikit_learn():
+    """The codes minimise 1/2 ||x - W h||^2 + alpha ||h||_1 (h >= 0), scikit-learn's lasso."""
+    from sklearn.decomposition import sparse_encode
+
+    X = np.random.default_rng(4).random((12, 5, 4))
+    model = OnlineCPDL(3, alpha=0.4, batch_size=6, max_iter=1, random_state=0,
+                       code_tol=1e-12).fit(X)
+    atoms = np.stack([np.outer(U_r, V_r).ravel()
+                      for U_r, V_r in zip(*(U.T for U in model.loadings_))])
+    expected = sparse_encode(X.reshape(len(X), -1), atoms, algorithm="lasso_cd", alpha=0.4,
+                             positive=True, max_iter=100000)
+    assert np.abs(expected).sum() > 0 and (expected == 0).any()  # the l1 term is active
+    np.testing.assert_allclose(model.transform(X), expected, atol=1e-6)

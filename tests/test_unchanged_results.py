@@ -46,7 +46,7 @@ def _cpdl(backend):
     from tensorstream import OnlineCPDL
 
     X = _as_backend(_data((60, 5, 4, 3)), backend)
-    model = OnlineCPDL(3, batch_size=10, max_iter=2, alpha=0.1, ridge=0.01, random_state=0)
+    model = OnlineCPDL(3, batch_size=10, max_iter=2, alpha=0.05, ridge=0.01, random_state=0)
     model.fit(X)
     return {"loadings": model.loadings_, "codes": model.transform(X[:4])}
 

@@ -105,7 +105,7 @@ def run_convergence(out_dir: str | Path | None = "demo-output", n_steps: int = 2
     """
     rng = np.random.default_rng(random_state)
     held_out = sample_stream(200, rng)
-    model = OnlineCPDL(RANK, alpha=0.01, random_state=random_state)
+    model = OnlineCPDL(RANK, alpha=0.005, random_state=random_state)
     planted = planted_patterns()
     print(f"1. Convergence check: {n_steps} mini-batches of {batch_size} noisy {SIZE}x{SIZE} "
           f"images, rank {RANK}")
@@ -247,7 +247,7 @@ def psnr(reference: np.ndarray, approximation: np.ndarray, peak: float = 1.0) ->
 
 
 def run_image_reshapings(out_dir: str | Path | None = "demo-output", n_steps: int = 80,
-                         n_components: int = 16, batch_size: int = 64, alpha: float = 0.1,
+                         n_components: int = 16, batch_size: int = 64, alpha: float = 0.05,
                          image: np.ndarray | None = None, random_state: int = 0) -> dict:
     """Part 2: CP dictionaries of image patches in the paper's three reshapings.
 
@@ -264,8 +264,8 @@ def run_image_reshapings(out_dir: str | Path | None = "demo-output", n_steps: in
     n_components : int, default 16
         Atoms per dictionary (the paper: 24).
     batch_size : int, default 64
-    alpha : float, default 0.1
-        l1 penalty on the codes.
+    alpha : float, default 0.05
+        l1 penalty on the codes (``OnlineCPDL``'s ``alpha``).
     image : array (H, W, 3), optional
         Default: :func:`load_image`.
     random_state : int

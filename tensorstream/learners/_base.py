@@ -153,6 +153,10 @@ THREADED_METHODS = ("fit", "partial_fit", "transform", "fit_transform", "inverse
 #: parameters renamed in every learner (old name: new name), for checkpoints
 RENAMED_EVERYWHERE = {"blas_threads": "n_threads"}
 
+#: the metadata mark of checkpoints whose penalties weigh against half the squared error (every
+#: learner's convention); files without it get a learner's ``_rescaled_parameters`` applied
+PENALTY_CONVENTION = {"penalty_convention": "half-squared-error"}
+
 
 def _threads_limited(method: Any) -> Any:
     """``method`` run inside the learner's thread limit (``n_threads``, checked first)."""
@@ -646,7 +650,7 @@ class OnlineLearner(OnlineEstimator):
                 "backend": self.backend_, "dtype": str(self._context["dtype"]),
                 "device": str(self._context.get("device", "cpu")),
                 "rng": self._rng.bit_generator.state, "n_loadings": len(state.loadings),
-                "health": encode_health(state.health)}
+                "health": encode_health(state.health), **PENALTY_CONVENTION}
         arrays = {f"loading_{k}": to_numpy(U) for k, U in enumerate(state.loadings)}
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
@@ -661,6 +665,9 @@ class OnlineLearner(OnlineEstimator):
     #: that checkpoints written with the old names still load
     _renamed_parameters: dict = {}
     _renamed_values: dict = {}
+    #: parameters whose scale changed (name: factor from an old value to today's), applied to
+    #: checkpoints written before ``PENALTY_CONVENTION`` (e.g. ``OnlineCPDL``'s ``alpha``)
+    _rescaled_parameters: dict = {}
 
     @classmethod
     def _renamed(cls, params: dict) -> dict:
@@ -670,10 +677,22 @@ class OnlineLearner(OnlineEstimator):
                 for k, v in renamed.items()}
 
     @classmethod
+    def _rescaled(cls, params: dict, meta: dict) -> dict:
+        """``params`` in today's convention: an older file's values times the factors of
+        ``_rescaled_parameters`` (a non-number is left for the constructor to refuse)."""
+        key, value = next(iter(PENALTY_CONVENTION.items()))
+        if meta.get(key) == value:
+            return params
+        return {k: v * cls._rescaled_parameters[k]
+                if k in cls._rescaled_parameters and isinstance(v, (int, float))
+                and not isinstance(v, bool) else v for k, v in params.items()}
+
+    @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
                          path: Any) -> OnlineLearner:
         try:
-            params = cls._renamed({k: decode_param(v) for k, v in meta["params"].items()})
+            params = cls._rescaled(
+                cls._renamed({k: decode_param(v) for k, v in meta["params"].items()}), meta)
             learner = cls(**{**params, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])

@@ -8,14 +8,16 @@ The bounded-memory form of the algorithm (Algorithm 2, Appendix C). Per mini-bat
 
        A_t = (1 - w_t) A_{t-1} + w_t H_t^T H_t / b            (R x R)
        B_t = (1 - w_t) B_{t-1} + w_t sum_j X_j o H_t[j] / b   (I_1 x ... x I_n x R)
-       c_t = (1 - w_t) c_{t-1} + w_t mean_j(||X_j||^2 + alpha ||h_j||_1 + ridge ||h_j||^2)
+       c_t = (1 - w_t) c_{t-1} + w_t mean_j(||X_j||^2 + 2 alpha ||h_j||_1 + ridge ||h_j||^2)
 
 3. one block-coordinate pass over the loadings on the surrogate ``tr(A G) - 2 <B, W> + c``,
    each loading moving at most ``rho_t`` (the search radius) (:mod:`tensorstream.steps.surrogate`).
 
 Losses are per-sample means, so batches of different sizes weigh correctly and the surrogate is
-on the same scale as :meth:`OnlineCPDL.score`. Memory is ``O(R prod(I_k))`` whatever the number
-of samples seen.
+on the same scale as :meth:`OnlineCPDL.score`. They are written as the paper writes them, without
+the 1/2: twice ``1/2 ||x - W h||^2 + alpha ||h||_1 + ridge/2 ||h||^2``, the objective that the
+user's ``alpha`` and ``ridge`` weigh against (the convention of every learner). Memory is
+``O(R prod(I_k))`` whatever the number of samples seen.
 
 The learner is a thin shell: :class:`SurrogateCP` is the algorithm above as a configuration of
 the engine (:func:`tensorstream.engine.online_step` runs it). A ``loss`` other than the squared
@@ -128,9 +130,12 @@ class OnlineCPDL(OnlineLearner):
         Keyword arguments of ``get_loss`` (``threshold`` for Huber, ``beta``, ...); divergence
         losses only.
     alpha : float, default 0.0
-        l1 penalty on the codes, in the convention ``||x - W h||^2 + alpha ||h||_1`` (the
-        paper's eq. (9); the paper's image/video values are scikit-learn alphas, ``alpha =
-        2 * prod(I) * sklearn_alpha``).
+        l1 penalty on the codes, weighed against half the squared error, as in scikit-learn
+        and every other learner: each code minimises ``1/2 ||x - W h||^2 + alpha ||h||_1 +
+        ridge/2 ||h||^2`` (the paper's eq. (9) has no 1/2: its ``lambda`` is ``2 * alpha``;
+        the paper's image/video values are scikit-learn alphas, ``alpha = prod(I) *
+        sklearn_alpha``). Checkpoints written before this convention hold the doubled value
+        and load halved.
     ridge : float, default 0.0
         Squared l2 penalty on the codes; > 0 makes codes unique (the theory's assumption A4).
     weights : "balanced", float or callable, default 0.5
@@ -258,6 +263,9 @@ dict_row_min, normalize
         """The divergence object (from ``loss`` and ``loss_params``)."""
         return divergence_of(self.loss, self.loss_params)
 
+    #: ``alpha`` was weighed against the whole squared error (no 1/2) before
+    _rescaled_parameters = {"alpha": 0.5}
+
     def _algorithm(self) -> Algorithm:
         """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
         params = self._params()
@@ -362,8 +370,13 @@ class SurrogateCP(Algorithm):
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
         """Exact lasso codes (block principal pivoting); with a ``mask`` (``X`` is zero where it
-        is 0), each sample has its own Gram ``W^T diag(m_j) W``."""
-        alpha, ridge = self.params.alpha, self.params.ridge
+        is 0), each sample has its own Gram ``W^T diag(m_j) W``.
+
+        The coder, the losses and the statistic ``c`` are written without the 1/2 on the
+        squared error (:mod:`tensorstream.coders.lasso`), so the user's ``alpha`` (against
+        ``1/2 ||x - W h||^2``) enters them doubled; ``ridge`` means the same in both.
+        """
+        alpha, ridge = 2 * self.params.alpha, self.params.ridge
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = projections(X, loadings)
         H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,

@@ -231,8 +231,8 @@ class RobustOnlineNMF(OnlineLearner):
         Elastic-net penalty ``dict_l1 ||W||_1 + dict_l2/2 ||W||_F^2`` on the dictionary.
     alpha, ridge : float, default 0.0
         Lasso ``alpha sum(h)`` and Tikhonov ``ridge/2 ||h||^2`` (the paper's ``nu1``) penalties
-        on ``h``, in the paper's convention (a ``1/2`` on the squared loss; ``OnlineCPDL``'s
-        ``alpha`` has none, so ``alpha=a`` here is ``alpha=2a`` there).
+        on ``h``, in the paper's convention (a ``1/2`` on the squared loss, that of every
+        learner: ``alpha=a`` here is ``alpha=a`` of ``OnlineCPDL``).
     group_alpha, group_size : float, int, default 0.0, 1
         Group lasso on consecutive groups of ``group_size`` codes (with ``alpha``: the
         sparse group lasso).
