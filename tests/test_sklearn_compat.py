@@ -15,31 +15,12 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
+from state_helpers import LEARNERS as NAMES
+from state_helpers import make
 
-from tensorstream import (
-    NotFittedError,
-    OnlineCPDL,
-    OnlineDivergenceNMF,
-    OnlineMaxNormMD,
-    OnlineNMF,
-    OnlineRobustPCA,
-    RobustNMF,
-    RobustOnlineNMF,
-    RobustPCA,
-    VarianceReducedMF,
-)
+from tensorstream import NotFittedError, OnlineNMF
 
-LEARNERS = [
-    OnlineCPDL(2, batch_size=10, max_iter=1, random_state=0),
-    OnlineNMF(2, batch_size=10, max_iter=1, random_state=0),
-    RobustOnlineNMF(2, batch_size=10, max_iter=1, random_state=0),
-    OnlineMaxNormMD(2, batch_size=10, max_iter=1, random_state=0),
-    OnlineRobustPCA(2, batch_size=10, max_iter=1, random_state=0),
-    OnlineDivergenceNMF(2, batch_size=10, max_iter=1, random_state=0),
-    VarianceReducedMF(2, n_epochs=1, random_state=0),
-    RobustNMF(2, max_iter=5, random_state=0),
-    RobustPCA(2),
-]
+LEARNERS = [make(name) for name in NAMES]  # every registered learner, small
 
 
 @parametrize_with_checks(LEARNERS)

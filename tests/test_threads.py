@@ -8,50 +8,25 @@ import threading
 import numpy as np
 import pytest
 from sklearn.base import clone
+from state_helpers import LEARNERS, make
 from threadpoolctl import threadpool_info
 
 import tensorstream.learners._base as base
-from tensorstream import (
-    OnlineCPDL,
-    OnlineDivergenceNMF,
-    OnlineMaxNormMD,
-    OnlineNMF,
-    OnlineRobustPCA,
-    RobustNMF,
-    RobustOnlineNMF,
-    RobustPCA,
-    VarianceReducedMF,
-    load,
-)
+from tensorstream import OnlineNMF, RobustNMF, load
 from tensorstream.core.backend import limit_threads
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-
-LEARNERS = {
-    "cpdl": lambda **kw: OnlineCPDL(2, batch_size=10, max_iter=1, random_state=0, **kw),
-    "nmf": lambda **kw: OnlineNMF(2, batch_size=10, max_iter=1, random_state=0, **kw),
-    "robust-nmf": lambda **kw: RobustOnlineNMF(2, batch_size=10, max_iter=1, random_state=0,
-                                               **kw),
-    "maxnorm": lambda **kw: OnlineMaxNormMD(2, batch_size=10, max_iter=1, random_state=0, **kw),
-    "online-rpca": lambda **kw: OnlineRobustPCA(2, batch_size=10, max_iter=1, random_state=0,
-                                                **kw),
-    "divergence": lambda **kw: OnlineDivergenceNMF(2, batch_size=10, max_iter=1, random_state=0,
-                                                   **kw),
-    "vr-mf": lambda **kw: VarianceReducedMF(2, n_epochs=1, random_state=0, **kw),
-    "batch-nmf": lambda **kw: RobustNMF(2, max_iter=5, random_state=0, **kw),
-    "rpca": lambda **kw: RobustPCA(2, **kw),
-}
 
 
 def _pools():
     return [pool["num_threads"] for pool in threadpool_info()]
 
 
-@pytest.mark.parametrize("name", sorted(LEARNERS))
+@pytest.mark.parametrize("name", LEARNERS)
 def test_every_learner_has_n_threads_and_every_method_runs_inside_its_limit(name, monkeypatch):
-    model = LEARNERS[name]()
+    model = make(name)
     assert model.get_params()["n_threads"] == 1
-    assert clone(LEARNERS[name](n_threads=None)).n_threads is None
+    assert clone(make(name, n_threads=None)).n_threads is None
     seen = []
     real = base.limit_threads
 
@@ -73,9 +48,9 @@ def test_every_learner_has_n_threads_and_every_method_runs_inside_its_limit(name
         assert seen and set(seen) == {2}, method
 
 
-@pytest.mark.parametrize("name", sorted(LEARNERS))
+@pytest.mark.parametrize("name", LEARNERS)
 def test_bad_n_threads_is_refused_before_anything_changes(name):
-    model = LEARNERS[name](n_threads=0)
+    model = make(name, n_threads=0)
     before = _pools()
     with pytest.raises(ValueError, match="n_threads"):
         model.fit(np.random.default_rng(0).random((30, 8)))
