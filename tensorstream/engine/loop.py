@@ -421,12 +421,13 @@ def _rank_one(sample: Any, nonnegative: bool, n_iter: int = 5) -> list:
     higher-order power iterations, started from the fibers' norms (nonnegative, so a
     nonnegative sample keeps a nonnegative approximation)."""
     n = tl.ndim(sample)
-    vectors = [_unit(tl.sqrt(tl.sum(tl.unfold(sample, k) ** 2, axis=1))) for k in range(n)]
-    for _ in range(n_iter if n > 1 else 0):
-        for k in range(n):
-            vectors[k] = _unit(tl.tenalg.multi_mode_dot(sample, vectors, skip=k))
-    if n == 1:
+    if n == 1:  # a vector is its own rank-one approximation
         vectors = [_unit(sample)]
+    else:
+        vectors = [_unit(tl.sqrt(tl.sum(tl.unfold(sample, k) ** 2, axis=1))) for k in range(n)]
+        for _ in range(n_iter):
+            for k in range(n):
+                vectors[k] = _unit(tl.tenalg.multi_mode_dot(sample, vectors, skip=k))
     if nonnegative:
         vectors = [_unit(tl.clip(v, 0, None)) if float(tl.max(v)) > 0 else _unit(tl.abs(v))
                    for v in vectors]
