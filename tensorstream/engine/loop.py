@@ -49,9 +49,11 @@ class Algorithm:
     def data_scale(self, X: Any, state: OnlineState) -> float:
         """The scale step ``t = state.n_steps + 1`` codes at: the first batch's (the ratio of
         its :meth:`scale_sums`, or :meth:`declared_scale`), kept for every later step."""
-        if state.n_steps > 0:
-            return state.scale
-        sums = self.scale_sums(X)
+        return state.scale if state.n_steps > 0 else self.first_scale(self.scale_sums(X))
+
+    def first_scale(self, sums: tuple[float, float] | None) -> float:
+        """The data scale of a first batch whose :meth:`scale_sums` (added up over its shards,
+        on a cluster) are ``sums``."""
         return self.declared_scale() if sums is None else usable_scale(sums[0] / sums[1])
 
     def scale_sums(self, X: Any) -> tuple[float, float] | None:
