@@ -345,6 +345,22 @@ def test_info_on_a_bad_file_is_one_line(tmp_path, capsys):
     assert "no such file or folder" in capsys.readouterr().err
 
 
+def test_info_needs_exactly_one_of_a_file_and_a_scheduler(tmp_path, capsys):
+    assert main(["info"]) == 1
+    assert "give a FILE or --scheduler ADDRESS" in capsys.readouterr().err
+    assert main(["info", str(tmp_path / "f.nc"), "--scheduler", "tcp://127.0.0.1:1"]) == 1
+    assert "give a FILE or --scheduler ADDRESS" in capsys.readouterr().err
+
+
+def test_an_invalid_model_option_is_the_command_lines_error(climate_file, tmp_path, capsys):
+    path, _ = climate_file
+    assert main(["fit", str(path), *FIT, "--alpha", "-1", "--out",
+                 str(tmp_path / "f.nc")]) == 1
+    error = capsys.readouterr().err
+    assert "invalid model option" in error and "alpha" in error
+    assert not (tmp_path / "f.nc").exists()
+
+
 # -- demo --------------------------------------------------------------------------------------
 
 

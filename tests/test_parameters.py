@@ -74,3 +74,13 @@ def test_the_code_box_must_not_be_empty():
 
     with pytest.raises(ValueError, match="code_lower must be < code_upper"):
         OnlineDivergenceNMF(2, code_lower=1.0, code_upper=0.5).fit(np.ones((4, 3)))
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", "3"])
+def test_mapping_text_that_is_not_a_json_object_is_refused_naming_the_parameter(text):
+    from tensorstream.core.validation import json_mapping
+
+    assert json_mapping('{"beta": 1.5}', "loss_params") == {"beta": 1.5}
+    assert json_mapping(None, "loss_params") is None
+    with pytest.raises(ValueError, match="loss_params must be a dict or the JSON text"):
+        json_mapping(text, "loss_params")

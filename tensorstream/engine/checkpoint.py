@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import schedules
 from ..core.atomic import atomic_file
+from ..core.backend import to_numpy
 from .state import Health
 
 FORMAT = "tensorstream-checkpoint"
@@ -87,7 +88,7 @@ def encode_params(params: dict, array_names: tuple = ()) -> tuple[dict, dict]:
         if name == "callback":
             continue
         if name in array_names and value is not None and not isinstance(value, str):
-            arrays[f"param_{name}"] = np.asarray(_host(value), dtype=float)
+            arrays[f"param_{name}"] = np.asarray(to_numpy(value), dtype=float)
             encoded[name] = {"__array__": name}
         else:
             encoded[name] = encode_param(name, value)
@@ -297,12 +298,8 @@ def check_fitted_values(learner: Any, fitted: dict) -> None:
                          f"n_components={n_components}")
     if getattr(learner, "_positive_data", False):
         for name in ("components_", "codes_"):
-            if name in fitted and float(np.min(np.asarray(_host(fitted[name])))) < 0:
+            if name in fitted and float(np.min(to_numpy(fitted[name]))) < 0:
                 raise ValueError(f"{name} has negative entries, but the model is nonnegative")
-
-
-def _host(value: Any) -> Any:
-    return value.detach().cpu() if hasattr(value, "detach") else value
 
 
 def _check_members(path: Path) -> None:

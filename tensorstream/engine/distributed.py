@@ -31,7 +31,7 @@ import tensorly as tl
 
 from ..core.backend import no_grad, using
 from ..core.validation import check_batch, check_masked_batch
-from .loop import Algorithm, add_sums, code_activity, finish_step, usable_scale, worst_explained
+from .loop import Algorithm, add_sums, code_activity, finish_step, worst_explained
 from .state import OnlineState
 
 
@@ -147,11 +147,9 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         parts = client.gather([client.submit(shard_scale_sums, algorithm, X, checks, pure=False,
                                              **_on(worker))
                                for X, _, _, worker in shards])
-        if parts[0] is None:
-            scale = algorithm.declared_scale()
-        else:
-            total, count = np.sum([p[0] for p in parts]), np.sum([p[1] for p in parts])
-            scale = usable_scale(float(total) / float(count))
+        sums = None if parts[0] is None else (float(np.sum([p[0] for p in parts])),
+                                              float(np.sum([p[1] for p in parts])))
+        scale = algorithm.first_scale(sums)
     loadings = client.scatter(list(state.loadings), broadcast=True, hash=False)
     futures = [client.submit(shard_sums, algorithm, X, mask, loadings, scale, checks, rows,
                              pure=False, **_on(worker))

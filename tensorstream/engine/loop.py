@@ -49,9 +49,11 @@ class Algorithm:
     def data_scale(self, X: Any, state: OnlineState) -> float:
         """The scale step ``t = state.n_steps + 1`` codes at: the first batch's (the ratio of
         its :meth:`scale_sums`, or :meth:`declared_scale`), kept for every later step."""
-        if state.n_steps > 0:
-            return state.scale
-        sums = self.scale_sums(X)
+        return state.scale if state.n_steps > 0 else self.first_scale(self.scale_sums(X))
+
+    def first_scale(self, sums: tuple[float, float] | None) -> float:
+        """The data scale of a first batch whose :meth:`scale_sums` (added up over its shards,
+        on a cluster) are ``sums``."""
         return self.declared_scale() if sums is None else usable_scale(sums[0] / sums[1])
 
     def scale_sums(self, X: Any) -> tuple[float, float] | None:
@@ -421,12 +423,13 @@ def _rank_one(sample: Any, nonnegative: bool, n_iter: int = 5) -> list:
     higher-order power iterations, started from the fibers' norms (nonnegative, so a
     nonnegative sample keeps a nonnegative approximation)."""
     n = tl.ndim(sample)
-    vectors = [_unit(tl.sqrt(tl.sum(tl.unfold(sample, k) ** 2, axis=1))) for k in range(n)]
-    for _ in range(n_iter if n > 1 else 0):
-        for k in range(n):
-            vectors[k] = _unit(tl.tenalg.multi_mode_dot(sample, vectors, skip=k))
-    if n == 1:
+    if n == 1:  # a vector is its own rank-one approximation
         vectors = [_unit(sample)]
+    else:
+        vectors = [_unit(tl.sqrt(tl.sum(tl.unfold(sample, k) ** 2, axis=1))) for k in range(n)]
+        for _ in range(n_iter):
+            for k in range(n):
+                vectors[k] = _unit(tl.tenalg.multi_mode_dot(sample, vectors, skip=k))
     if nonnegative:
         vectors = [_unit(tl.clip(v, 0, None)) if float(tl.max(v)) > 0 else _unit(tl.abs(v))
                    for v in vectors]

@@ -69,7 +69,7 @@ from ..engine.checkpoint import (
     tensor_context,
     write_checkpoint,
 )
-from ..engine.distributed import WorkerRead, connected, distributed_step
+from ..engine.distributed import WorkerRead, connected, distributed_step, lazy
 from ..engine.loop import LearningWarning
 from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
 
@@ -1074,7 +1074,7 @@ def _local(X: Any) -> Any:
     """An array in this process (dask arrays read here, not through the cluster)."""
     if X is None:
         return None
-    return WorkerRead(X).load() if type(X).__module__.startswith("dask") else X
+    return WorkerRead(X).load() if lazy(X) else X
 
 
 def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
@@ -1084,7 +1084,7 @@ def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
     in-memory ones are scattered to their worker."""
     workers = sorted(client.scheduler_info()["workers"])[:max(1, n_workers)]
     bounds = np.linspace(0, X.shape[0], min(len(workers), X.shape[0]) + 1).astype(int)
-    if type(X).__module__.startswith("dask"):
+    if lazy(X):
         # cut between the batch's chunks, so that no two workers read the same chunk
         edges = np.cumsum((0, *X.chunks[0]))
         bounds = np.unique(edges[np.abs(edges[:, None] - bounds[None, :]).argmin(axis=0)])
@@ -1092,7 +1092,7 @@ def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
     for worker, start, end in zip(workers, bounds[:-1], bounds[1:]):
         parts = [X[start:end], None if mask is None else mask[start:end]]
         parts = [part if part is None else (
-            WorkerRead(part) if type(part).__module__.startswith("dask")
+            WorkerRead(part) if lazy(part)
             else client.scatter(part, workers=[worker], hash=False)) for part in parts]
         shards.append((parts[0], parts[1], (int(start), int(end)), worker))
     return shards
