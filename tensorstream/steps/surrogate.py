@@ -29,7 +29,7 @@ from ..core.constraints import (
     prox_max_row_norm,
     soft_threshold,
 )
-from ..core.dictionary import contract_except, gram, inner_with_dictionary, pairs
+from ..core.dictionary import contract_except, gram, inner_with_dictionary, pairs, spectral_norm_psd
 
 Tensor = Any
 
@@ -108,7 +108,7 @@ def accelerated_descent(
     ``tol`` times its norm (or after ``max_iter``). Accelerated iterates are not monotone, so
     the result is the start when it is no better: the step never raises the surrogate.
     """
-    lipschitz = float(tl.max(tl.eigh(A_i)[0])) + l2
+    lipschitz = spectral_norm_psd(A_i) + l2
     if not lipschitz > 0:  # no code used any atom: nothing to learn
         return U
     current, previous, momentum = U, U, 1.0
