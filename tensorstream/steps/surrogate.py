@@ -56,8 +56,8 @@ def column_descent(
     diagonal = tl.diag(A_i)
     curvature = [float(a) for a in tl.to_numpy(diagonal)]
     scale = max(curvature + [0.0])
-    columns = [r for r, a_rr in enumerate(curvature)
-               if l2 > 0 or not (a_rr <= 1e-12 * scale or a_rr == 0.0)]
+    # a dead atom (no curvature; scale >= 0) is skipped unless l2 gives it curvature
+    columns = [r for r, a_rr in enumerate(curvature) if l2 > 0 or a_rr > 1e-12 * scale]
     if not columns:
         return U
     # a column's move is affine in U: its unthresholded target is U m_r + b_r with
