@@ -74,6 +74,11 @@ def test_sparse_coder_rejects_what_it_cannot_do():
         code_divergence_sparse(V, -W)
     with pytest.raises(ValueError, match="shape"):
         code_divergence_sparse(V, np.ones((4, 2)))
+    # the step is resolved once, by solve_sparse_kl: its errors still reach this caller
+    with pytest.raises(ValueError, match="step must be"):
+        code_divergence_sparse(V, W, step="newton")
+    with pytest.raises(ValueError, match="lipschitz"):
+        code_divergence_sparse(V, W, step="constant", gram=W.T @ W)
 
 
 @pytest.mark.parametrize("container", list(CONTAINERS))

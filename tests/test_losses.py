@@ -502,3 +502,11 @@ def test_undefined_forms_raise_type_error(backend):
         get_loss("l1").curvature(T([[1.0]]), T([[1.0]]))
     with pytest.raises(TypeError, match="curvature"):
         get_loss("mahalanobis", matrix=np.eye(1)).curvature(T([[1.0]]), T([[1.0]]))
+
+
+def test_cached_losses_still_check_their_parameters():
+    """get_loss keeps one object per name and parameters; True == 1 must not hit beta=1's."""
+    assert get_loss("kl") is get_loss("kl")
+    assert get_loss("beta", beta=1) is get_loss("beta", beta=1)
+    with pytest.raises(ValueError, match="beta must be a real number"):
+        get_loss("beta", beta=True)

@@ -660,3 +660,23 @@ def test_code_space_admm_gives_the_same_codes_whatever_the_working_set(backend):
                                np.concatenate([tl.to_numpy(h) for h, _ in alone]), atol=1e-12)
     iterations = [k for _, k in alone]
     assert n_iter == max(iterations) < 300 and min(iterations) < n_iter  # several stops
+
+
+@pytest.mark.parametrize("options, error, match", [
+    (dict(G=np.ones((2, 3))), ValueError, "G must be a square"),
+    (dict(P=np.ones((4, 3))), ValueError, "P must have shape"),
+    (dict(H0=np.ones((3, 2))), ValueError, "H0 must have the shape of P"),
+    (dict(l1=-0.1), ValueError, "l1"),
+    (dict(l2=float("nan")), TypeError, "l2"),
+    (dict(rho=0.0), ValueError, "rho"),
+    (dict(residual_tol=-1e-3), ValueError, "residual_tol"),
+    (dict(max_iter=0), ValueError, "max_iter"),
+    (dict(relaxation=2.0), ValueError, "relaxation"),
+    (dict(relaxation=0.0), ValueError, "relaxation"),
+])
+def test_nonnegative_code_admm_rejects_bad_input(options, error, match):
+    W = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    arguments = {"G": W.T @ W, "P": np.ones((4, 3)) @ W, **options}
+    G, P = arguments.pop("G"), arguments.pop("P")
+    with pytest.raises(error, match=match):
+        nonnegative_code_admm(G, P, **arguments)

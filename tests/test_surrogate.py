@@ -246,3 +246,12 @@ def test_ocpdl_dict_step_parameters_are_checked(params, message):
     with pytest.raises(ValueError, match=message):
         model.fit(np.ones((4, 3, 2)))
     assert not hasattr(model, "loadings_")
+
+
+def test_surrogate_bcd_step_rejects_an_unknown_method():
+    from tensorstream.steps.surrogate import surrogate_bcd_step
+
+    loadings = [np.ones((3, 2)), np.ones((4, 2))]
+    with pytest.raises(ValueError, match="method must be 'columns' or 'fista'"):
+        surrogate_bcd_step(loadings, np.eye(2), np.ones((3, 4, 2)), nonnegative=True,
+                           column_bound=None, method="newton")

@@ -1082,8 +1082,11 @@ def code_divergence_sparse(
         Nonnegative dictionary.
     loss : str, float or Divergence, default "kl"
         Must be KL (``"kl"``, ``1.0``, ``"alpha"`` with ``alpha=1``...).
-    init, gram, step, upper, ridge, max_iter, tol, callback
-        As in :func:`code_divergence` (``gram`` defaults to ``W^T W``).
+    init, step, upper, ridge, max_iter, tol, callback
+        As in :func:`code_divergence`.
+    gram : ignored
+        Accepted for the signature of :func:`code_divergence`: KL has no curvature bound, so
+        no step rule it can take uses ``W^T W``.
     lower : float, default 1e-8
         Lower code bound; must be ``>= 0`` (the objective uses that the model is nonnegative
         off the support).
@@ -1130,9 +1133,9 @@ def code_divergence_sparse(
     b, R = V.shape[0], W.shape[1]
     if init is not None and tuple(np.shape(init)) != (b, R):
         raise ValueError(f"init must have shape ({b}, {R}), got {tuple(np.shape(init))}")
-    # KL has no curvature bound: no rule it can take needs the Gram matrix
-    rule = _resolve_step(step, loss, gram, float(ridge), lower)
-    return solve_sparse_kl(SparseKL(V, W, eps=loss.eps), rule, init=init, lower=lower,
+    # the step is resolved (and checked) there; KL has no curvature bound, so no rule it can
+    # take needs the Gram matrix
+    return solve_sparse_kl(SparseKL(V, W, eps=loss.eps), step, init=init, lower=lower,
                            upper=upper, ridge=float(ridge), max_iter=max_iter, tol=float(tol),
                            callback=callback)
 

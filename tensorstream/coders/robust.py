@@ -48,6 +48,11 @@ import tensorly as tl
 
 from ..core.constraints import prox_l1_box, soft_threshold
 from ..core.dictionary import gram, masked_gram, project, reconstruct, spectral_norm_psd
+from ..core.validation import (
+    check_nonnegative_number,
+    check_positive_int,
+    check_positive_number,
+)
 
 Tensor = Any
 _TINY = 1e-300
@@ -664,6 +669,12 @@ def nonnegative_code_admm(
     n_iter : int
         Iterations of the slowest sample.
 
+    Raises
+    ------
+    ValueError
+        For mismatched shapes, negative weights or tolerance, ``rho <= 0``, ``max_iter < 1``
+        or a relaxation outside ``(0, 2)`` (where the iteration diverges).
+
     Examples
     --------
     >>> import numpy as np
@@ -674,6 +685,8 @@ def nonnegative_code_admm(
     array([[0.75, 0.  ],
            [2.  , 1.  ]])
     """
+    _check_admm_options(G, P, H0, l1=l1, l2=l2, rho=rho, residual_tol=residual_tol,
+                        max_iter=max_iter, relaxation=relaxation)
     # one eigendecomposition gives rho and both inverses (a solve on an R x R matrix costs
     # as much as a batch's iteration on some backends)
     eigenvalues, vectors = tl.eigh(G)
@@ -725,6 +738,25 @@ def nonnegative_code_admm(
     if tl.shape(Z)[0]:  # the samples that ran to max_iter
         codes = _put_rows(codes, rows, tl.clip(Z, 0, None))
     return codes, n_iter
+
+
+def _check_admm_options(G: Tensor, P: Tensor, H0: Tensor | None, **options: Any) -> None:
+    """The arguments of :func:`nonnegative_code_admm`, checked before any work."""
+    shape = tuple(tl.shape(G))
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"G must be a square (R, R) matrix, got shape {shape}")
+    if tl.ndim(P) != 2 or tl.shape(P)[1] != shape[0]:
+        raise ValueError(f"P must have shape (b, {shape[0]}), got {tuple(tl.shape(P))}")
+    if H0 is not None and tuple(tl.shape(H0)) != tuple(tl.shape(P)):
+        raise ValueError(f"H0 must have the shape of P, {tuple(tl.shape(P))}, "
+                         f"got {tuple(tl.shape(H0))}")
+    for name in ("l1", "l2", "residual_tol"):
+        check_nonnegative_number(options[name], name)
+    if options["rho"] is not None:
+        check_positive_number(options["rho"], "rho")
+    check_positive_int(options["max_iter"], "max_iter")
+    if check_positive_number(options["relaxation"], "relaxation") >= 2:
+        raise ValueError(f"relaxation must be in (0, 2), got {options['relaxation']!r}")
 
 
 #: the stopping test is made every ``_CHECK_EVERY`` iterations from the ``_FIRST_CHECK``-th (a

@@ -29,7 +29,7 @@ from ..core.constraints import (
     prox_max_row_norm,
     soft_threshold,
 )
-from ..core.dictionary import contract_except, gram, inner_with_dictionary, pairs
+from ..core.dictionary import contract_except, gram, inner_with_dictionary, pairs, spectral_norm_psd
 
 Tensor = Any
 
@@ -56,8 +56,8 @@ def column_descent(
     diagonal = tl.diag(A_i)
     curvature = [float(a) for a in tl.to_numpy(diagonal)]
     scale = max(curvature + [0.0])
-    columns = [r for r, a_rr in enumerate(curvature)
-               if l2 > 0 or not (a_rr <= 1e-12 * scale or a_rr == 0.0)]
+    # a dead atom (no curvature; scale >= 0) is skipped unless l2 gives it curvature
+    columns = [r for r, a_rr in enumerate(curvature) if l2 > 0 or a_rr > 1e-12 * scale]
     if not columns:
         return U
     # a column's move is affine in U: its unthresholded target is U m_r + b_r with
@@ -108,7 +108,7 @@ def accelerated_descent(
     ``tol`` times its norm (or after ``max_iter``). Accelerated iterates are not monotone, so
     the result is the start when it is no better: the step never raises the surrogate.
     """
-    lipschitz = float(tl.max(tl.eigh(A_i)[0])) + l2
+    lipschitz = spectral_norm_psd(A_i) + l2
     if not lipschitz > 0:  # no code used any atom: nothing to learn
         return U
     current, previous, momentum = U, U, 1.0
