@@ -101,12 +101,17 @@ class FiniteData:
         """``sum over chunks of function(chunk, *args)``, the chunks in row order (a full
         pass). With :attr:`spread` each worker sums the chunks of its block and the driver
         adds the workers' sums: the same result up to the order of floating-point additions.
+        A data set without samples is a ``ValueError`` (every full pass needs one chunk).
         """
         if self.spread is not None:
             reading = {"backend": self.backend, "context": self.context,
                        "nonnegative": self.nonnegative, "scale": self.scale}
-            return _add(self.spread.map_reduce(function, chunk_size, args, reading))
-        return _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))
+            total = _add(self.spread.map_reduce(function, chunk_size, args, reading))
+        else:
+            total = _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))
+        if total is None:
+            raise ValueError("no data: a full pass needs at least one sample")
+        return total
 
 
 def _add(parts: Iterable) -> Any:
@@ -203,8 +208,6 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     """
     coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
     sums = data.map_reduce(coded_sums, chunk_size, form, W, coder, keep_codes)
-    if sums is None:
-        raise ValueError("no data: the full-gradient pass needs at least one chunk")
     kept = list(sums.codes) if keep_codes else None
     return sums.gradient(W), replace(sums, codes=()), kept
 
