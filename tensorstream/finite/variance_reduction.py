@@ -5,10 +5,10 @@ Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formu
 
 * :func:`batch_gradient` -- the mean of Danskin's gradients ``(W h + r - x) h^T`` over a batch,
   ``(W H^T H + (R - X)^T H) / b`` (eq. 7, vectorised);
-* :func:`chunk_sums` / :func:`reduce_sums` / :func:`full_gradient` -- the full gradient ``G_s``
-  at the snapshot as a map (per-chunk partial sums ``H^T H``, ``(R - X)^T H``, losses) and a
-  reduce (their sum), read chunk by chunk, so it runs on data that do not fit in memory (dask)
-  and on Dask workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
+* :func:`chunk_sums` / :func:`full_gradient` -- the full gradient ``G_s`` at the snapshot as
+  a map (per-chunk partial sums ``H^T H``, ``(R - X)^T H``, losses) and a reduce (their sum),
+  read chunk by chunk, so it runs on data that do not fit in memory (dask) and on Dask
+  workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
 * :func:`vr_direction` -- the SVRG estimator ``V`` (line 10), :func:`prox_step` (line 11);
 * :func:`sgd_step_size` -- ``beta / (b t + beta')`` of the proximal SGD baseline;
 * :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 4.1);
@@ -39,7 +39,7 @@ __all__ = [
     "FiniteData", "GradientSums", "batch_gradient", "chunk_count", "chunk_loss", "chunk_scatter",
     "chunk_sums", "coded_sums", "estimate_lipschitz",
     "full_gradient", "gradient_mapping", "inexact_tolerance", "objective", "prox_step",
-    "reduce_sums", "sgd_step_size", "vr_direction",
+    "sgd_step_size", "vr_direction",
 ]
 
 
@@ -173,14 +173,6 @@ def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: Codes) -> Gradien
     return GradientSums(tl.dot(tl.transpose(H), H), tl.dot(tl.transpose(codes.R - X), H),
                         float(tl.sum(losses)), int(tl.shape(X)[0]), int(codes.n_iter.sum()),
                         int(codes.n_iter.max(initial=0)))
-
-
-def reduce_sums(parts: Iterable[GradientSums]) -> GradientSums:
-    """The reduce: the sum of partial sums (order-independent up to rounding)."""
-    total = _add(parts)
-    if total is None:
-        raise ValueError("no data: the full-gradient pass needs at least one chunk")
-    return total
 
 
 def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, coder: dict,
