@@ -9,7 +9,7 @@ from scipy.optimize import linear_sum_assignment
 
 import tensorstream
 from tensorstream.core.constraints import project_rows_box_sum
-from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
+from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF, divergence_of
 from tensorstream.learners.ocpdl import OnlineCPDL
 
 LOSSES = [
@@ -414,3 +414,15 @@ def test_transform_solves_to_transform_tol_not_code_tol():
     assert accurate < error(model.transform(X[:20], init=model.transform(X[:20]))) + 1e-3
     with pytest.raises(ValueError, match="transform_tol"):
         model.set_params(transform_tol=-1.0).transform(X[:2])
+
+
+def test_divergence_of_reads_json_and_names_bad_arguments():
+    """``divergence_of`` takes the JSON text older checkpoints stored, and refuses an unknown
+    loss, text that is not a JSON object and unknown loss parameters by name."""
+    assert divergence_of("beta", '{"beta": 1.5}') == divergence_of("beta", {"beta": 1.5})
+    assert divergence_of("beta", {"beta": 1.5}).beta == 1.5
+    for loss, params, match in (("nope", None, "loss must be"),
+                                ("kl", "{bad", "loss_params must be"),
+                                ("kl", {"zz": 1}, "zz")):
+        with pytest.raises(ValueError, match=match):
+            divergence_of(loss, params)

@@ -19,6 +19,7 @@ from tensorstream.finite.variance_reduction import (
     inexact_tolerance,
     objective,
     prox_step,
+    scatter,
     vr_direction,
 )
 from tensorstream.streams import Epochs, IIDSlices
@@ -104,6 +105,16 @@ def test_full_gradient_reads_dask_chunk_by_chunk():
     G_numpy = full_gradient(form, W, _finite(X), 30, **FIXED)[0]
     G_dask = full_gradient(form, W, FiniteData(lazy, "numpy", CTX), 30, **FIXED)[0]
     assert np.max(np.abs(G_numpy - G_dask)) <= 1e-12
+
+
+def test_full_passes_over_no_samples_are_a_clear_error():
+    """Every full pass (gradient, objective, scatter) refuses a data set without samples."""
+    empty, W = _finite(np.zeros((0, 8))), _W()
+    for run in (lambda: full_gradient(_ODL, W, empty, 30),
+                lambda: objective(_ODL, W, empty, 30),
+                lambda: scatter(empty, 30)):
+        with pytest.raises(ValueError, match="no data"):
+            run()
 
 
 # -- 6.2 #6: unbiasedness and the variance bound of Lemma 2

@@ -5,10 +5,10 @@ Everything here is a pure function of the dictionary ``W`` (``(d, k)``), a formu
 
 * :func:`batch_gradient` -- the mean of Danskin's gradients ``(W h + r - x) h^T`` over a batch,
   ``(W H^T H + (R - X)^T H) / b`` (eq. 7, vectorised);
-* :func:`chunk_sums` / :func:`reduce_sums` / :func:`full_gradient` -- the full gradient ``G_s``
-  at the snapshot as a map (per-chunk partial sums ``H^T H``, ``(R - X)^T H``, losses) and a
-  reduce (their sum), read chunk by chunk, so it runs on data that do not fit in memory (dask)
-  and on Dask workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
+* :func:`chunk_sums` / :func:`full_gradient` -- the full gradient ``G_s`` at the snapshot as
+  a map (per-chunk partial sums ``H^T H``, ``(R - X)^T H``, losses) and a reduce (their sum),
+  read chunk by chunk, so it runs on data that do not fit in memory (dask) and on Dask
+  workers unchanged (``G = (W S1 + S2) / n``; :meth:`FiniteData.map_reduce`);
 * :func:`vr_direction` -- the SVRG estimator ``V`` (line 10), :func:`prox_step` (line 11);
 * :func:`sgd_step_size` -- ``beta / (b t + beta')`` of the proximal SGD baseline;
 * :func:`gradient_mapping` -- ``Gamma = (W - P_W(W - eta G; eta)) / eta`` (section 4.1);
@@ -39,7 +39,7 @@ __all__ = [
     "FiniteData", "GradientSums", "batch_gradient", "chunk_count", "chunk_loss", "chunk_scatter",
     "chunk_sums", "coded_sums", "estimate_lipschitz",
     "full_gradient", "gradient_mapping", "inexact_tolerance", "objective", "prox_step",
-    "reduce_sums", "sgd_step_size", "vr_direction",
+    "sgd_step_size", "vr_direction",
 ]
 
 
@@ -101,12 +101,17 @@ class FiniteData:
         """``sum over chunks of function(chunk, *args)``, the chunks in row order (a full
         pass). With :attr:`spread` each worker sums the chunks of its block and the driver
         adds the workers' sums: the same result up to the order of floating-point additions.
+        A data set without samples is a ``ValueError`` (every full pass needs one chunk).
         """
         if self.spread is not None:
             reading = {"backend": self.backend, "context": self.context,
                        "nonnegative": self.nonnegative, "scale": self.scale}
-            return _add(self.spread.map_reduce(function, chunk_size, args, reading))
-        return _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))
+            total = _add(self.spread.map_reduce(function, chunk_size, args, reading))
+        else:
+            total = _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))
+        if total is None:
+            raise ValueError("no data: a full pass needs at least one sample")
+        return total
 
 
 def _add(parts: Iterable) -> Any:
@@ -170,14 +175,6 @@ def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: Codes) -> Gradien
                         int(codes.n_iter.max(initial=0)))
 
 
-def reduce_sums(parts: Iterable[GradientSums]) -> GradientSums:
-    """The reduce: the sum of partial sums (order-independent up to rounding)."""
-    total = _add(parts)
-    if total is None:
-        raise ValueError("no data: the full-gradient pass needs at least one chunk")
-    return total
-
-
 def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, coder: dict,
                keep_codes: bool = False) -> GradientSums:
     """The map of a full-gradient pass: code one chunk at ``W`` (``coder``: the
@@ -203,8 +200,6 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     """
     coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
     sums = data.map_reduce(coded_sums, chunk_size, form, W, coder, keep_codes)
-    if sums is None:
-        raise ValueError("no data: the full-gradient pass needs at least one chunk")
     kept = list(sums.codes) if keep_codes else None
     return sums.gradient(W), replace(sums, codes=()), kept
 

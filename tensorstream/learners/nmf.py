@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..coders.lasso import sample_losses, sparse_code
+from ..coders.lasso import sparse_code
 from ..coders.robust import nonnegative_code_admm
 from ..core.backend import limit_threads, using
 from ..core.constraints import project_columns
@@ -48,7 +48,7 @@ from ..engine import Codes
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import penalty_value, surrogate_bcd_step, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner, is_array_like, is_labelled
-from .ocpdl import SurrogateCP, checked_init
+from .ocpdl import SurrogateCP, checked_init, coded_losses
 
 __all__ = ["Discounted", "OnlineNMF", "blas_threads"]
 
@@ -365,13 +365,8 @@ class NMFAlgorithm(SurrogateCP):
             H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
                                          residual_tol=_ADMM_TOL if tol is None else tol,
                                          max_iter=self.params.code_max_iter)
-        flat = tl.reshape(X, (X.shape[0], -1))
-        sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
-        losses = 0.5 * sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
-        if alpha or ridge:  # the codes' penalties, summed as the engine sums them
-            sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)
-        constant = float(tl.mean(sq_norms))
-        return Codes(codes=H, explained=X, losses=losses, constant=constant)
+        losses, constant = coded_losses(X, G, P, H, alpha, ridge)
+        return Codes(codes=H, explained=X, losses=0.5 * losses, constant=constant)
 
     def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:

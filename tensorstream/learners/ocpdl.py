@@ -381,11 +381,7 @@ class SurrogateCP(Algorithm):
         P = projections(X, loadings)
         H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,
                            max_iter=self.params.code_max_iter, tol=self.params.code_tol)
-        flat = tl.reshape(X, (tl.shape(X)[0], -1))
-        sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
-        losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
-        penalties = alpha * tl.abs(H) + ridge * H * H
-        constant = float(tl.mean(sq_norms + tl.sum(penalties, axis=1)))
+        losses, constant = coded_losses(X, G, P, H, alpha, ridge)
         return Codes(codes=H, explained=X, losses=losses, constant=constant)
 
     def weight(self, t: int) -> float:
@@ -407,6 +403,19 @@ class SurrogateCP(Algorithm):
 
     def info(self, t: int, w: float | None) -> dict:
         return {"weight": w, "radius": self.radius_at(t)}
+
+
+def coded_losses(X: Any, G: Any, P: Any, H: Any, alpha: float, ridge: float
+                 ) -> tuple[Any, float]:
+    """Per-sample losses ``||x - W h||^2 + alpha ||h||_1 + ridge ||h||^2`` (without the 1/2)
+    of the codes ``H`` from the Gram ``G`` and projections ``P``, and the batch's constant
+    ``mean(||x||^2 + alpha ||h||_1 + ridge ||h||^2)`` of the statistic ``c``."""
+    flat = tl.reshape(X, (tl.shape(X)[0], -1))
+    sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
+    losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
+    if alpha or ridge:  # the codes' penalties, summed as the engine sums them
+        sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)
+    return losses, float(tl.mean(sq_norms))
 
 
 def projections(X: Any, loadings: list) -> Any:
