@@ -24,6 +24,10 @@ class Codes:
         codes' and outliers' penalties): the increment of the statistic ``c``.
     outliers : tensor of the batch's shape or None
         The sparse outlier part (robust models only).
+    work : object or None
+        What the coding step computed that the same algorithm's ``batch_sums`` needs again
+        (e.g. the model ``W h`` at the normalized scale), so a step computes it once; None when
+        there is nothing to reuse. Only the algorithm that made it reads it.
     """
 
     codes: Any
@@ -31,6 +35,7 @@ class Codes:
     losses: Any
     constant: float
     outliers: Any = None
+    work: Any = None
 
 
 @dataclass(frozen=True, eq=False)

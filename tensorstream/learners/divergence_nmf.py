@@ -161,9 +161,6 @@ class DivergenceCP(Algorithm):
     def __init__(self, params: Any, loss: Divergence):
         self.params = params
         self.loss = loss
-        # what encode computed that batch_sums needs again (the last batch's normalized
-        # codes and model, and its SparseKL): one forward pass less per step
-        self._last_batch = None
 
     def dict_step(self) -> str:
         """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
@@ -275,18 +272,18 @@ class DivergenceCP(Algorithm):
                                       gram=gram(loadings), **options)
             codes = H * scale
             losses = loss.per_sample(X, info["model"] * scale)
-        coded = Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)))
-        self._last_batch = (coded, Xn, H, info["model"], kl)
-        return coded
+        # batch_sums needs the normalized batch, codes and model (and the SparseKL) again:
+        # carried with the codes, one forward pass less per step
+        return Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)),
+                     work=(Xn, H, info["model"], kl))
 
     def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
                    scale: float) -> dict:
         """The batch's dictionary gradient and code sums at the normalized scale."""
-        if self._last_batch is not None and self._last_batch[0] is coded:
-            _, Xn, Hn, model, kl = self._last_batch
+        if coded.work is not None:
+            Xn, Hn, model, kl = coded.work
         else:
             Xn, Hn, model, kl = _scaled(X, scale), coded.codes / scale, None, None
-        self._last_batch = None
         return {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
                 "gradient": batch_gradient(Xn, Hn, loadings, self.loss, model, kl),
                 "code_sums": tl.sum(Hn, axis=0)}
