@@ -48,7 +48,7 @@ Tensor = Any
 _TINY = 1e-300
 
 __all__ = [
-    "FORMULATIONS", "Codes", "Formulation", "LRR", "MaxNormMD", "NMF", "RobustNMF",
+    "FORMULATIONS", "FiniteCodes", "Formulation", "LRR", "MaxNormMD", "NMF", "RobustNMF",
     "RobustPCA", "SmoothSparseDL", "SparseDL", "StructuredSparseDL", "make_formulation",
     "sample_losses", "solve_codes",
 ]
@@ -423,9 +423,11 @@ def _check_groups(groups: Any, k: int | None, lam: float) -> tuple[tuple, tuple]
 
 
 @dataclass(frozen=True)
-class Codes:
-    """Codes of a batch: ``H`` (b, k), outliers ``R`` (b, d) (zeros if not robust), and the
-    solver's per-sample iteration counts and final prox-gradient residuals."""
+class FiniteCodes:
+    """Codes of a batch under a finite-data formulation: ``H`` (b, k), outliers ``R`` (b, d)
+    (zeros if not robust; the paper's letter ``r``), and the solver's per-sample iteration counts
+    and final prox-gradient residuals. (The online engine's result of a coding step is
+    :class:`tensorstream.engine.Codes`.)"""
 
     H: Tensor
     R: Tensor
@@ -440,7 +442,7 @@ def lipschitz(gram: Tensor) -> float:
 
 
 def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista",
-                tol: float = 1e-6, max_iter: int = 100) -> Codes:
+                tol: float = 1e-6, max_iter: int = 100) -> FiniteCodes:
     """Codes ``(H, R)`` of every row of ``X`` against ``W`` (eqs. 5-6 of the paper).
 
     Proximal gradient on ``F(h) = M_varphi(x - W h) + phi(h)`` with step ``1/L'``,
@@ -462,7 +464,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
 
     Returns
     -------
-    Codes
+    FiniteCodes
 
     Examples
     --------
@@ -513,7 +515,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
             break
     R = form.prox_r(X - tl.dot(H, tl.transpose(W))) if form.robust else \
         tl.zeros(tl.shape(X), **context)
-    return Codes(H, R, n_iter, residual)
+    return FiniteCodes(H, R, n_iter, residual)
 
 
 def _mask(active: np.ndarray, context: dict) -> Tensor:
@@ -525,7 +527,7 @@ def _to_bool(x: Tensor) -> np.ndarray:
     return np.asarray(tl.to_numpy(x), dtype=bool)
 
 
-def sample_losses(form: Formulation, X: Tensor, W: Tensor, codes: Codes) -> Tensor:
+def sample_losses(form: Formulation, X: Tensor, W: Tensor, codes: FiniteCodes) -> Tensor:
     """Per-sample ``1/2 ||x - W h - r||^2 + phi(h) + varphi(r)``, shape ``(b,)``."""
     E = X - tl.dot(codes.H, tl.transpose(W)) - codes.R
     return 0.5 * tl.sum(E * E, axis=1) + form.phi(codes.H) + form.varphi(codes.R)

@@ -31,7 +31,7 @@ import tensorly as tl
 from ..core.backend import backend_of
 from ..core.dictionary import spectral_norm_psd
 from ..core.validation import check_batch, densify
-from .formulations import Codes, Formulation, sample_losses, solve_codes
+from .formulations import FiniteCodes, Formulation, sample_losses, solve_codes
 
 Tensor = Any
 
@@ -125,15 +125,15 @@ def _add(parts: Iterable) -> Any:
 # -- gradients ------------------------------------------------------------------------------------
 
 
-def batch_gradient(W: Tensor, X: Tensor, codes: Codes) -> Tensor:
+def batch_gradient(W: Tensor, X: Tensor, codes: FiniteCodes) -> Tensor:
     """Mean gradient ``(1/b) sum_j (W h_j + r_j - x_j) h_j^T = (W H^T H + (R - X)^T H) / b``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from tensorstream.finite.formulations import Codes
+    >>> from tensorstream.finite.formulations import FiniteCodes
     >>> W, X = np.eye(2), np.array([[1.0, 2.0]])
-    >>> codes = Codes(np.array([[1.0, 1.0]]), np.zeros((1, 2)), np.ones(1), np.zeros(1))
+    >>> codes = FiniteCodes(np.array([[1.0, 1.0]]), np.zeros((1, 2)), np.ones(1), np.zeros(1))
     >>> batch_gradient(W, X, codes)
     array([[ 0.,  0.],
            [-1., -1.]])
@@ -153,7 +153,7 @@ class GradientSums:
     count: int  #: samples
     iterations: int  #: code-solver iterations, summed over samples
     max_iter: int  #: largest per-sample iteration count
-    codes: tuple = ()  #: the chunks' Codes in row order, when kept (snapshot codes)
+    codes: tuple = ()  #: the chunks' FiniteCodes in row order, when kept (snapshot codes)
 
     def __add__(self, other: GradientSums) -> GradientSums:
         return GradientSums(self.HtH + other.HtH, self.RXtH + other.RXtH,
@@ -166,7 +166,7 @@ class GradientSums:
         return (tl.dot(W, self.HtH) + self.RXtH) / self.count
 
 
-def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: Codes) -> GradientSums:
+def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: FiniteCodes) -> GradientSums:
     """The map: partial sums of one chunk coded at ``W``."""
     H = codes.H
     losses = sample_losses(form, X, W, codes)
@@ -196,7 +196,7 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     -------
     G : tensor (d, k)
     sums : GradientSums
-    codes : list of Codes (chunk order) or None
+    codes : list of FiniteCodes (chunk order) or None
     """
     coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
     sums = data.map_reduce(coded_sums, chunk_size, form, W, coder, keep_codes)
@@ -204,7 +204,7 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     return sums.gradient(W), replace(sums, codes=()), kept
 
 
-def vr_direction(W: Tensor, W0: Tensor, X: Tensor, codes: Codes, codes0: Codes,
+def vr_direction(W: Tensor, W0: Tensor, X: Tensor, codes: FiniteCodes, codes0: FiniteCodes,
                  G: Tensor) -> Tensor:
     """SVRG estimator (line 10): ``V = grad_B(W) - grad_B(W0) + G`` (means over the batch)."""
     return batch_gradient(W, X, codes) - batch_gradient(W0, X, codes0) + G

@@ -45,7 +45,7 @@ from ..engine.distributed import SpreadRows, connected
 from ..engine.loop import usable_scale
 from ..finite.formulations import (
     FORMULATIONS,
-    Codes,
+    FiniteCodes,
     RobustPCA,
     make_formulation,
     solve_codes,
@@ -624,7 +624,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         with using(self.backend_):
             return tl.transpose(self._W_output)
 
-    def _codes(self, X: Any, tol: float, max_iter: int) -> tuple[Any, Codes]:
+    def _codes(self, X: Any, tol: float, max_iter: int) -> tuple[Any, FiniteCodes]:
         self._check_fitted()
         data = self._finite_data(X, self._context, self.backend_, self.formulation_,
                                  scale=self.scale_)
@@ -810,21 +810,21 @@ def _scale_sum(chunk: Any) -> float:
     return sample_scale_sums(chunk)[0]
 
 
-def _concatenate(parts: list[Codes]) -> Codes:
-    return Codes(tl.concatenate([c.H for c in parts], axis=0),
+def _concatenate(parts: list[FiniteCodes]) -> FiniteCodes:
+    return FiniteCodes(tl.concatenate([c.H for c in parts], axis=0),
                  tl.concatenate([c.R for c in parts], axis=0),
                  np.concatenate([c.n_iter for c in parts]),
                  tl.concatenate([c.residual for c in parts], axis=0))
 
 
-def _take(codes: Codes, rows: np.ndarray) -> Codes:
+def _take(codes: FiniteCodes, rows: np.ndarray) -> FiniteCodes:
     """The stored snapshot codes of ``rows`` (no solver iterations spent)."""
     index = rows
     if backend_of(codes.H) == "pytorch":
         import torch
 
         index = torch.as_tensor(rows, device=codes.H.device)
-    return Codes(codes.H[index], codes.R[index], np.zeros(len(rows), dtype=np.int64),
+    return FiniteCodes(codes.H[index], codes.R[index], np.zeros(len(rows), dtype=np.int64),
                  codes.residual[index])
 
 
