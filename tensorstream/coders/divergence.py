@@ -34,7 +34,7 @@ import scipy.sparse
 import tensorly as tl
 from scipy.special import xlogy
 
-from ..core.dictionary import spectral_norm_psd
+from ..core.dictionary import narrow_dot, spectral_norm_psd
 from ..losses import Divergence, get_loss
 
 Tensor = Any
@@ -858,7 +858,7 @@ def code_divergence_matrix(
         return tl.dot(H, W_t)
 
     def adjoint(G):
-        return tl.dot(G, W)
+        return narrow_dot(G, W)
 
     if "gram" not in options:
         options["gram"] = tl.dot(W_t, W)

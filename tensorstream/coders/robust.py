@@ -47,7 +47,14 @@ from typing import Any
 import tensorly as tl
 
 from ..core.constraints import prox_l1_box, soft_threshold
-from ..core.dictionary import gram, masked_gram, project, reconstruct, spectral_norm_psd
+from ..core.dictionary import (
+    gram,
+    masked_gram,
+    narrow_dot,
+    project,
+    reconstruct,
+    spectral_norm_psd,
+)
 from ..core.validation import (
     check_nonnegative_number,
     check_positive_int,
@@ -140,7 +147,7 @@ class DictionaryOperator:
     def adjoint(self, X: Tensor) -> Tensor:
         """``W^T x`` of every sample of ``X``: shape ``(b, R)``."""
         if self.matrix is not None:
-            return tl.dot(X, self.matrix)
+            return narrow_dot(X, self.matrix)
         return project(X, self.loadings)
 
 

@@ -81,6 +81,19 @@ def to_numpy(x: Any) -> np.ndarray:
         return tl.to_numpy(x)
 
 
+def contiguous(x: Any) -> Any:
+    """``x`` in row-major order: a copy only where it is not already (numpy and torch; other
+    backends' tensors are returned as they are).
+
+    BLAS picks its kernels by memory layout, so the same values in another order may round
+    differently in a later product; results that later products see keep the usual order.
+    """
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x)
+    make = getattr(x, "contiguous", None)  # torch
+    return make() if callable(make) else x
+
+
 def as_tensor(x: Any, backend: str, **context: Any) -> Any:
     """Convert ``x`` to a tensor of ``backend`` with the given dtype/device context."""
     with using(backend):

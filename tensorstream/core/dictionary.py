@@ -20,6 +20,8 @@ from typing import Any
 import tensorly as tl
 from tensorly.cp_tensor import CPTensor
 
+from .backend import contiguous
+
 Tensor = Any
 Loadings = Sequence[Tensor]
 
@@ -46,6 +48,23 @@ def gram(loadings: Loadings, skip: int | None = None) -> Tensor:
     return result
 
 
+def narrow_dot(A: Tensor, B: Tensor) -> Tensor:
+    """``A @ B`` for a ``B`` with few columns (data times a dictionary, data times codes); in
+    row-major order, with numpy's values to the bit.
+
+    The product is computed as ``(B^T A^T)^T``, short side first, which both numpy's OpenBLAS
+    and torch's MKL run faster (one thread, float64, 1024 x 1000 data, 20 columns: ``X W``
+    numpy 1.14 -> 1.08 ms, torch 2.40 -> 1.05 ms; ``X^T H`` numpy 1.44 -> 1.00 ms, torch 2.83 ->
+    1.22 ms), except where ``A`` has under 32 rows or columns, or many more rows than columns
+    (a tensor's last mode: 30720 x 30 by 30 x 5, numpy 0.6 against 2.0 ms), which keep the
+    plain product.
+    """
+    rows, shared = tl.shape(A)
+    if min(rows, shared) < 32 or 64 * shared < rows:
+        return tl.dot(A, B)
+    return contiguous(tl.transpose(tl.dot(tl.transpose(B), tl.transpose(A))))
+
+
 def project(X: Tensor, loadings: Loadings) -> Tensor:
     """``W^T vec(X_j)`` for every sample: shape ``(b, R)``, with ``X`` of shape ``(b, I_1..I_n)``.
 
@@ -54,7 +73,7 @@ def project(X: Tensor, loadings: Loadings) -> Tensor:
     """
     sizes = [tl.shape(U)[0] for U in loadings]
     R = rank(loadings)
-    out = tl.dot(tl.reshape(X, (-1, sizes[-1])), loadings[-1])  # (b I_1..I_{n-1}, R)
+    out = narrow_dot(tl.reshape(X, (-1, sizes[-1])), loadings[-1])  # (b I_1..I_{n-1}, R)
     for k in range(len(loadings) - 2, -1, -1):
         out = _contract_middle(out, loadings[k], sizes[k], R)
     return tl.reshape(out, (-1, R))
@@ -110,7 +129,7 @@ def dictionary_matrix(loadings: Loadings) -> Tensor:
 def outer_statistic(X: Tensor, codes: Tensor) -> Tensor:
     """``sum_j X_j o H[j, :]``: the ``(I_1..I_n, R)`` tensor added to the statistic ``B``."""
     b = tl.shape(X)[0]
-    matrix = tl.dot(tl.transpose(tl.reshape(X, (b, -1))), codes)
+    matrix = narrow_dot(tl.transpose(tl.reshape(X, (b, -1))), codes)
     return tl.reshape(matrix, (*tl.shape(X)[1:], tl.shape(codes)[1]))
 
 

@@ -41,7 +41,7 @@ from ..core.constraints import (
     prox_max_row_norm,
     soft_threshold,
 )
-from ..core.dictionary import spectral_norm_psd
+from ..core.dictionary import narrow_dot, spectral_norm_psd
 from ..core.validation import check_nonnegative_number, check_positive_number
 
 Tensor = Any
@@ -481,7 +481,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     b, k = tl.shape(X)[0], tl.shape(W)[1]
     G = tl.dot(tl.transpose(W), W)
     L = lipschitz(G)
-    P = tl.dot(X, W)
+    P = narrow_dot(X, W)
     H = tl.zeros((b, k), **context)
     Zc, t = H, 1.0
     active = np.ones(b, dtype=bool)
@@ -490,7 +490,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     for _ in range(max_iter):
         if form.robust:
             Z = X - tl.dot(Zc, tl.transpose(W))
-            gradient = -tl.dot(Z - form.prox_r(Z), W)
+            gradient = -narrow_dot(Z - form.prox_r(Z), W)
         else:
             gradient = tl.dot(Zc, G) - P
         H_new = form.prox_h(Zc - gradient / L, L)

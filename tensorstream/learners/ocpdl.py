@@ -38,7 +38,7 @@ from ..coders.divergence import CODE_LOWER, CODE_UPPER
 from ..coders.lasso import sample_losses, sparse_code
 from ..core.backend import using
 from ..core.constraints import project_columns
-from ..core.dictionary import dictionary_matrix, gram, masked_gram
+from ..core.dictionary import dictionary_matrix, gram, masked_gram, narrow_dot
 from ..core.validation import (
     BOOLEAN,
     CALLABLE,
@@ -426,7 +426,7 @@ def projections(X: Any, loadings: list) -> Any:
     contraction mode by mode that avoids them is several times slower (its intermediates are
     ``R / I_n`` times the batch).
     """
-    return tl.dot(tl.reshape(X, (tl.shape(X)[0], -1)), dictionary_matrix(loadings))
+    return narrow_dot(tl.reshape(X, (tl.shape(X)[0], -1)), dictionary_matrix(loadings))
 
 
 def checked_init(init: Any, sample_shape: tuple, R: int, context: dict,

@@ -55,7 +55,7 @@ from ..core.constraints import (
     project_simplex_columns,
     soft_threshold,
 )
-from ..core.dictionary import spectral_norm_psd
+from ..core.dictionary import narrow_dot, spectral_norm_psd
 from ..core.validation import (
     ARRAY,
     BOOLEAN,
@@ -699,11 +699,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             W, H, E = state
             G = tl.dot(tl.transpose(W), W)
             eta = self.kappa / max(spectral_norm_psd(G), 1e-300)
-            H = tl.clip(H - eta * (tl.dot(H, G) + tl.dot(E - X, W)), 0, None)
+            H = tl.clip(H - eta * (tl.dot(H, G) + narrow_dot(E - X, W)), 0, None)
             E = outlier_step(X - tl.dot(H, tl.transpose(W)), penalties)
             explained = X - E
             W, _ = dictionary_pgd(W, tl.dot(tl.transpose(H), H),
-                                  tl.dot(tl.transpose(explained), H), project=project,
+                                  narrow_dot(tl.transpose(explained), H), project=project,
                                   kappa=self.kappa, tol=0.0, max_iter=1)
             return W, H, E
 
@@ -726,11 +726,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         def step(s):
             W, E = s["W"], s["E"]
             inverse = _shifted_psd_inverse(tl.dot(tl.transpose(W), W), rho)
-            H = tl.dot(tl.dot(X - E, W) + rho * s["U"] - s["dual_H"], inverse)
+            H = tl.dot(narrow_dot(X - E, W) + rho * s["U"] - s["dual_H"], inverse)
             E = soft_threshold(rho * s["Q"] + X - s["dual_E"] - tl.dot(H, tl.transpose(W)),
                                penalties.outlier_alpha) / (1 + rho)
             inverse = _shifted_psd_inverse(tl.dot(tl.transpose(H), H), rho)
-            W = tl.dot(tl.dot(tl.transpose(X - E), H) - s["dual_W"] + rho * s["Psi"], inverse)
+            W = tl.dot(narrow_dot(tl.transpose(X - E), H) - s["dual_W"] + rho * s["Psi"], inverse)
             U = tl.clip(H + s["dual_H"] / rho, 0, None)
             Q = project_outliers(E + s["dual_E"] / rho, penalties)
             Psi = project(W + s["dual_W"] / rho)

@@ -28,7 +28,7 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
-from ..core.dictionary import spectral_norm_psd
+from ..core.dictionary import narrow_dot, spectral_norm_psd
 from ..core.validation import (
     ARRAY,
     BOOLEAN,
@@ -587,7 +587,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
             codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
             A = A + tl.dot(tl.transpose(codes.H), codes.H)  # sums: S-2's 1/t is undefined at t=0
-            B = B + tl.dot(tl.transpose(Xb - codes.R), codes.H)
+            B = B + narrow_dot(tl.transpose(Xb - codes.R), codes.H)
             steps += 1
             iterations += int(codes.n_iter.sum())
             if feng:  # W = B (A + lam1 I)^-1 (Feng et al.; S-2 as printed drops psi)
