@@ -34,7 +34,8 @@ import scipy.sparse
 import tensorly as tl
 from scipy.special import xlogy
 
-from ..core.dictionary import narrow_dot, spectral_norm_psd
+from ..core.dictionary import spectral_norm_psd
+from ..core.products import narrow_dot
 from ..losses import Divergence, get_loss
 
 Tensor = Any

@@ -50,11 +50,11 @@ from ..core.constraints import prox_l1_box, soft_threshold
 from ..core.dictionary import (
     gram,
     masked_gram,
-    narrow_dot,
     project,
     reconstruct,
     spectral_norm_psd,
 )
+from ..core.products import narrow_dot, row_sq_norms
 from ..core.validation import (
     check_nonnegative_number,
     check_positive_int,
@@ -234,7 +234,7 @@ def outlier_penalty(E: Tensor, penalties: RobustPenalties) -> Tensor:
 
 
 def _per_sample_sq(E: Tensor) -> Tensor:
-    return tl.sum(tl.reshape(E * E, (tl.shape(E)[0], -1)), axis=1)
+    return row_sq_norms(tl.reshape(E, (tl.shape(E)[0], -1)))
 
 
 def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, E: Tensor,

@@ -41,7 +41,8 @@ from ..core.constraints import (
     prox_max_row_norm,
     soft_threshold,
 )
-from ..core.dictionary import narrow_dot, spectral_norm_psd
+from ..core.dictionary import spectral_norm_psd
+from ..core.products import narrow_dot
 from ..core.validation import check_nonnegative_number, check_positive_number
 
 Tensor = Any

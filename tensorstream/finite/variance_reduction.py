@@ -29,7 +29,8 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import backend_of
-from ..core.dictionary import narrow_dot, spectral_norm_psd
+from ..core.dictionary import spectral_norm_psd
+from ..core.products import narrow_dot
 from ..core.validation import check_batch, densify
 from .formulations import FiniteCodes, Formulation, sample_losses, solve_codes
 

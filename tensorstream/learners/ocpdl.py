@@ -38,7 +38,8 @@ from ..coders.divergence import CODE_LOWER, CODE_UPPER
 from ..coders.lasso import sample_losses, sparse_code
 from ..core.backend import using
 from ..core.constraints import project_columns
-from ..core.dictionary import dictionary_matrix, gram, masked_gram, narrow_dot
+from ..core.dictionary import dictionary_matrix, gram, masked_gram
+from ..core.products import narrow_dot, row_sq_norms
 from ..core.validation import (
     BOOLEAN,
     CALLABLE,
@@ -411,7 +412,7 @@ def coded_losses(X: Any, G: Any, P: Any, H: Any, alpha: float, ridge: float
     of the codes ``H`` from the Gram ``G`` and projections ``P``, and the batch's constant
     ``mean(||x||^2 + alpha ||h||_1 + ridge ||h||^2)`` of the statistic ``c``."""
     flat = tl.reshape(X, (tl.shape(X)[0], -1))
-    sq_norms = tl.einsum("ij,ij->i", flat, flat)  # no batch-sized temporary
+    sq_norms = row_sq_norms(flat)
     losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
     if alpha or ridge:  # the codes' penalties, summed as the engine sums them
         sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)

@@ -55,7 +55,8 @@ from ..core.constraints import (
     project_simplex_columns,
     soft_threshold,
 )
-from ..core.dictionary import narrow_dot, spectral_norm_psd
+from ..core.dictionary import spectral_norm_psd
+from ..core.products import narrow_dot
 from ..core.validation import (
     ARRAY,
     BOOLEAN,

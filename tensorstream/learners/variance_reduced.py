@@ -28,7 +28,8 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
-from ..core.dictionary import narrow_dot, spectral_norm_psd
+from ..core.dictionary import spectral_norm_psd
+from ..core.products import narrow_dot
 from ..core.validation import (
     ARRAY,
     BOOLEAN,
