@@ -12,6 +12,7 @@ was rebuilt; a refactor must reproduce it to 1e-10. A change that is *meant* to 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -204,10 +205,21 @@ def _arrays(result: dict) -> dict[str, np.ndarray]:
 
 
 def run_case(name: str, backend: str) -> dict[str, np.ndarray]:
+    """The case's arrays, with the ``tl.*`` column sweep: the recording is the same whether or
+    not numba is installed (its kernel differs by rounding, see ``steps/compiled.py``)."""
     from tensorstream.core.backend import using
+    from tensorstream.steps.compiled import SWITCH
 
-    with using(backend):
-        return _arrays(CASES[name](backend))
+    saved = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "0"
+    try:
+        with using(backend):
+            return _arrays(CASES[name](backend))
+    finally:
+        if saved is None:
+            del os.environ[SWITCH]
+        else:
+            os.environ[SWITCH] = saved
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import tensorly as tl
 
 from ..coders.robust import shifted_inverse
@@ -30,6 +31,7 @@ from ..core.constraints import (
     soft_threshold,
 )
 from ..core.dictionary import contract_except, gram, inner_with_dictionary, pairs, spectral_norm_psd
+from .compiled import column_sweep
 
 Tensor = Any
 
@@ -70,6 +72,12 @@ def column_descent(
         denominator = tl.where(denominator > 0, denominator,
                                tl.ones(tl.shape(denominator), **tl.context(denominator)))
         M, B_i = M / denominator, B_i / denominator
+    kernel = column_sweep(U)
+    if kernel is not None:  # numba: the same sweep in one call (steps/compiled.py)
+        return kernel(U, np.ascontiguousarray(M.T), np.ascontiguousarray(B_i),
+                      np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=U.dtype),
+                      float(l1), float(l2), bool(nonnegative),
+                      -1.0 if column_bound is None else float(column_bound), int(n_passes))
     for _ in range(n_passes):
         for r in columns:
             target = tl.dot(U, M[:, r]) + B_i[:, r]

@@ -1,0 +1,135 @@
+"""steps/compiled.py: numba's column sweep equals the ``tl.*`` sweep (to rounding) in every case
+the sweep has, and where it runs. Skipped without numba (``pip install -e ".[fast]"``; CI
+installs it after the README's suite and runs this file)."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tensorstream import OnlineCPDL, OnlineNMF
+from tensorstream.steps import compiled
+from tensorstream.steps.surrogate import column_descent, surrogate_bcd_step
+
+pytest.importorskip("numba")
+
+
+def _problem(rows, R, seed, dead=()):
+    """A loading and block statistics ``(A_i, B_i)`` of a surrogate: ``A_i`` PSD with the
+    ``dead`` atoms unused (zero rows and columns)."""
+    rng = np.random.default_rng(seed)
+    H = rng.random((3 * R, R))
+    H[:, list(dead)] = 0.0
+    A = H.T @ H / (3 * R)
+    B = rng.standard_normal((rows, R)) @ A + 0.1 * rng.standard_normal((rows, R))
+    return rng.random((rows, R)), A, B
+
+
+def _both(monkeypatch, *args, **options):
+    """``column_descent`` through the kernel, then through the ``tl.*`` sweep."""
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    fast = column_descent(*args, **options)
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    plain = column_descent(*args, **options)
+    return fast, plain
+
+
+OPTIONS = [dict(nonnegative=True, column_bound=None),
+           dict(nonnegative=True, column_bound=1.0),
+           dict(nonnegative=False, column_bound=0.5),
+           dict(nonnegative=False, column_bound=None, l2=0.1),
+           dict(nonnegative=True, column_bound=1.0, l1=0.05, l2=0.01),
+           dict(nonnegative=False, column_bound=None, l1=0.2),
+           dict(nonnegative=True, column_bound=None, n_passes=3)]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in
+                                                                    o.items()))
+@pytest.mark.parametrize("shape", [(64, 16), (7, 3), (1, 1), (200, 24)])
+def test_the_kernel_is_the_tl_sweep(monkeypatch, options, shape):
+    U, A, B = _problem(*shape, seed=shape[0] + shape[1])
+    fast, plain = _both(monkeypatch, U, A, B, **options)
+    np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-13)
+    np.testing.assert_array_equal(U, _problem(*shape, seed=shape[0] + shape[1])[0])  # U kept
+
+
+def test_dead_atoms_are_left_alone_as_by_the_tl_sweep(monkeypatch):
+    U, A, B = _problem(30, 6, seed=3, dead=(1, 4))
+    fast, plain = _both(monkeypatch, U, A, B, nonnegative=True, column_bound=None)
+    np.testing.assert_array_equal(fast[:, [1, 4]], U[:, [1, 4]])
+    np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-13)
+
+
+@given(st.integers(1, 40), st.integers(1, 8), st.integers(0, 10**6), st.booleans(),
+       st.sampled_from([None, 0.3, 2.0]), st.sampled_from([0.0, 0.01, 0.5]))
+def test_the_kernel_is_the_tl_sweep_on_any_problem(rows, R, seed, nonnegative, bound, l1):
+    U, A, B = _problem(rows, R, seed)
+    options = dict(nonnegative=nonnegative, column_bound=bound, l1=l1)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        fast, plain = _both(monkeypatch, U, A, B, **options)
+    np.testing.assert_allclose(fast, plain, rtol=1e-11, atol=1e-12)
+
+
+def test_float32_loadings_use_the_kernel_in_float32(monkeypatch):
+    U, A, B = (x.astype(np.float32) for x in _problem(20, 4, seed=5))
+    fast, plain = _both(monkeypatch, U, A, B, nonnegative=True, column_bound=1.0)
+    assert fast.dtype == np.float32
+    np.testing.assert_allclose(fast, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_the_kernel_runs_only_where_it_can(monkeypatch):
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    assert compiled.column_sweep(np.ones((2, 2))) is not None
+    assert compiled.column_sweep(np.ones((2, 2), dtype=np.int64)) is None
+    assert compiled.column_sweep([[1.0]]) is None
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    assert compiled.column_sweep(np.ones((2, 2))) is None
+
+
+def test_a_tensor_step_with_the_kernel_is_the_tl_step(monkeypatch):
+    rng = np.random.default_rng(0)
+    loadings = [rng.random((6, 4)), rng.random((5, 4)), rng.random((3, 4))]
+    H = rng.random((40, 4))
+    A = H.T @ H / 40
+    B = rng.random((6, 5, 3, 4))
+    steps = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv(compiled.SWITCH, switch)
+        steps[switch] = surrogate_bcd_step([U.copy() for U in loadings], A, B, nonnegative=True,
+                                           column_bound=1.0)
+    for fast, plain in zip(steps["1"], steps["0"]):
+        np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: OnlineNMF(5, batch_size=50, max_iter=3, random_state=0), (300, 40)),
+    (lambda: OnlineCPDL(3, batch_size=20, max_iter=2, random_state=0), (100, 6, 5)),
+])
+def test_learners_learn_the_same_with_and_without_the_kernel(monkeypatch, make, shape):
+    X = np.random.default_rng(1).random(shape)
+    learned = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv(compiled.SWITCH, switch)
+        learned[switch] = make().fit(X).loadings_
+    for fast, plain in zip(learned["1"], learned["0"]):
+        np.testing.assert_allclose(fast, plain, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("make, sample_shape, per_atom", [
+    (lambda R: OnlineNMF(R, code_max_iter=3, code_tol=1e-300, random_state=0), (20,), 3),
+    (lambda R: OnlineCPDL(R, code_max_iter=1, random_state=0, reinit_dead_atoms=False), (6, 5),
+     8),
+])
+def test_with_the_kernel_a_steps_calls_hardly_grow_with_the_rank(monkeypatch, make,
+                                                                  sample_shape, per_atom):
+    """Issue 14, goal 3 on numpy: with the kernel the sweep is one call at any rank; what grows
+    is a few calls per atom (its curvature read on the host, the health counters), against ~27
+    per column and loading in the tl.* sweep (``test_step_overhead.py``)."""
+    from test_step_overhead import _step_calls
+
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    small, large = (_step_calls(make, sample_shape, R, 16) for R in (3, 24))
+    assert large - small <= per_atom * (24 - 3), (small, large)
+    monkeypatch.setenv(compiled.SWITCH, "0")  # the same measure sees the tl.* sweep grow
+    small, large = (_step_calls(make, sample_shape, R, 16) for R in (3, 24))
+    assert large - small > 10 * (24 - 3), (small, large)
