@@ -447,6 +447,28 @@ def _new_learner(args: argparse.Namespace, plan: dict) -> Any:
     return learner
 
 
+def _mismatch(key: str, value: Any, saved: Any, plan: dict) -> str:
+    """The message refusing ``--resume`` with an option that differs from the checkpoint's
+    (loaded) parameter. When the file predates the 1/2 penalty convention and the option is
+    the value it was written with, the message says so and gives today's equivalent."""
+    from ..engine.checkpoint import read_checkpoint
+
+    option, cls = _option(key, plan), plan["cls"]
+    if key in getattr(cls, "_rescaled_parameters", {}):
+        meta, _ = read_checkpoint(plan["checkpoint"])
+        # the command-line value read as that file's stored values are: equal to the
+        # checkpoint's when the difference is the convention alone
+        convention_only = cls._loaded_params({key: value}, meta).get(key) == saved
+    else:
+        convention_only = False
+    if convention_only:
+        return (f"the checkpoint predates the 1/2 penalty convention: it was made with "
+                f"{option} {value!r}, which is {option} {saved!r} today; pass {option} "
+                f"{saved!r} or leave the option out to keep the checkpoint's")
+    return (f"the checkpoint was made with {option} {saved!r}, the command line says "
+            f"{value!r}; leave the option out to keep the checkpoint's")
+
+
 def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
     """The checkpointed learner, checked against the options and the data."""
     from ..io import load_checkpoint
@@ -455,12 +477,11 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
     if type(learner) is not plan["cls"]:
         raise CLIError(f"the checkpoint holds a {type(learner).__name__}, not the "
                        f"{plan['cls'].__name__} of --model {plan['model']}")
+    # the loaded learner's parameters: an older file's already in today's names and convention
     saved = learner.get_params()
     for key, value in _learner_params(args, plan).items():
         if saved.get(key) != value:
-            raise CLIError(f"the checkpoint was made with {_option(key, plan)} "
-                           f"{saved.get(key)!r}, the command line says {value!r}; leave the "
-                           f"option out to keep the checkpoint's")
+            raise CLIError(_mismatch(key, value, saved.get(key), plan))
     fitted = learner.__dict__.get("layout_")
     if fitted is None:
         raise CLIError("the checkpoint was made from unlabelled data (Python API); it cannot "

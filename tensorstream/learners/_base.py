@@ -521,12 +521,19 @@ class ArrayCheckpoint:
         return meta, arrays
 
     @classmethod
+    def _loaded_params(cls, params: dict, meta: dict) -> dict:
+        """A checkpoint's parameters as this class loads them: in today's names (the batch
+        learners' values kept no other convention). ``meta`` is unused here; see
+        :meth:`OnlineLearner._loaded_params`."""
+        names = {**RENAMED_EVERYWHERE, **cls._renamed_parameters}
+        return {names.get(k, k): v for k, v in params.items()}
+
+    @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict, path: Any) -> Any:
         try:
             meta, arrays = cls._upgraded(meta, arrays)
-            params = decode_params(meta["params"], arrays)
-            names = {**RENAMED_EVERYWHERE, **cls._renamed_parameters}
-            learner = cls(**{**{names.get(k, k): v for k, v in params.items()}, **overrides})
+            params = cls._loaded_params(decode_params(meta["params"], arrays), meta)
+            learner = cls(**{**params, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])
             learner._restore_fitted(meta, arrays, backend, context)
@@ -688,11 +695,23 @@ class OnlineLearner(OnlineEstimator):
                 and not isinstance(v, bool) else v for k, v in params.items()}
 
     @classmethod
+    def _loaded_params(cls, params: dict, meta: dict) -> dict:
+        """A checkpoint's parameters as this class loads them: in today's names and
+        convention (``_renamed``, then ``_rescaled`` by ``meta``'s mark).
+
+        ``params`` may be the stored JSON values or the decoded ones: renaming touches names
+        and strings, rescaling numbers, neither what decoding changes. ``tensorstream info``
+        shows a checkpoint's parameters through it, and ``fit --resume`` compares the command
+        line with them.
+        """
+        return cls._rescaled(cls._renamed(params), meta)
+
+    @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,
                          path: Any) -> OnlineLearner:
         try:
-            params = cls._rescaled(
-                cls._renamed({k: decode_param(v) for k, v in meta["params"].items()}), meta)
+            params = cls._loaded_params(
+                {k: decode_param(v) for k, v in meta["params"].items()}, meta)
             learner = cls(**{**params, **overrides})
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])
