@@ -23,6 +23,10 @@ ratios (so the machine's load cancels out):
 * ``robust`` (``--parts robust``): RobustOnlineNMF against the batch RobustNMF on Zhao & Tan's
   synthetic data (section VII-D1; OADMM against BADMM).
 
+Both libraries are warmed up first (a tiny fit each), so that one-time costs (imports, numba's
+loading of the compiled column sweep where ``tensorstream[fast]`` is installed, ~1 s) are not in
+the first data set's times. ``TENSORSTREAM_JIT=0`` runs the pure ``tl.*`` sweep instead.
+
 Every method but the ``threads`` part's default runs on one BLAS/OpenMP/torch thread, and those
 single-thread runs are timed in CPU seconds of this process (``time.process_time``), which the
 other processes of a shared machine do not inflate; the ``threads`` part is timed in wall-clock
@@ -184,6 +188,13 @@ def peak_memory(train, K, components0, args):
         peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
         tracemalloc.stop()
     return peaks
+
+
+def warm_up():
+    """One tiny fit of each library (imports, numba's compiled sweep loaded) before any clock."""
+    X = np.random.default_rng(0).random((64, 8))
+    OnlineNMF(2, batch_size=32, max_iter=1, random_state=0).fit(X)
+    MiniBatchNMF(2, batch_size=32, max_iter=1, random_state=0).fit(X)
 
 
 def compare_nmf(args):
@@ -353,6 +364,7 @@ def main(argv=None):
     if "threads" in args.parts:  # first: its default-threads runs must not be limited
         compare_threads(args)
     with limit_threads(1):  # scikit-learn too (the learners limit themselves)
+        warm_up()
         if "nmf" in args.parts:
             compare_nmf(args)
         if "torch" in args.parts:
