@@ -133,3 +133,22 @@ def test_with_the_kernel_a_steps_calls_hardly_grow_with_the_rank(monkeypatch, ma
     monkeypatch.setenv(compiled.SWITCH, "0")  # the same measure sees the tl.* sweep grow
     small, large = (_step_calls(make, sample_shape, R, 16) for R in (3, 24))
     assert large - small > 10 * (24 - 3), (small, large)
+
+
+def test_without_a_writable_cache_the_kernel_is_compiled_in_memory(monkeypatch):
+    """numba refuses ``cache=True`` when it finds no writable cache directory (a read-only
+    install, no home): the kernel is then compiled once per process, not lost."""
+    from numba.core import caching
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
+    compiled._compiled.cache_clear()
+    try:
+        kernel = compiled._compiled()
+        assert kernel is not None
+        U, A, B = _problem(5, 3, seed=0)
+        monkeypatch.setattr(compiled, "_compiled", lambda: kernel)
+        fast, plain = _both(monkeypatch, U, A, B, nonnegative=True, column_bound=None)
+        np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-13)
+    finally:
+        monkeypatch.undo()
+        compiled._compiled.cache_clear()

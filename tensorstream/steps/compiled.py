@@ -43,9 +43,12 @@ def _compiled() -> Callable | None:
     on disk by numba, so later processes load it in milliseconds."""
     try:
         import numba
-    except ImportError:
+    except ImportError:  # not installed, or built for another numpy
         return None
-    return numba.njit(cache=True)(_sweep)
+    try:
+        return numba.njit(cache=True)(_sweep)
+    except RuntimeError:  # no writable cache directory: compiled once per process instead
+        return numba.njit(_sweep)
 
 
 def _sweep(U, Mt, B, columns, curvature, l1, l2, nonnegative, bound, n_passes):  # pragma: no cover
