@@ -103,6 +103,8 @@ DIVERGENCE_CONSTRAINTS = {
     "ridge": [Interval("real", 0, None)],
     "normalize": [BOOLEAN],
     "init": [Options("random"), SEQUENCE],
+    "transform_tol": [Interval("real", 0, None)],
+    "transform_max_iter": [Interval("int", 1, None)],
 }
 
 
@@ -123,6 +125,26 @@ def check_divergence_rules(learner: Any) -> None:
     if not learner.code_lower < learner.code_upper:  # else the coding step fails mid-step
         raise ValueError(f"code_lower must be < code_upper, got {learner.code_lower!r} and "
                          f"{learner.code_upper!r}")
+
+
+def transform_algorithm(learner: Any) -> DivergenceCP:
+    """The OL algorithm with the coding step of ``transform`` and ``score``: the learner's
+    ``transform_tol`` and ``transform_max_iter`` instead of the training step's ``code_tol``
+    and ``code_max_iter`` (there the codes are the result, not one stochastic step's input)."""
+    params = learner._params()
+    params.code_tol, params.code_max_iter = learner.transform_tol, learner.transform_max_iter
+    return DivergenceCP(params, learner.loss_)
+
+
+def transform_codes(learner: Any, X: Any, mask: Any) -> Codes:
+    """The codes of ``transform`` and ``score`` of a fitted learner with a divergence loss:
+    :func:`transform_algorithm`'s coding step at the learned loadings and scale."""
+    learner._check_params()  # a bad transform_tol is named, not reported as the coder's tol
+    with no_grad(learner.backend_):
+        coded = transform_algorithm(learner).encode(X, learner.state_.loadings,
+                                                    learner.state_.scale, mask)
+    check_overflow((coded.codes, coded.losses), "X")
+    return coded
 
 
 def divergence_of(loss: str | float | Divergence, loss_params: Any) -> Divergence:
@@ -460,16 +482,7 @@ class OnlineDivergenceNMF(OnlineLearner):
     def _algorithm(self) -> DivergenceCP:
         return DivergenceCP(self._params(), self.loss_)
 
-    def _transform_algorithm(self) -> DivergenceCP:
-        """The algorithm with the coding step of ``transform`` and ``score`` (its tolerance
-        and iterations instead of the training step's)."""
-        params = self._params()
-        params.code_tol, params.code_max_iter = self.transform_tol, self.transform_max_iter
-        return DivergenceCP(params, self.loss_)
-
-    _parameter_constraints = {**SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS,
-                              "transform_tol": [Interval("real", 0, None)],
-                              "transform_max_iter": [Interval("int", 1, None)]}
+    _parameter_constraints = {**SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS}
 
     def _check_rules(self) -> None:
         check_divergence_rules(self)
@@ -489,12 +502,7 @@ class OnlineDivergenceNMF(OnlineLearner):
 
     def _coded(self, X: Any, mask: Any) -> Codes:
         """The coding step of ``transform`` and ``score`` (``transform_tol``)."""
-        self._check_params()  # a bad transform_tol is named, not reported as the coder's tol
-        with no_grad(self.backend_):
-            coded = self._transform_algorithm().encode(X, self.state_.loadings,
-                                                       self.state_.scale, mask)
-        check_overflow((coded.codes, coded.losses), "X")
-        return coded
+        return transform_codes(self, X, mask)
 
     def transform(self, X: Any, mask: Any = None, *, init: Any = None) -> Any:
         """Codes of ``X`` (raw scale), shape ``(n, R)``, solved to ``transform_tol``; ``init``
@@ -511,8 +519,8 @@ class OnlineDivergenceNMF(OnlineLearner):
         if init.shape[0] != X.shape[0]:
             raise ValueError(f"init must have {X.shape[0]} rows, got {init.shape[0]}")
         with using(self.backend_):
-            return self._transform_algorithm().encode(X, self.loadings_, self.scale_,
-                                                      init=init).codes
+            return transform_algorithm(self).encode(X, self.loadings_, self.scale_,
+                                                    init=init).codes
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:
         """Minus the (weighted) mean divergence ``d(x || W h)`` at refitted codes (raw scale)."""

@@ -59,6 +59,7 @@ from .divergence_nmf import (
     DivergenceCP,
     check_divergence_rules,
     divergence_of,
+    transform_codes,
 )
 
 SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
@@ -69,7 +70,7 @@ SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
 DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau": None,
                    "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
                    "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True}
+                   "normalize": True, "transform_tol": 1e-8, "transform_max_iter": 1000}
 """Parameters of the divergence (OL) algorithm, with their defaults."""
 
 DICT_STEPS = {"squared": ("auto", "columns", "fista"), "divergence": ("auto", "sgd", "mu")}
@@ -199,6 +200,13 @@ class OnlineCPDL(OnlineLearner):
 dict_row_min, normalize
         Divergence losses only: see
         :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
+    transform_tol : float, default 1e-8
+        Divergence losses only: the coding step's tolerance in ``transform`` and ``score``,
+        where the codes are the result (training codes stop at ``code_tol``), as in
+        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`. The squared loss's
+        coder is exact at ``code_tol``.
+    transform_max_iter : int, default 1000
+        Divergence losses only: iterations of the coding step in ``transform`` and ``score``.
     random_state : int, Generator or None
         Seed of the initialisation and of the shuffling in ``fit``.
     backend : {"numpy", "pytorch", None}, default None
@@ -252,6 +260,7 @@ dict_row_min, normalize
                  grad_reduction: str = "mean", code_step: Any = "auto",
                  code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
+                 transform_tol: float = 1e-8, transform_max_iter: int = 1000,
                  dict_step: str = "auto", random_state=None, backend: str | None = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
@@ -322,6 +331,13 @@ dict_row_min, normalize
     def scale_(self) -> float:
         """The data scale the codes are computed at (divergence losses; 1.0 otherwise)."""
         return float(self._fitted_state().scale)
+
+    def _coded(self, X: Any, mask: Any) -> Codes:
+        """The coding step of ``transform`` and ``score``: the squared loss's exact coder at
+        ``code_tol``; a divergence's solved to ``transform_tol``."""
+        if is_squared_loss(self.loss):
+            return super()._coded(X, mask)
+        return transform_codes(self, X, mask)
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
