@@ -84,3 +84,31 @@ def test_mapping_text_that_is_not_a_json_object_is_refused_naming_the_parameter(
     assert json_mapping(None, "loss_params") is None
     with pytest.raises(ValueError, match="loss_params must be a dict or the JSON text"):
         json_mapping(text, "loss_params")
+
+
+@pytest.mark.parametrize("n_samples, batch_size, passes", [
+    (1437, 1024, 100),   # scikit-learn's training digits: 2 batches a pass
+    (150, 1024, 200),    # one batch a pass: capped at 200 passes
+    (60, 32, 100), (640, 32, 10), (20 * 1024, 1024, 10), (10**6, 1024, 10),
+    (19 * 32 + 1, 32, 10), (19 * 32, 32, 11),
+])
+def test_auto_passes_give_small_arrays_at_least_200_steps(n_samples, batch_size, passes):
+    from tensorstream.learners._base import fit_passes
+
+    assert fit_passes("auto", n_samples, batch_size) == passes
+    steps = passes * -(-n_samples // batch_size)
+    assert passes == 200 or steps >= 200 or passes == 10
+    assert fit_passes(7, n_samples, batch_size) == 7  # a number is the number of passes
+
+
+@pytest.mark.parametrize("name", ["OnlineNMF", "OnlineCPDL", "OnlineDivergenceNMF"])
+def test_fit_with_auto_passes_takes_the_rules_steps(name):
+    cls = learner_class(name)
+    assert inspect.signature(cls.__init__).parameters["max_iter"].default == "auto"
+    X = np.random.default_rng(0).random((45, 6)) + 0.1
+    small = cls(2, batch_size=20, random_state=0).fit(X)  # 3 batches a pass: 67 passes
+    assert small.n_steps_ == 67 * 3 and small.n_samples_seen_ == 67 * 45
+    counted = cls(2, batch_size=20, max_iter=2, random_state=0).fit(X)
+    assert counted.n_steps_ == 6
+    with pytest.raises(ValueError, match="max_iter"):
+        cls(2, max_iter="many").fit(X)

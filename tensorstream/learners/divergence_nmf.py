@@ -386,10 +386,12 @@ class OnlineDivergenceNMF(OnlineLearner):
         Divide the data by the first batch's mean absolute entry (kept in ``scale_``).
     batch_size : int, default 10
         Samples per mini-batch in ``fit`` (the paper's ``tau``).
-    max_iter : int, default 10
-        Passes over an array given to ``fit`` (the paper's single pass is in ``paper_params``:
-        on 1,400 digits as pixel counts, one pass ends at a held-out KL of 47.0 per sample,
-        10 passes at about 34, MiniBatchNMF(KL)'s 200 at 36.9).
+    max_iter : int or "auto", default "auto"
+        Passes over an array given to ``fit``; ``"auto"``: 10, or more on a small array so
+        that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
+        :func:`~tensorstream.learners._base.fit_passes`). The paper's single pass is in
+        ``paper_params``: on 1,400 digits as pixel counts, one pass ends at a held-out KL of
+        47.0 per sample, 10 passes at about 34, MiniBatchNMF(KL)'s 200 at 36.9.
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. U(0, 1) entries (already in C), or given ``(I_k, R)`` arrays.
     code_max_iter : int, default 100
@@ -465,7 +467,7 @@ class OnlineDivergenceNMF(OnlineLearner):
                  code_lower: float = CODE_LOWER,
                  code_upper: float = CODE_UPPER, dict_upper: float = 1.0,
                  dict_row_min: float = 1e-8, ridge: float = 0.0, normalize: bool = True,
-                 batch_size: int = 10, max_iter: int = 10, init="random",
+                 batch_size: int = 10, max_iter: int | str = "auto", init="random",
                  code_max_iter: int = 100, code_tol: float = 1e-4,
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000, random_state=None,
                  backend: str | None = None, verbose: bool = False, callback=None,

@@ -123,8 +123,12 @@ class OnlineNMF(OnlineLearner):
         can be checkpointed).
     batch_size : int, default 1024
         Samples per mini-batch in ``fit``.
-    max_iter : int, default 10
-        Passes over an array in ``fit`` (no early stopping).
+    max_iter : int or "auto", default "auto"
+        Passes over an array in ``fit`` (no early stopping); ``"auto"``: 10, or more on a
+        small array so that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
+        :func:`~tensorstream.learners._base.fit_passes`). On scikit-learn's 1,437 training
+        digits in batches of 1,024 that is 100 passes (200 steps), where 10 passes gave
+        16.5 dB of held-out PSNR against MiniBatchNMF's 17.3.
     alpha_W, alpha_H, l1_ratio : float, float or "same", float
         Penalties as in scikit-learn (module docstring): ``alpha_W`` on the codes,
         ``alpha_H`` on the components (``"same"``: ``alpha_W``), ``l1_ratio`` the l1 share.
@@ -192,7 +196,8 @@ class OnlineNMF(OnlineLearner):
     """
 
     def __init__(self, n_components: int, *, init="random", batch_size: int = 1024,
-                 max_iter: int = 10, alpha_W: float = 0.0, alpha_H="same", l1_ratio: float = 0.0,
+                 max_iter: int | str = "auto", alpha_W: float = 0.0, alpha_H="same",
+                 l1_ratio: float = 0.0,
                  forget_factor: float | None = None, weights=_WEIGHTS, search_radius=None,
                  radius_mode: str = "frobenius", column_bound: float | None = 1.0,
                  missing: str | None = None, dict_passes: int = 1, coder: str = "admm",

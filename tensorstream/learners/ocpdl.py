@@ -169,8 +169,10 @@ class OnlineCPDL(OnlineLearner):
         entries only (the statistic ``A`` then becomes entrywise, ``(I_1..I_n, R, R)``).
     batch_size : int, default 32
         Samples per mini-batch when ``fit`` is given an array.
-    max_iter : int, default 10
-        Passes over an array given to ``fit``.
+    max_iter : int or "auto", default "auto"
+        Passes over an array given to ``fit``; ``"auto"``: 10, or more on a small array so
+        that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
+        :func:`~tensorstream.learners._base.fit_passes`).
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
         the given ``(I_k, R)`` matrices.
@@ -252,7 +254,7 @@ dict_row_min, normalize
                  weights=0.5, search_radius=None, radius_mode: str = "frobenius",
                  nonnegative: bool = True, column_bound: float | None = 1.0,
                  missing: str | None = None,
-                 batch_size: int = 32, max_iter: int = 10, init="random",
+                 batch_size: int = 32, max_iter: int | str = "auto", init="random",
                  dict_passes: int = 1, dict_max_iter: int = 20, dict_tol: float = 1e-3,
                  code_max_iter: int = 300, code_tol: float = 1e-5,
                  step_a: float | None = None, step_b: float = 2e4,
