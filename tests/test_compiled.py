@@ -152,3 +152,33 @@ def test_without_a_writable_cache_the_kernel_is_compiled_in_memory(monkeypatch):
     finally:
         monkeypatch.undo()
         compiled._compiled.cache_clear()
+
+
+@pytest.mark.parametrize("options", OPTIONS[:5], ids=str)
+def test_torch_cpu_loadings_are_swept_by_the_kernel_in_place_of_tl_calls(monkeypatch, options):
+    """A torch CPU tensor goes through a numpy view of its memory: the same sweep as numpy's
+    kernel, and as torch's ``tl.*`` sweep to rounding; the result is a torch tensor."""
+    torch = pytest.importorskip("torch")
+    import tensorly as tl
+
+    from tensorstream.core.backend import using
+
+    U, A, B = _problem(40, 6, seed=7)
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    on_numpy = column_descent(U, A, B, **options)
+    with using("pytorch"), torch.no_grad():
+        tensors = [torch.tensor(x) for x in (U, A, B)]
+        assert compiled.column_sweep(tensors[0]) is not None
+        fast, plain = _both(monkeypatch, *tensors, **options)
+        assert tl.is_tensor(fast) and isinstance(fast, torch.Tensor)
+        np.testing.assert_array_equal(tensors[0].numpy(), U)  # the input kept
+    np.testing.assert_allclose(fast.numpy(), plain.numpy(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(fast.numpy(), on_numpy, rtol=1e-14, atol=1e-15)
+
+
+def test_tensors_the_kernel_cannot_see_keep_the_tl_sweep(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    assert compiled.column_sweep(torch.ones(2, 2, requires_grad=True)) is None
+    assert compiled.column_sweep(torch.ones(2, 2, dtype=torch.int64)) is None
+    assert compiled.column_sweep(torch.ones(2, 2, dtype=torch.float16)) is None

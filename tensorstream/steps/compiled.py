@@ -4,9 +4,10 @@ The exact column step (:func:`tensorstream.steps.surrogate.column_descent`) is a
 sweep: column ``r`` moves with the columns before it already moved, so it cannot be one matrix
 product, and in ``tl.*`` calls it costs about six backend calls per column. On small loadings
 those calls are the whole cost (a digits loading, 64 x 16: 170 us in calls for 16 us of
-arithmetic). With numba installed (``pip install tensorstream[fast]``) numpy loadings are swept by
-the kernel below instead: one call per sweep whatever the rank (8 us on digits, 158 us instead of
-345 on a 1000 x 20 loading). Other backends, and numpy without numba, run the ``tl.*`` sweep.
+arithmetic). With numba installed (``pip install tensorstream[fast]``) loadings in host memory
+(numpy arrays, torch CPU tensors) are swept by the kernel below instead: one call per sweep
+whatever the rank (8 us on digits, 158 us instead of 345 on a 1000 x 20 loading). GPU tensors,
+and everything without numba, run the ``tl.*`` sweep.
 
 Both compute the same steps; they differ by rounding only, because the kernel sums each column's
 product in its own order (``tests/test_compiled.py`` checks the two against each other).
@@ -23,18 +24,51 @@ from typing import Any
 
 import numpy as np
 
+from ..core.backend import backend_of
+
 #: the environment variable that turns the kernel off when set to "0"
 SWITCH = "TENSORSTREAM_JIT"
 
 
 def column_sweep(U: Any) -> Callable | None:
     """The compiled sweep for the loading ``U``, or None where the ``tl.*`` sweep runs instead:
-    not a float numpy array, numba not installed, or ``TENSORSTREAM_JIT=0``."""
+    numba not installed, ``TENSORSTREAM_JIT=0``, or ``U`` neither a float numpy array nor a
+    float torch tensor in host memory.
+
+    The sweep is called as ``sweep(U, M, B, columns, curvature, l1, l2, nonnegative, bound,
+    n_passes)`` (the arguments of :func:`_sweep`, ``M`` untransposed, ``bound`` None for no
+    ball) and returns ``U``, moved in place. A torch tensor on the CPU is swept through a numpy
+    view of its memory (no copy), so torch's sweep costs what numpy's does: its per-call cost
+    is what makes the ``tl.*`` sweep slow there (27 us a column against numpy's 10).
+    """
     if os.environ.get(SWITCH, "1") == "0":
         return None
-    if not (isinstance(U, np.ndarray) and U.dtype in (np.float32, np.float64)):
+    host = _host_view(U)
+    if host is None:
         return None
-    return _compiled()
+    kernel = _compiled()
+    if kernel is None:
+        return None
+
+    def sweep(U, M, B, columns, curvature, l1, l2, nonnegative, bound, n_passes):
+        memory = host(U)
+        kernel(memory, np.ascontiguousarray(host(M).T), np.ascontiguousarray(host(B)),
+               np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=memory.dtype),
+               float(l1), float(l2), bool(nonnegative), -1.0 if bound is None else float(bound),
+               int(n_passes))
+        return U
+
+    return sweep
+
+
+def _host_view(U: Any) -> Callable | None:
+    """How to see tensors like ``U`` as numpy arrays without a copy (None: not possible)."""
+    if isinstance(U, np.ndarray):
+        return np.asarray if U.dtype in (np.float32, np.float64) else None
+    if backend_of(U) == "pytorch" and U.device.type == "cpu" and not U.requires_grad and \
+            str(U.dtype) in ("torch.float32", "torch.float64"):
+        return lambda T: T.numpy()
+    return None
 
 
 @functools.cache

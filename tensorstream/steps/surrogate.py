@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import tensorly as tl
 
 from ..coders.robust import shifted_inverse
@@ -74,10 +73,7 @@ def column_descent(
         M, B_i = M / denominator, B_i / denominator
     kernel = column_sweep(U)
     if kernel is not None:  # numba: the same sweep in one call (steps/compiled.py)
-        return kernel(U, np.ascontiguousarray(M.T), np.ascontiguousarray(B_i),
-                      np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=U.dtype),
-                      float(l1), float(l2), bool(nonnegative),
-                      -1.0 if column_bound is None else float(column_bound), int(n_passes))
+        return kernel(U, M, B_i, columns, curvature, l1, l2, nonnegative, column_bound, n_passes)
     for _ in range(n_passes):
         for r in columns:
             target = tl.dot(U, M[:, r]) + B_i[:, r]
