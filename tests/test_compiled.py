@@ -152,3 +152,18 @@ def test_without_a_writable_cache_the_kernel_is_compiled_in_memory(monkeypatch):
     finally:
         monkeypatch.undo()
         compiled._compiled.cache_clear()
+
+
+@pytest.mark.parametrize("l1", [0.0, 0.1])
+def test_a_nan_target_stays_nan_as_in_the_tl_sweep(monkeypatch, l1):
+    """The soft-threshold must not turn a NaN (an overflowed statistic) into a zero that the
+    learners' health checks would not see."""
+    U, A, B = _problem(9, 5, seed=0)
+    B[0, 0] = np.nan
+    fast, plain = _both(monkeypatch, U, A, B, nonnegative=False, column_bound=None, l1=l1)
+    np.testing.assert_array_equal(np.isnan(fast), np.isnan(plain))
+    assert np.isnan(fast).any()
+    np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-13)  # NaN where NaN
+    zero = _both(monkeypatch, U, A, np.zeros_like(B), nonnegative=False, column_bound=None,
+                 l1=10.0)
+    np.testing.assert_array_equal(*(np.signbit(x) for x in zero))  # -0.0 where tl gives -0.0
