@@ -594,6 +594,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
+        "max_iter": [Interval("int", 1, None)],  # iterations: no "auto" (passes of online fits)
         "tol": [Interval("real", 0, None)],
         "max_time": [Interval("real", 0, None, closed="neither"), NONE],
         "code_tol": [Interval("real", 0, None)],
