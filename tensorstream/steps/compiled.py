@@ -29,12 +29,29 @@ SWITCH = "TENSORSTREAM_JIT"
 
 def column_sweep(U: Any) -> Callable | None:
     """The compiled sweep for the loading ``U``, or None where the ``tl.*`` sweep runs instead:
-    not a float numpy array, numba not installed, or ``TENSORSTREAM_JIT=0``."""
+    not a float numpy array, numba not installed, or ``TENSORSTREAM_JIT=0``.
+
+    The sweep is called as ``sweep(U, M, B_i, columns, curvature, l1=, l2=, nonnegative=,
+    bound=, n_passes=)`` with the arguments of ``column_descent`` (``M`` the coupling matrix,
+    ``columns`` the live atoms, ``bound`` None for no ball) and returns ``U`` swept in place;
+    the numpy layouts and types the kernel needs are made here, not in the algorithm.
+    """
     if os.environ.get(SWITCH, "1") == "0":
         return None
     if not (isinstance(U, np.ndarray) and U.dtype in (np.float32, np.float64)):
         return None
-    return _compiled()
+    kernel = _compiled()
+    if kernel is None:
+        return None
+
+    def sweep(U, M, B_i, columns, curvature, *, l1, l2, nonnegative, bound, n_passes):
+        # Mt's rows are M's columns, read one by one; a bound of -1 is "no ball" in the kernel
+        return kernel(U, np.ascontiguousarray(M.T), np.ascontiguousarray(B_i),
+                      np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=U.dtype),
+                      float(l1), float(l2), bool(nonnegative),
+                      -1.0 if bound is None else float(bound), int(n_passes))
+
+    return sweep
 
 
 @functools.cache

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import tensorly as tl
 
 from ..coders.robust import shifted_inverse
@@ -72,12 +71,10 @@ def column_descent(
         denominator = tl.where(denominator > 0, denominator,
                                tl.ones(tl.shape(denominator), **tl.context(denominator)))
         M, B_i = M / denominator, B_i / denominator
-    kernel = column_sweep(U)
-    if kernel is not None:  # numba: the same sweep in one call (steps/compiled.py)
-        return kernel(U, np.ascontiguousarray(M.T), np.ascontiguousarray(B_i),
-                      np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=U.dtype),
-                      float(l1), float(l2), bool(nonnegative),
-                      -1.0 if column_bound is None else float(column_bound), int(n_passes))
+    sweep = column_sweep(U)
+    if sweep is not None:  # numba: the same sweep in one call (steps/compiled.py)
+        return sweep(U, M, B_i, columns, curvature, l1=l1, l2=l2, nonnegative=nonnegative,
+                     bound=column_bound, n_passes=n_passes)
     for _ in range(n_passes):
         for r in columns:
             target = tl.dot(U, M[:, r]) + B_i[:, r]
