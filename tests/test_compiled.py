@@ -167,3 +167,20 @@ def test_a_nan_target_stays_nan_as_in_the_tl_sweep(monkeypatch, l1):
     zero = _both(monkeypatch, U, A, np.zeros_like(B), nonnegative=False, column_bound=None,
                  l1=10.0)
     np.testing.assert_array_equal(*(np.signbit(x) for x in zero))  # -0.0 where tl gives -0.0
+
+
+def test_non_contiguous_and_mixed_precision_inputs_are_swept_as_by_the_tl_sweep(monkeypatch):
+    """Loadings and statistics arrive as views (a transposed Gram, a column-major loading, a
+    strided slice) and a float32 loading may meet float64 statistics: the kernel's layouts
+    and casts must not change the step."""
+    U, A, B = _problem(9, 5, seed=4)
+    wide = np.random.default_rng(5).standard_normal((9, 10))
+    wide[:, ::2] = B
+    for args in ((np.asfortranarray(U), A.T, np.asfortranarray(B)),
+                 (np.repeat(U, 2, axis=0)[::2], A, wide[:, ::2]),
+                 (U.astype(np.float32), A, B)):
+        assert not all(x.flags["C_CONTIGUOUS"] for x in args) or args[0].dtype == np.float32
+        fast, plain = _both(monkeypatch, *args, nonnegative=True, column_bound=1.0, l1=0.01)
+        assert fast.dtype == plain.dtype == args[0].dtype
+        tol = 1e-6 if args[0].dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(fast, plain, rtol=tol, atol=tol)
