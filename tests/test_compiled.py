@@ -184,3 +184,19 @@ def test_non_contiguous_and_mixed_precision_inputs_are_swept_as_by_the_tl_sweep(
         assert fast.dtype == plain.dtype == args[0].dtype
         tol = 1e-6 if args[0].dtype == np.float32 else 1e-12
         np.testing.assert_allclose(fast, plain, rtol=tol, atol=tol)
+
+
+def test_threads_sweeping_at_once_get_the_tl_sweeps_results(monkeypatch):
+    """The kernel runs without the GIL: concurrent sweeps (learners fitted in threads) must
+    not share scratch memory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems = [_problem(30, 6, seed=s) for s in range(8)]
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    with ThreadPoolExecutor(4) as pool:
+        fast = list(pool.map(lambda p: column_descent(*p, nonnegative=True, column_bound=1.0,
+                                                      n_passes=20), problems))
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    for problem, result in zip(problems, fast):
+        plain = column_descent(*problem, nonnegative=True, column_bound=1.0, n_passes=20)
+        np.testing.assert_allclose(result, plain, rtol=1e-12, atol=1e-13)

@@ -62,10 +62,12 @@ def _compiled() -> Callable | None:
         import numba
     except ImportError:  # not installed, or built for another numpy
         return None
+    # nogil: the kernel touches only its arrays (a fresh copy of the loading, its own
+    # scratch column), so learners fitted in threads sweep at the same time
     try:
-        return numba.njit(cache=True)(_sweep)
+        return numba.njit(cache=True, nogil=True)(_sweep)
     except RuntimeError:  # no writable cache directory: compiled once per process instead
-        return numba.njit(_sweep)
+        return numba.njit(nogil=True)(_sweep)
 
 
 def _sweep(U, Mt, B, columns, curvature, l1, l2, nonnegative, bound, n_passes):  # pragma: no cover
