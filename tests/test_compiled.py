@@ -182,3 +182,51 @@ def test_tensors_the_kernel_cannot_see_keep_the_tl_sweep(monkeypatch):
     assert compiled.column_sweep(torch.ones(2, 2, requires_grad=True)) is None
     assert compiled.column_sweep(torch.ones(2, 2, dtype=torch.int64)) is None
     assert compiled.column_sweep(torch.ones(2, 2, dtype=torch.float16)) is None
+
+
+@pytest.mark.parametrize("l1", [0.0, 0.1])
+def test_a_nan_target_stays_nan_as_in_the_tl_sweep(monkeypatch, l1):
+    """The soft-threshold must not turn a NaN (an overflowed statistic) into a zero that the
+    learners' health checks would not see."""
+    U, A, B = _problem(9, 5, seed=0)
+    B[0, 0] = np.nan
+    fast, plain = _both(monkeypatch, U, A, B, nonnegative=False, column_bound=None, l1=l1)
+    np.testing.assert_array_equal(np.isnan(fast), np.isnan(plain))
+    assert np.isnan(fast).any()
+    np.testing.assert_allclose(fast, plain, rtol=1e-12, atol=1e-13)  # NaN where NaN
+    zero = _both(monkeypatch, U, A, np.zeros_like(B), nonnegative=False, column_bound=None,
+                 l1=10.0)
+    np.testing.assert_array_equal(*(np.signbit(x) for x in zero))  # -0.0 where tl gives -0.0
+
+
+def test_non_contiguous_and_mixed_precision_inputs_are_swept_as_by_the_tl_sweep(monkeypatch):
+    """Loadings and statistics arrive as views (a transposed Gram, a column-major loading, a
+    strided slice) and a float32 loading may meet float64 statistics: the kernel's layouts
+    and casts must not change the step."""
+    U, A, B = _problem(9, 5, seed=4)
+    wide = np.random.default_rng(5).standard_normal((9, 10))
+    wide[:, ::2] = B
+    for args in ((np.asfortranarray(U), A.T, np.asfortranarray(B)),
+                 (np.repeat(U, 2, axis=0)[::2], A, wide[:, ::2]),
+                 (U.astype(np.float32), A, B)):
+        assert not all(x.flags["C_CONTIGUOUS"] for x in args) or args[0].dtype == np.float32
+        fast, plain = _both(monkeypatch, *args, nonnegative=True, column_bound=1.0, l1=0.01)
+        assert fast.dtype == plain.dtype == args[0].dtype
+        tol = 1e-6 if args[0].dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(fast, plain, rtol=tol, atol=tol)
+
+
+def test_threads_sweeping_at_once_get_the_tl_sweeps_results(monkeypatch):
+    """The kernel runs without the GIL: concurrent sweeps (learners fitted in threads) must
+    not share scratch memory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems = [_problem(30, 6, seed=s) for s in range(8)]
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    with ThreadPoolExecutor(4) as pool:
+        fast = list(pool.map(lambda p: column_descent(*p, nonnegative=True, column_bound=1.0,
+                                                      n_passes=20), problems))
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    for problem, result in zip(problems, fast):
+        plain = column_descent(*problem, nonnegative=True, column_bound=1.0, n_passes=20)
+        np.testing.assert_allclose(result, plain, rtol=1e-12, atol=1e-13)

@@ -112,3 +112,23 @@ def test_fit_with_auto_passes_takes_the_rules_steps(name):
     assert counted.n_steps_ == 6
     with pytest.raises(ValueError, match="max_iter"):
         cls(2, max_iter="many").fit(X)
+
+
+def test_only_learners_whose_fit_counts_passes_accept_auto_max_iter():
+    """``max_iter="auto"`` is a number of passes (``fit_passes``); a batch learner's
+    ``max_iter`` counts iterations, so there ``"auto"`` is refused by name, not met later by
+    an arithmetic TypeError."""
+    from tensorstream.learners._base import OnlineLearner
+
+    for cls in CLASSES:
+        if "max_iter" not in _parameters(cls):
+            continue
+        constraints = {"max_iter": cls._parameter_constraints["max_iter"]}
+        if issubclass(cls, OnlineLearner):
+            validate_params({"max_iter": "auto"}, constraints, cls.__name__)
+        else:
+            with pytest.raises((TypeError, ValueError), match="max_iter"):
+                validate_params({"max_iter": "auto"}, constraints, cls.__name__)
+    X = np.random.default_rng(0).random((20, 8))
+    with pytest.raises((TypeError, ValueError), match="max_iter"):
+        learner_class("RobustNMF")(2, max_iter="auto").fit(X)

@@ -74,3 +74,14 @@ def test_row_sq_norms_of_zero_rows_and_a_transposed_view(backend):
     view = tl.transpose(tl.tensor(Y))  # (9, 6), not row-major
     np.testing.assert_allclose(to_numpy(row_sq_norms(view)), np.sum(Y * Y, axis=0),
                                rtol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(40,), (2, 40, 40), (40, 40, 3)])
+def test_narrow_dot_of_what_is_not_a_matrix_is_tl_dot(backend, shape):
+    """A single sample (1-D) or a 3-D batch reaches ``narrow_dot`` through the coders'
+    adjoint; it must get ``tl.dot``'s result, not an unpacking error."""
+    rng = np.random.default_rng(len(shape))
+    A, B = rng.standard_normal(shape), rng.standard_normal((shape[-1], 3))
+    result = narrow_dot(tl.tensor(A), tl.tensor(B))
+    np.testing.assert_allclose(to_numpy(result), to_numpy(tl.dot(tl.tensor(A), tl.tensor(B))),
+                               rtol=1e-12)

@@ -440,8 +440,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     batch_size : int, default 10
         Samples per step when ``fit`` is given an array (1: the paper's algorithm; larger
         batches share one basis update and run the coding step vectorised).
-    max_iter : int, default 1
-        Passes over an array given to ``fit`` (the paper makes one).
+    max_iter : int or "auto", default 1
+        Passes over an array given to ``fit`` (the paper makes one); ``"auto"`` as in
+        :func:`~tensorstream.learners._base.fit_passes`.
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
         ``L_0``: U[0, 1] entries (the authors' Figures 1-4), an orthonormalized Gaussian matrix
         (their large-scale runs), or the given matrix (also accepted as a list holding it).

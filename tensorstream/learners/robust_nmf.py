@@ -256,8 +256,9 @@ class RobustOnlineNMF(OnlineLearner):
         Weights of the statistics (``1/t`` is the paper's).
     batch_size : int, default 5
         Samples per mini-batch in ``fit`` (the paper's tau).
-    max_iter : int, default 1
-        Passes over an array in ``fit`` (the paper streams every sample once).
+    max_iter : int or "auto", default 1
+        Passes over an array in ``fit`` (the paper streams every sample once); ``"auto"`` as
+        in :func:`~tensorstream.learners._base.fit_passes`.
     init : "random", list of loadings, or array of shape (n_components, n_features)
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback
@@ -594,6 +595,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
+        "max_iter": [Interval("int", 1, None)],  # iterations: no "auto" (passes of online fits)
         "tol": [Interval("real", 0, None)],
         "max_time": [Interval("real", 0, None, closed="neither"), NONE],
         "code_tol": [Interval("real", 0, None)],

@@ -96,8 +96,9 @@ class OnlineRobustPCA(RobustMatrixLearner):
         ``"nan"``: NaN entries are missing (see :class:`OnlineMaxNormMD`).
     weights : "balanced", float or callable, default "balanced"
     batch_size : int, default 10
-    max_iter : int, default 1
-        Passes over an array given to ``fit``.
+    max_iter : int or "auto", default 1
+        Passes over an array given to ``fit``; ``"auto"`` as in
+        :func:`~tensorstream.learners._base.fit_passes`.
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
     random_state : int, Generator or None
     backend : {"numpy", "pytorch", None}, default None

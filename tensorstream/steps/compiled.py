@@ -35,11 +35,13 @@ def column_sweep(U: Any) -> Callable | None:
     numba not installed, ``TENSORSTREAM_JIT=0``, or ``U`` neither a float numpy array nor a
     float torch tensor in host memory.
 
-    The sweep is called as ``sweep(U, M, B, columns, curvature, l1, l2, nonnegative, bound,
-    n_passes)`` (the arguments of :func:`_sweep`, ``M`` untransposed, ``bound`` None for no
-    ball) and returns ``U``, moved in place. A torch tensor on the CPU is swept through a numpy
-    view of its memory (no copy), so torch's sweep costs what numpy's does: its per-call cost
-    is what makes the ``tl.*`` sweep slow there (27 us a column against numpy's 10).
+    The sweep is called as ``sweep(U, M, B_i, columns, curvature, l1=, l2=, nonnegative=,
+    bound=, n_passes=)`` with the arguments of ``column_descent`` (``M`` the coupling matrix,
+    ``columns`` the live atoms, ``bound`` None for no ball) and returns ``U`` swept in place;
+    the numpy layouts and types the kernel needs are made here, not in the algorithm. A torch
+    tensor on the CPU is swept through a numpy view of its memory (no copy), so torch's sweep
+    costs what numpy's does: its per-call cost is what makes the ``tl.*`` sweep slow there
+    (27 us a column against numpy's 10).
     """
     if os.environ.get(SWITCH, "1") == "0":
         return None
@@ -50,9 +52,10 @@ def column_sweep(U: Any) -> Callable | None:
     if kernel is None:
         return None
 
-    def sweep(U, M, B, columns, curvature, l1, l2, nonnegative, bound, n_passes):
+    def sweep(U, M, B_i, columns, curvature, *, l1, l2, nonnegative, bound, n_passes):
         memory = host(U)
-        kernel(memory, np.ascontiguousarray(host(M).T), np.ascontiguousarray(host(B)),
+        # Mt's rows are M's columns, read one by one; a bound of -1 is "no ball" in the kernel
+        kernel(memory, np.ascontiguousarray(host(M).T), np.ascontiguousarray(host(B_i)),
                np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=memory.dtype),
                float(l1), float(l2), bool(nonnegative), -1.0 if bound is None else float(bound),
                int(n_passes))
@@ -79,10 +82,12 @@ def _compiled() -> Callable | None:
         import numba
     except ImportError:  # not installed, or built for another numpy
         return None
+    # nogil: the kernel touches only its arrays (a fresh copy of the loading, its own
+    # scratch column), so learners fitted in threads sweep at the same time
     try:
-        return numba.njit(cache=True)(_sweep)
+        return numba.njit(cache=True, nogil=True)(_sweep)
     except RuntimeError:  # no writable cache directory: compiled once per process instead
-        return numba.njit(_sweep)
+        return numba.njit(nogil=True)(_sweep)
 
 
 def _sweep(U, Mt, B, columns, curvature, l1, l2, nonnegative, bound, n_passes):  # pragma: no cover
@@ -108,8 +113,8 @@ def _sweep(U, Mt, B, columns, curvature, l1, l2, nonnegative, bound, n_passes): 
                         value -= l1
                     elif value < -l1:
                         value += l1
-                    else:
-                        value = 0.0
+                    else:  # times 0, not = 0: a NaN stays NaN (the health checks see it)
+                        value *= 0.0  # and a zero keeps its sign, as in soft_threshold
                     target[i] = value / denominator
             if nonnegative:
                 for i in range(rows):

@@ -71,9 +71,10 @@ def column_descent(
         denominator = tl.where(denominator > 0, denominator,
                                tl.ones(tl.shape(denominator), **tl.context(denominator)))
         M, B_i = M / denominator, B_i / denominator
-    kernel = column_sweep(U)
-    if kernel is not None:  # numba: the same sweep in one call (steps/compiled.py)
-        return kernel(U, M, B_i, columns, curvature, l1, l2, nonnegative, column_bound, n_passes)
+    sweep = column_sweep(U)
+    if sweep is not None:  # numba: the same sweep in one call (steps/compiled.py)
+        return sweep(U, M, B_i, columns, curvature, l1=l1, l2=l2, nonnegative=nonnegative,
+                     bound=column_bound, n_passes=n_passes)
     for _ in range(n_passes):
         for r in columns:
             target = tl.dot(U, M[:, r]) + B_i[:, r]
