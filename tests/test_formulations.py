@@ -214,9 +214,13 @@ def test_solver_stops_at_the_requested_residual(name):
 
 
 def test_fista_is_faster_than_bsum_on_robust_codes():
+    # its own generator: drawn from the module's shared one, the data depended on which tests
+    # ran before in the same worker (one failure in a full run; 40 fixed seeds all pass, with
+    # FISTA's slowest sample at 145-201 iterations against BSUM's 212-309)
+    rng = np.random.default_rng(11)
     form = RobustPCA(lam1=0.1, lam2=0.1)
-    W = RNG.standard_normal((40, 8))
-    X = RNG.standard_normal((20, 8)) @ W.T + np.where(RNG.random((20, 40)) < 0.1, 50.0, 0.0)
+    W = rng.standard_normal((40, 8))
+    X = rng.standard_normal((20, 8)) @ W.T + np.where(rng.random((20, 40)) < 0.1, 50.0, 0.0)
     fista = solve_codes(form, X, W, solver="fista", tol=1e-6, max_iter=20000)
     bsum = solve_codes(form, X, W, solver="bsum", tol=1e-6, max_iter=20000)
     assert fista.n_iter.max() < bsum.n_iter.max()
