@@ -1,6 +1,7 @@
 """steps/compiled.py: numba's column sweep equals the ``tl.*`` sweep (to rounding) in every case
-the sweep has, and where it runs. Skipped without numba (``pip install -e ".[fast]"``; CI
-installs it after the README's suite and runs this file)."""
+the sweep has, and where it runs. Skipped without numba (``pip install -e ".[fast]"``; the test
+extra brings it through ``sparse``, so the README's suite runs this file, and ``.ci/run`` then
+runs the learners' tests again with ``TENSORSTREAM_JIT=0``)."""
 
 import numpy as np
 import pytest
