@@ -16,6 +16,8 @@ ratios (so the machine's load cancels out):
   pass of MiniBatchNMF ``fit``, the data a method must hold included). The held-out objective
   is method-neutral: ``1/2 mean ||x - W h||^2`` with the nonnegative least-squares codes of the
   held-out rows (a tight ADMM solve, the same for every method) for the learned components.
+* ``coder`` (``--parts coder``): OnlineNMF's coding step in GFLOP/s against the machine's square
+  GEMM and the step's own product ``X W`` (issue 14, goal 3), at batches of 512 and 2,048.
 * ``threads``: every learner's ``fit`` and ``transform`` with the machine's default threads
   (``n_threads=None``) and with one thread (the default ``n_threads=1``), ratio default / one.
 * ``torch``: OnlineNMF's per-epoch time on torch CPU tensors against numpy arrays at batches of
@@ -223,6 +225,58 @@ def compare_nmf(args):
               f"{min(v for _, v in ours):>21.5g}{target:>10.5g}{peaks[0]:>16.1f}{peaks[1]:>8.1f}")
 
 
+# -- part 1b: the coding step's rate -----------------------------------------------------------
+
+
+def gemm_rate(size: int = 1000, repeats: int = 5) -> float:
+    """float64 GEMM GFLOP/s of this machine, one thread (best of ``repeats``)."""
+    rng = np.random.default_rng(0)
+    A, B = rng.random((size, size)), rng.random((size, size))
+    best = min(_seconds(lambda: A @ B) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def _coding_times(algorithm, loadings, W, batch, repeats):
+    """Best times of the coding step on ``batch`` and of its bare product ``X W``."""
+    step = min(_seconds(lambda: algorithm.encode(batch, loadings, 1.0)) for _ in range(repeats))
+    product = min(_seconds(lambda: batch @ W) for _ in range(repeats))
+    return step, product
+
+
+def compare_coder(args, batches=(512, 2048), repeats: int = 9):
+    """Goal 3 of issue 14 for OnlineNMF's default coder (ADMM in the code space): the coding
+    step (projections, Gram, codes, losses) in GFLOP/s of the data product ``2 b n K`` that any
+    coder must do, against the square GEMM's rate and the step's own product ``X W``."""
+    rate = gemm_rate()
+    print(f"\nOnlineNMF's coding step vs GEMM: float64 GEMM {rate:.1f} GFLOP/s (1000 x 1000, one "
+          f"thread); '% X W' is the rate of the step's own product")
+    print(f"{'data':<10}{'batch':>7}{'ms/batch':>10}{'GFLOP/s':>9}{'% GEMM':>8}"
+          f"{'X W GFLOP/s':>13}{'% X W':>7}")
+    for name in args.datasets:
+        loader, K = DATASETS[name]
+        try:
+            X = loader()
+        except ImportError as error:
+            print(f"{name}: skipped ({error})")
+            continue
+        model = OnlineNMF(K, random_state=args.seed).fit(X[:20000], n_steps=20)
+        algorithm, loadings = model._algorithm(), model.loadings_
+        W = np.asarray(loadings[0])
+        for b in batches:
+            batch = X[np.random.default_rng(b).integers(0, len(X), b)]
+            step, product = _coding_times(algorithm, loadings, W, batch, repeats)
+            flops = 2 * b * W.shape[0] * K
+            print(f"{name:<10}{b:>7}{step * 1e3:>10.2f}{flops / step / 1e9:>9.2f}"
+                  f"{100 * flops / step / 1e9 / rate:>7.1f}%{flops / product / 1e9:>13.1f}"
+                  f"{product / step:>7.0%}")
+
+
 # -- part 2: threads ------------------------------------------------------------------------------
 
 
@@ -346,7 +400,7 @@ def compare_robust(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", nargs="+", default=["nmf", "threads", "torch"],
-                        choices=["nmf", "threads", "torch", "robust"])
+                        choices=["nmf", "coder", "threads", "torch", "robust"])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--epochs", type=int, default=3, help="OnlineNMF's passes")
@@ -367,6 +421,8 @@ def main(argv=None):
         warm_up()
         if "nmf" in args.parts:
             compare_nmf(args)
+        if "coder" in args.parts:
+            compare_coder(args)
         if "torch" in args.parts:
             compare_torch(args)
         if "robust" in args.parts:
