@@ -312,11 +312,11 @@ class OnlineEstimator(CheckedParameters):
         Parameters
         ----------
         X : array of shape (n_samples, ...), xarray.DataArray, or iterable of batches
-            An array is streamed as ``max_iter`` shuffled passes of ``batch_size`` samples
-            (``"auto"``: 10, or more on small arrays, see :func:`fit_passes`) (a
-            DataArray along ``sample_dim``; a dask-backed one is read batch by batch); any other
-            iterable (a stream from :mod:`tensorstream.streams`, a generator, a list of arrays)
-            is consumed batch by batch.
+            An array is streamed as ``max_iter`` shuffled passes of ``batch_size`` samples, a
+            DataArray along ``sample_dim`` (a dask-backed one is read batch by batch);
+            ``max_iter="auto"`` is 10 passes, or more on small arrays (:func:`fit_passes`).
+            Any other iterable (a stream from :mod:`tensorstream.streams`, a generator, a list
+            of arrays) is consumed batch by batch.
         y : ignored
         mask : boolean array of X's shape, optional
             True where an entry is observed (array input); a stream may yield ``(X, mask)``
