@@ -52,6 +52,9 @@ import tracemalloc
 import warnings
 
 import numpy as np
+
+# the coding-step measurement of bench_cp.py (the same GEMM rate, the same timing of a step)
+from bench_cp import _coding_times, gemm_rate  # a script beside this one
 from sklearn.decomposition import MiniBatchNMF
 from sklearn.exceptions import ConvergenceWarning
 
@@ -226,27 +229,6 @@ def compare_nmf(args):
 
 
 # -- part 1b: the coding step's rate -----------------------------------------------------------
-
-
-def gemm_rate(size: int = 1000, repeats: int = 5) -> float:
-    """float64 GEMM GFLOP/s of this machine, one thread (best of ``repeats``)."""
-    rng = np.random.default_rng(0)
-    A, B = rng.random((size, size)), rng.random((size, size))
-    best = min(_seconds(lambda: A @ B) for _ in range(repeats))
-    return 2 * size**3 / best / 1e9
-
-
-def _seconds(function) -> float:
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
-
-
-def _coding_times(algorithm, loadings, W, batch, repeats):
-    """Best times of the coding step on ``batch`` and of its bare product ``X W``."""
-    step = min(_seconds(lambda: algorithm.encode(batch, loadings, 1.0)) for _ in range(repeats))
-    product = min(_seconds(lambda: batch @ W) for _ in range(repeats))
-    return step, product
 
 
 def compare_coder(args, batches=(512, 2048), repeats: int = 9):
