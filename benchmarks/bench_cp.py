@@ -212,13 +212,19 @@ def coder_section(cases, batches=(512, 2048), repeats: int = 9) -> None:
         model = OnlineCPDL(rank, random_state=0).fit(X, n_steps=200)  # a learned dictionary
         algorithm, loadings = model._algorithm(), model.loadings_
         W = tl.tenalg.khatri_rao(list(loadings))
-        for b in batches:
-            batch = X[np.random.default_rng(b).integers(0, len(X), b)]
-            seconds, product = _coding_times(algorithm, loadings, W, batch, repeats)
-            flops = 2 * b * W.shape[0] * rank
-            print(f"{name:<34} {b:>6} {seconds * 1e3:>9.2f} {flops / seconds / 1e9:>8.2f} "
-                  f"{100 * flops / seconds / 1e9 / rate:>6.1f}% {flops / product / 1e9:>11.1f} "
-                  f"{product / seconds:>6.0%}")
+        coder_rows(name, algorithm, loadings, W, X, rate, batches, repeats)
+
+
+def coder_rows(name, algorithm, loadings, W, X, rate, batches=(512, 2048), repeats: int = 9):
+    """One row per batch size: the coding step's time and GFLOP/s of the data product
+    ``2 b prod(I) R``, against ``rate`` (the square GEMM's) and the step's own ``X W``."""
+    for b in batches:
+        batch = X[np.random.default_rng(b).integers(0, len(X), b)]
+        seconds, product = _coding_times(algorithm, loadings, W, batch, repeats)
+        flops = 2 * b * W.shape[0] * W.shape[1]
+        print(f"{name:<34} {b:>6} {seconds * 1e3:>9.2f} {flops / seconds / 1e9:>8.2f} "
+              f"{100 * flops / seconds / 1e9 / rate:>6.1f}% {flops / product / 1e9:>11.1f} "
+              f"{product / seconds:>6.0%}")
 
 
 # -- section 3: image patches ------------------------------------------------------------------

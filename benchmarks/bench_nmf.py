@@ -53,8 +53,8 @@ import warnings
 
 import numpy as np
 
-# the coding-step measurement of bench_cp.py (the same GEMM rate, the same timing of a step)
-from bench_cp import _coding_times, gemm_rate  # a script beside this one
+# the coding-step measurement of bench_cp.py (the same GEMM rate, the same rows)
+from bench_cp import coder_rows, gemm_rate  # a script beside this one
 from sklearn.decomposition import MiniBatchNMF
 from sklearn.exceptions import ConvergenceWarning
 
@@ -231,15 +231,15 @@ def compare_nmf(args):
 # -- part 1b: the coding step's rate -----------------------------------------------------------
 
 
-def compare_coder(args, batches=(512, 2048), repeats: int = 9):
+def compare_coder(args):
     """Goal 3 of issue 14 for OnlineNMF's default coder (ADMM in the code space): the coding
     step (projections, Gram, codes, losses) in GFLOP/s of the data product ``2 b n K`` that any
     coder must do, against the square GEMM's rate and the step's own product ``X W``."""
     rate = gemm_rate()
     print(f"\nOnlineNMF's coding step vs GEMM: float64 GEMM {rate:.1f} GFLOP/s (1000 x 1000, one "
           f"thread); '% X W' is the rate of the step's own product")
-    print(f"{'data':<10}{'batch':>7}{'ms/batch':>10}{'GFLOP/s':>9}{'% GEMM':>8}"
-          f"{'X W GFLOP/s':>13}{'% X W':>7}")
+    print(f"{'data':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
+          f"{'X W GFLOP/s':>11} {'% X W':>6}")
     for name in args.datasets:
         loader, K = DATASETS[name]
         try:
@@ -250,13 +250,7 @@ def compare_coder(args, batches=(512, 2048), repeats: int = 9):
         model = OnlineNMF(K, random_state=args.seed).fit(X[:20000], n_steps=20)
         algorithm, loadings = model._algorithm(), model.loadings_
         W = np.asarray(loadings[0])
-        for b in batches:
-            batch = X[np.random.default_rng(b).integers(0, len(X), b)]
-            step, product = _coding_times(algorithm, loadings, W, batch, repeats)
-            flops = 2 * b * W.shape[0] * K
-            print(f"{name:<10}{b:>7}{step * 1e3:>10.2f}{flops / step / 1e9:>9.2f}"
-                  f"{100 * flops / step / 1e9 / rate:>7.1f}%{flops / product / 1e9:>13.1f}"
-                  f"{product / step:>7.0%}")
+        coder_rows(name, algorithm, loadings, W, X, rate)
 
 
 # -- part 2: threads ------------------------------------------------------------------------------
