@@ -132,3 +132,26 @@ def test_only_learners_whose_fit_counts_passes_accept_auto_max_iter():
     X = np.random.default_rng(0).random((20, 8))
     with pytest.raises((TypeError, ValueError), match="max_iter"):
         learner_class("RobustNMF")(2, max_iter="auto").fit(X)
+
+
+@pytest.mark.parametrize("name", ["OnlineNMF", "OnlineCPDL", "RobustOnlineNMF"])
+def test_a_bad_parameter_set_after_fit_is_named_by_transform_and_score(name):
+    """``transform`` and ``score`` check the parameters (the shared coding step does), so a
+    bad value set after ``fit`` is named, not reported by the coder; the fit is kept."""
+    X = np.random.default_rng(1).random((40, 6)) + 0.1
+    model = learner_class(name)(2, batch_size=20, max_iter=1, random_state=0).fit(X)
+    before, tol = np.asarray(model.transform(X[:3])), model.code_tol
+    model.set_params(code_tol=-1.0)
+    for method in (model.transform, model.score):
+        with pytest.raises(ValueError, match="code_tol"):
+            method(X[:3])
+    np.testing.assert_array_equal(np.asarray(model.set_params(code_tol=tol).transform(X[:3])),
+                                  before)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "many", None])
+def test_fit_passes_names_max_iter_for_a_bad_value(bad):
+    from tensorstream.learners._base import fit_passes
+
+    with pytest.raises((TypeError, ValueError), match="max_iter"):
+        fit_passes(bad, 100, 10)

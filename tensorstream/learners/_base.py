@@ -956,11 +956,17 @@ class OnlineLearner(OnlineEstimator):
 
     # -- using the dictionary ------------------------------------------------------------------
 
+    def _coding_algorithm(self) -> Algorithm:
+        """The algorithm whose coding step ``transform`` and ``score`` run: the training one,
+        unless a learner codes its results more tightly (``transform_tol``)."""
+        return self._algorithm()
+
     def _coded(self, X: Any, mask: Any) -> Codes:
-        """The coding step at the learned dictionary and scale."""
+        """The coding step of ``transform`` and ``score`` at the learned dictionary and scale."""
+        self._check_params()  # a parameter set since fit is named, not reported by the coder
         state = self.state_
         with no_grad(self.backend_):
-            coded = self._algorithm().encode(X, state.loadings, state.scale, mask)
+            coded = self._coding_algorithm().encode(X, state.loadings, state.scale, mask)
         check_overflow((coded.codes, coded.losses), "X")
         return coded
 

@@ -52,7 +52,7 @@ from ..coders.divergence import (
     code_divergence,
     solve_sparse_kl,
 )
-from ..core.backend import no_grad, using
+from ..core.backend import using
 from ..core.constraints import project_rows_box_sum
 from ..core.dictionary import gram, project, reconstruct
 from ..core.validation import (
@@ -63,7 +63,6 @@ from ..core.validation import (
     Interval,
     Options,
     check_batch,
-    check_overflow,
     is_sparse,
     json_mapping,
 )
@@ -134,17 +133,6 @@ def transform_algorithm(learner: Any) -> DivergenceCP:
     params = learner._params()
     params.code_tol, params.code_max_iter = learner.transform_tol, learner.transform_max_iter
     return DivergenceCP(params, learner.loss_)
-
-
-def transform_codes(learner: Any, X: Any, mask: Any) -> Codes:
-    """The codes of ``transform`` and ``score`` of a fitted learner with a divergence loss:
-    :func:`transform_algorithm`'s coding step at the learned loadings and scale."""
-    learner._check_params()  # a bad transform_tol is named, not reported as the coder's tol
-    with no_grad(learner.backend_):
-        coded = transform_algorithm(learner).encode(X, learner.state_.loadings,
-                                                    learner.state_.scale, mask)
-    check_overflow((coded.codes, coded.losses), "X")
-    return coded
 
 
 def divergence_of(loss: str | float | Divergence, loss_params: Any) -> Divergence:
@@ -502,9 +490,9 @@ class OnlineDivergenceNMF(OnlineLearner):
         """The data scale of the normalization."""
         return float(self._fitted_state().scale)
 
-    def _coded(self, X: Any, mask: Any) -> Codes:
-        """The coding step of ``transform`` and ``score`` (``transform_tol``)."""
-        return transform_codes(self, X, mask)
+    def _coding_algorithm(self) -> DivergenceCP:
+        """``transform`` and ``score`` code to ``transform_tol``."""
+        return transform_algorithm(self)
 
     def transform(self, X: Any, mask: Any = None, *, init: Any = None) -> Any:
         """Codes of ``X`` (raw scale), shape ``(n, R)``, solved to ``transform_tol``; ``init``

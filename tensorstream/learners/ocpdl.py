@@ -59,7 +59,7 @@ from .divergence_nmf import (
     DivergenceCP,
     check_divergence_rules,
     divergence_of,
-    transform_codes,
+    transform_algorithm,
 )
 
 SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
@@ -334,12 +334,12 @@ dict_row_min, normalize
         """The data scale the codes are computed at (divergence losses; 1.0 otherwise)."""
         return float(self._fitted_state().scale)
 
-    def _coded(self, X: Any, mask: Any) -> Codes:
+    def _coding_algorithm(self) -> Algorithm:
         """The coding step of ``transform`` and ``score``: the squared loss's exact coder at
         ``code_tol``; a divergence's solved to ``transform_tol``."""
         if is_squared_loss(self.loss):
-            return super()._coded(X, mask)
-        return transform_codes(self, X, mask)
+            return self._algorithm()
+        return transform_algorithm(self)
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
