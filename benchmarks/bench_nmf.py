@@ -21,7 +21,8 @@ ratios (so the machine's load cancels out):
 * ``threads``: every learner's ``fit`` and ``transform`` with the machine's default threads
   (``n_threads=None``) and with one thread (the default ``n_threads=1``), ratio default / one.
 * ``torch``: OnlineNMF's per-epoch time on torch CPU tensors against numpy arrays at batches of
-  256 and 1024 (float64, same data), ratio torch / numpy.
+  256 and 1024 (float64, same data), ratio torch / numpy: by default (numpy's kernels on views
+  of the tensors' memory) and with ``TENSORSTREAM_TORCH_CPU=torch`` (torch's own kernels).
 * ``robust`` (``--parts robust``): RobustOnlineNMF against the batch RobustNMF on Zhao & Tan's
   synthetic data (section VII-D1; OADMM against BADMM).
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import os
 import statistics
 import time
 import tracemalloc
@@ -311,15 +313,22 @@ def compare_torch(args):
     except ImportError:
         print("\ntorch: skipped (not installed)")
         return
+    from tensorstream.core.backend import TORCH_CPU
+
     print(f"\ntorch CPU vs numpy: OnlineNMF seconds per epoch (float64, one thread, medians of "
-          f"{args.repeats})")
-    print(f"{'data':<10}{'batch':>7}{'numpy s':>10}{'torch s':>10}{'torch / numpy':>15}")
+          f"{args.repeats}); torch tensors by default (numpy's kernels on views of their "
+          f"memory) and with {TORCH_CPU}=torch (torch's own kernels)")
+    print(f"{'data':<10}{'batch':>7}{'numpy s':>10}{'torch s':>10}{'kernels s':>11}"
+          f"{'torch / numpy':>15}{'kernels / numpy':>17}")
     for name in args.datasets:
         loader, K = DATASETS[name]
         X = loader()
         for batch_size in (256, 1024):
             seconds = {}
-            for label, data in (("numpy", X), ("torch", torch.from_numpy(X))):
+            tensor = torch.from_numpy(X)
+            for label, data, route in (("numpy", X, "numpy"), ("torch", tensor, "numpy"),
+                                       ("kernels", tensor, "torch")):
+                os.environ[TORCH_CPU] = route
                 runs = []
                 for _ in range(args.repeats):
                     model = OnlineNMF(K, batch_size=batch_size, max_iter=1, random_state=0)
@@ -327,8 +336,10 @@ def compare_torch(args):
                     model.fit(data)
                     runs.append(CLOCK() - begin)
                 seconds[label] = statistics.median(runs)
+            os.environ.pop(TORCH_CPU)
             print(f"{name:<10}{batch_size:>7}{seconds['numpy']:>10.3f}{seconds['torch']:>10.3f}"
-                  f"{seconds['torch'] / seconds['numpy']:>14.2f}x")
+                  f"{seconds['kernels']:>11.3f}{seconds['torch'] / seconds['numpy']:>14.2f}x"
+                  f"{seconds['kernels'] / seconds['numpy']:>16.2f}x")
 
 
 # -- part 2: robust NMF, online vs batch ----------------------------------------------------------

@@ -205,21 +205,25 @@ def _arrays(result: dict) -> dict[str, np.ndarray]:
 
 
 def run_case(name: str, backend: str) -> dict[str, np.ndarray]:
-    """The case's arrays, with the ``tl.*`` column sweep: the recording is the same whether or
-    not numba is installed (its kernel differs by rounding, see ``steps/compiled.py``)."""
-    from tensorstream.core.backend import using
+    """The case's arrays on the portable path, as a GPU runs it: the ``tl.*`` column sweep
+    (numba's kernel differs by rounding, see ``steps/compiled.py``) and torch's own kernels
+    for torch tensors (on the CPU they run on numpy by default, see ``core.backend.run``), so
+    the recording does not depend on what is installed and the pytorch case tests torch."""
+    from tensorstream.core.backend import TORCH_CPU, using
     from tensorstream.steps.compiled import SWITCH
 
-    saved = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "0"
+    pinned = {SWITCH: "0", TORCH_CPU: "torch"}
+    saved = {key: os.environ.get(key) for key in pinned}
+    os.environ.update(pinned)
     try:
         with using(backend):
             return _arrays(CASES[name](backend))
     finally:
-        if saved is None:
-            del os.environ[SWITCH]
-        else:
-            os.environ[SWITCH] = saved
+        for key, value in saved.items():
+            if value is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")

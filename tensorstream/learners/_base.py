@@ -32,6 +32,8 @@ from ..core.backend import (
     float_dtype_of,
     limit_threads,
     no_grad,
+    run,
+    take_rows,
     to_numpy,
     using,
 )
@@ -390,9 +392,7 @@ class OnlineEstimator(CheckedParameters):
                     return data.isel({sample_dim: np.sort(rows)})
             else:
                 n_samples = X.shape[0]
-
-                def take(data, rows):
-                    return data[rows]
+                take = take_rows
             if n_samples == 0:
                 raise ValueError(f"X is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
                                  f"minimum of 1 is required.")
@@ -861,10 +861,11 @@ class OnlineLearner(OnlineEstimator):
             fresh = {} if self._fitted else self._initial_state(X, algorithm)
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
             state = fresh.get("state_", self.__dict__.get("state_"))
-            with using(backend), no_grad(backend):
-                new, coded, info = online_step(
-                    algorithm, X, state, mask,
-                    reinit_dead_atoms=getattr(self, "reinit_dead_atoms", True))
+            reinit = getattr(self, "reinit_dead_atoms", True)
+            new, coded, info = run(
+                backend, lambda X, state, mask: online_step(algorithm, X, state, mask,
+                                                            reinit_dead_atoms=reinit),
+                X, state, mask)
         except BaseException:
             self._rng.bit_generator.state = saved
             if not had_rng:  # a refused first step leaves no trace, not even a generator
@@ -964,9 +965,9 @@ class OnlineLearner(OnlineEstimator):
     def _coded(self, X: Any, mask: Any) -> Codes:
         """The coding step of ``transform`` and ``score`` at the learned dictionary and scale."""
         self._check_params()  # a parameter set since fit is named, not reported by the coder
-        state = self.state_
-        with no_grad(self.backend_):
-            coded = self._coding_algorithm().encode(X, state.loadings, state.scale, mask)
+        state, algorithm = self.state_, self._coding_algorithm()
+        coded = run(self.backend_, lambda X, loadings, mask: algorithm.encode(
+            X, loadings, state.scale, mask), X, state.loadings, mask)
         check_overflow((coded.codes, coded.losses), "X")
         return coded
 
@@ -978,8 +979,7 @@ class OnlineLearner(OnlineEstimator):
         """
         self._check_fitted()
         X_checked, mask, layout = self._checked_input(X, mask)
-        with using(self.backend_):
-            codes = self._coded(X_checked, mask).codes
+        codes = self._coded(X_checked, mask).codes
         return codes if layout is None else codes_to_dataarray(codes, layout.with_samples(X))
 
     def inverse_transform(self, codes: Any) -> Any:
@@ -1012,8 +1012,9 @@ class OnlineLearner(OnlineEstimator):
         self._check_fitted()
         X, mask, _ = self._checked_input(X, mask)
         weights = check_sample_weight(sample_weight, X.shape[0])
+        losses = self._coded(X, mask).losses
         with using(self.backend_):
-            losses = tl.to_numpy(self._coded(X, mask).losses)
+            losses = tl.to_numpy(losses)
         return -float(np.average(losses, weights=weights))
 
     @property

@@ -377,8 +377,7 @@ class RobustOnlineNMF(OnlineLearner):
         """
         self._check_fitted()
         X, mask, _ = self._checked_input(X, mask)
-        with using(self.backend_):
-            coded = self._coded(X, mask)
+        coded = self._coded(X, mask)
         return coded.codes, coded.outliers
 
     def outliers(self, X: Any, mask: Any = None) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.backend import backend_of
+from ..core.backend import numpy_view
 
 #: the environment variable that turns the kernel off when set to "0"
 SWITCH = "TENSORSTREAM_JIT"
@@ -45,17 +45,17 @@ def column_sweep(U: Any) -> Callable | None:
     """
     if os.environ.get(SWITCH, "1") == "0":
         return None
-    host = _host_view(U)
-    if host is None:
+    if _float_view(U) is None:
         return None
     kernel = _compiled()
     if kernel is None:
         return None
 
     def sweep(U, M, B_i, columns, curvature, *, l1, l2, nonnegative, bound, n_passes):
-        memory = host(U)
+        memory = _float_view(U)
         # Mt's rows are M's columns, read one by one; a bound of -1 is "no ball" in the kernel
-        kernel(memory, np.ascontiguousarray(host(M).T), np.ascontiguousarray(host(B_i)),
+        kernel(memory, np.ascontiguousarray(numpy_view(M).T),
+               np.ascontiguousarray(numpy_view(B_i)),
                np.asarray(columns, dtype=np.int64), np.asarray(curvature, dtype=memory.dtype),
                float(l1), float(l2), bool(nonnegative), -1.0 if bound is None else float(bound),
                int(n_passes))
@@ -64,14 +64,10 @@ def column_sweep(U: Any) -> Callable | None:
     return sweep
 
 
-def _host_view(U: Any) -> Callable | None:
-    """How to see tensors like ``U`` as numpy arrays without a copy (None: not possible)."""
-    if isinstance(U, np.ndarray):
-        return np.asarray if U.dtype in (np.float32, np.float64) else None
-    if backend_of(U) == "pytorch" and U.device.type == "cpu" and not U.requires_grad and \
-            str(U.dtype) in ("torch.float32", "torch.float64"):
-        return lambda T: T.numpy()
-    return None
+def _float_view(U: Any) -> np.ndarray | None:
+    """``U``'s memory as a float numpy array without a copy (None: not possible)."""
+    view = numpy_view(U)
+    return view if view is not None and view.dtype.kind == "f" else None
 
 
 @functools.cache

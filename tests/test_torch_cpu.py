@@ -1,0 +1,173 @@
+"""torch tensors in host memory run on numpy through views (``core.backend.run``): what the
+computation sees, what comes back, and when torch's own kernels run instead."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from tensorstream import OnlineCPDL, OnlineNMF
+from tensorstream.core.backend import TORCH_CPU, numpy_view, run
+
+torch = pytest.importorskip("torch")
+
+Pair = namedtuple("Pair", "first second")
+
+
+@dataclasses.dataclass(frozen=True)
+class Box:
+    arrays: list
+    named: dict
+    count: int = 0
+
+
+def _seen(*args):
+    """The types the computation was given, and the arguments back as results."""
+    kinds = []
+
+    def function(*given):
+        kinds.extend(type(leaf).__module__.split(".")[0] for leaf in _leaves(given))
+        return given
+
+    return kinds, run("pytorch", function, *args)
+
+
+def _leaves(tree):
+    if isinstance(tree, (list, tuple)):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _leaves(value)]
+    if dataclasses.is_dataclass(tree):
+        return [leaf for f in dataclasses.fields(tree) for leaf in _leaves(getattr(tree, f.name))]
+    return [tree] if hasattr(tree, "shape") else []
+
+
+def test_host_tensors_are_seen_as_numpy_views_and_come_back_as_tensors_on_that_memory():
+    T = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    box = Box(arrays=[T, T.T], named={"mask": T > 2, "index": torch.arange(2)}, count=3)
+    kinds, (back_T, back_box, back_pair) = _seen(T, box, Pair(T, 1.5))
+    assert kinds == ["numpy"] * 6
+    assert isinstance(back_T, torch.Tensor) and back_T.data_ptr() == T.data_ptr()
+    assert isinstance(back_box, Box) and back_box.count == 3
+    assert back_box.arrays[1].data_ptr() == T.data_ptr()  # the transposed view too
+    assert torch.equal(back_box.arrays[1], T.T)
+    assert back_box.named["mask"].dtype == torch.bool
+    assert back_box.named["index"].dtype == torch.int64
+    assert isinstance(back_pair, Pair) and back_pair.second == 1.5
+
+
+def test_results_are_torch_tensors_a_read_only_array_copied():
+    T = torch.ones(3, dtype=torch.float32)
+
+    def function(U):
+        assert isinstance(U, np.ndarray) and U.dtype == np.float32
+        return {"sum": U + 1, "broadcast": np.broadcast_to(U, (2, 3)), "number": 2.0}
+
+    out = run("pytorch", function, T)
+    assert out["number"] == 2.0
+    assert torch.equal(out["sum"], torch.full((3,), 2.0))
+    assert out["broadcast"].shape == (2, 3) and out["broadcast"].dtype == torch.float32
+
+
+def test_nothing_to_convert_gives_the_same_objects_back():
+    box = Box(arrays=[1, 2.0], named={"n": None})
+
+    def function(given):
+        assert given is box
+        return given
+
+    assert run("pytorch", function, box) is box
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(3, dtype=torch.float16),  # numpy has it, but torch's half is kept
+    lambda: torch.ones(3, requires_grad=True),
+    lambda: torch.ones(3, dtype=torch.complex64),
+], ids=["half", "grad", "complex"])
+def test_tensors_without_a_plain_view_keep_torch_kernels(make):
+    kinds, _ = _seen(torch.ones(2, dtype=torch.float64), make())
+    assert kinds == ["torch", "torch"]  # all or nothing: one backend per computation
+    assert numpy_view(make()) is None
+
+
+def test_the_switch_keeps_torch_kernels(monkeypatch):
+    monkeypatch.setenv(TORCH_CPU, "torch")
+    kinds, _ = _seen(torch.ones(2, dtype=torch.float64))
+    assert kinds == ["torch"]
+
+
+def test_other_backends_are_left_alone():
+    def function(X):
+        assert isinstance(X, np.ndarray)
+        return X
+
+    X = np.ones(3)
+    assert run("numpy", function, X) is X
+
+
+def _fit(make, X, monkeypatch, route):
+    monkeypatch.setenv(TORCH_CPU, route)
+    model = make().fit(X)
+    return model, model.transform(X[:5])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("make", [
+    lambda: OnlineNMF(4, batch_size=32, max_iter=3, random_state=0),
+    lambda: OnlineCPDL(3, batch_size=16, max_iter=2, random_state=0),
+], ids=["nmf", "cpdl"])
+def test_learners_on_host_tensors_match_torch_kernels_and_numpy(make, dtype, monkeypatch):
+    rng = np.random.default_rng(0)
+    shape = (96, 12) if make().__class__ is OnlineNMF else (64, 5, 4)
+    X = rng.random(shape).astype(dtype)
+    tolerance = 1e-9 if dtype == "float64" else 1e-3
+    numpy_model, numpy_codes = _fit(make, X, monkeypatch, "numpy")
+    results = {}
+    for route in ("numpy", "torch"):
+        model, codes = _fit(make, torch.from_numpy(X), monkeypatch, route)
+        assert model.backend_ == "pytorch"
+        assert isinstance(codes, torch.Tensor) and str(codes.dtype) == f"torch.{dtype}"
+        for U in model.state_.loadings + [model.state_.statistics["B"]]:
+            assert isinstance(U, torch.Tensor) and str(U.dtype) == f"torch.{dtype}"
+        results[route] = model, codes
+    # the same model to rounding both ways (the first loadings are drawn by torch's kernels
+    # either way, so even the views' fit is not numpy's to the bit)
+    for model, codes in results.values():
+        for U, V in zip(model.loadings_, numpy_model.loadings_):
+            np.testing.assert_allclose(U.numpy(), V, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(codes.numpy(), numpy_codes, rtol=tolerance, atol=tolerance)
+
+
+def test_a_refused_batch_of_host_tensors_changes_nothing():
+    rng = np.random.default_rng(1)
+    model = OnlineNMF(3, random_state=0).partial_fit(torch.from_numpy(rng.random((40, 6))))
+    before = [U.clone() for U in model.loadings_]
+    bad = torch.from_numpy(rng.random((40, 6)))
+    bad[3, 2] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        model.partial_fit(bad)
+    for U, V in zip(model.loadings_, before):
+        assert torch.equal(U, V)
+
+
+@pytest.mark.parametrize("route, seen", [("numpy", np.ndarray), ("torch", torch.Tensor)])
+def test_a_step_and_transform_on_host_tensors_compute_on_the_chosen_kernels(route, seen,
+                                                                           monkeypatch):
+    import tensorstream.learners._base as base
+
+    given = []
+    step = base.online_step
+
+    def spy(algorithm, X, state, *args, **kwargs):
+        given.extend([type(X), type(state.loadings[0])])
+        return step(algorithm, X, state, *args, **kwargs)
+
+    monkeypatch.setattr(base, "online_step", spy)
+    monkeypatch.setenv(TORCH_CPU, route)
+    X = torch.from_numpy(np.random.default_rng(2).random((50, 7)))
+    model = OnlineNMF(3, random_state=0).partial_fit(X).partial_fit(X)
+    assert given == [seen] * 4
+    assert isinstance(model.transform(X), torch.Tensor)
