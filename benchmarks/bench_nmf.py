@@ -22,7 +22,8 @@ ratios (so the machine's load cancels out):
   (``n_threads=None``) and with one thread (the default ``n_threads=1``), ratio default / one.
 * ``torch``: OnlineNMF's per-epoch time on torch CPU tensors against numpy arrays at batches of
   256 and 1024 (float64, same data), ratio torch / numpy: by default (numpy's kernels on views
-  of the tensors' memory) and with ``TENSORSTREAM_TORCH_CPU=torch`` (torch's own kernels).
+  of the tensors' memory) and with ``TENSORSTREAM_TORCH_CPU=torch`` (torch's own kernels);
+  then every learner's fit + transform on torch CPU tensors against numpy arrays.
 * ``robust`` (``--parts robust``): RobustOnlineNMF against the batch RobustNMF on Zhao & Tan's
   synthetic data (section VII-D1; OADMM against BADMM).
 
@@ -340,6 +341,36 @@ def compare_torch(args):
             print(f"{name:<10}{batch_size:>7}{seconds['numpy']:>10.3f}{seconds['torch']:>10.3f}"
                   f"{seconds['kernels']:>11.3f}{seconds['torch'] / seconds['numpy']:>14.2f}x"
                   f"{seconds['kernels'] / seconds['numpy']:>16.2f}x")
+    compare_torch_learners(args, torch, TORCH_CPU)
+
+
+def compare_torch_learners(args, torch, switch):
+    """Every learner's fit + transform on torch CPU tensors against numpy arrays (the threads
+    part's sizes, one thread, default route and torch's own kernels)."""
+    X = digits(3)
+    print(f"\ntorch CPU vs numpy, every learner: fit + transform, digits {X.shape}, one thread, "
+          f"medians of {args.repeats}")
+    print(f"{'learner':<22}{'numpy s':>9}{'torch s':>9}{'kernels s':>11}{'torch / numpy':>15}"
+          f"{'kernels / numpy':>17}")
+    for label, (cls, params, data) in learners(X).items():
+        seconds = {}
+        tensor = torch.from_numpy(np.ascontiguousarray(data))
+        for name, given, route in (("numpy", data, "numpy"), ("torch", tensor, "numpy"),
+                                   ("kernels", tensor, "torch")):
+            os.environ[switch] = route
+            runs = []
+            for _ in range(args.repeats):
+                model = _make(cls, params, 1)
+                begin = CLOCK()
+                model.fit(given)
+                if hasattr(model, "transform"):
+                    model.transform(given[:500])
+                runs.append(CLOCK() - begin)
+            seconds[name] = statistics.median(runs)
+        os.environ.pop(switch)
+        print(f"{label:<22}{seconds['numpy']:>9.3f}{seconds['torch']:>9.3f}"
+              f"{seconds['kernels']:>11.3f}{seconds['torch'] / seconds['numpy']:>14.2f}x"
+              f"{seconds['kernels'] / seconds['numpy']:>16.2f}x")
 
 
 # -- part 2: robust NMF, online vs batch ----------------------------------------------------------

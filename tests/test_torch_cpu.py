@@ -17,6 +17,12 @@ torch = pytest.importorskip("torch")
 Pair = namedtuple("Pair", "first second")
 
 
+@pytest.fixture(autouse=True)
+def default_route(monkeypatch):
+    """Every test starts from the default (CI's portable pass sets the switch for the rest)."""
+    monkeypatch.delenv(TORCH_CPU, raising=False)
+
+
 @dataclasses.dataclass(frozen=True)
 class Box:
     arrays: list
@@ -171,3 +177,55 @@ def test_a_step_and_transform_on_host_tensors_compute_on_the_chosen_kernels(rout
     model = OnlineNMF(3, random_state=0).partial_fit(X).partial_fit(X)
     assert given == [seen] * 4
     assert isinstance(model.transform(X), torch.Tensor)
+
+
+def test_numpy_arrays_given_stay_numpy_arrays_new_ones_become_tensors():
+    constant = np.arange(3.0)
+    box = Box(arrays=[torch.ones(3, dtype=torch.float64)], named={"constant": constant})
+
+    def function(box):
+        return Box(arrays=[box.arrays[0] + box.named["constant"]], named=box.named)
+
+    out = run("pytorch", function, box)
+    assert out.named["constant"] is constant
+    assert isinstance(out.arrays[0], torch.Tensor)
+
+
+@pytest.mark.parametrize("method", ["vr", "smm"])
+def test_variance_reduced_mf_on_host_tensors_matches_numpy(method, monkeypatch):
+    from tensorstream import VarianceReducedMF
+
+    X = np.random.default_rng(3).random((120, 10))
+    fitted = {}
+    for route in ("numpy", "torch"):
+        monkeypatch.setenv(TORCH_CPU, route)
+        model = VarianceReducedMF(3, method=method, n_epochs=2, random_state=0)
+        model.fit(torch.from_numpy(X))
+        assert model.state_.backend == "pytorch" and model.backend_ == "pytorch"
+        assert isinstance(model.state_.dictionary, torch.Tensor)
+        codes = model.transform(torch.from_numpy(X[:4]))
+        assert isinstance(codes, torch.Tensor)
+        fitted[route] = model.components_.numpy(), codes.numpy()
+    reference = VarianceReducedMF(3, method=method, n_epochs=2, random_state=0).fit(X)
+    for components, codes in fitted.values():
+        np.testing.assert_allclose(components, reference.components_, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(codes, reference.transform(X[:4]), rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["admm", "pgd"])
+def test_batch_robust_nmf_on_host_tensors_matches_numpy(solver, monkeypatch):
+    from tensorstream.learners.robust_nmf import RobustNMF
+
+    X = np.random.default_rng(4).random((60, 12))
+    reference = RobustNMF(3, solver=solver, max_iter=20, random_state=0).fit(X)
+    codes, outliers = reference.decompose(X[:5])
+    for route in ("numpy", "torch"):
+        monkeypatch.setenv(TORCH_CPU, route)
+        model = RobustNMF(3, solver=solver, max_iter=20, random_state=0).fit(torch.from_numpy(X))
+        assert isinstance(model.components_, torch.Tensor) and model.backend_ == "pytorch"
+        got = model.decompose(torch.from_numpy(X[:5]))
+        assert all(isinstance(T, torch.Tensor) for T in got)
+        np.testing.assert_allclose(model.components_.numpy(), reference.components_,
+                                   rtol=1e-8, atol=1e-10)
+        for T, expected in zip(got, (codes, outliers)):
+            np.testing.assert_allclose(T.numpy(), expected, rtol=1e-7, atol=1e-9)

@@ -162,7 +162,8 @@ def run(backend: str, function: Any, *args: Any) -> Any:
     """``function(*args)`` on ``backend`` (this thread only, without autograd), where torch
     tensors in host memory run on **numpy**, through views of their memory: the arguments'
     tensors (inside lists, tuples, dicts and dataclasses) are seen as numpy arrays, and the
-    result's arrays are handed back as torch tensors sharing their memory. No data is copied.
+    result's new arrays are handed back as torch tensors sharing their memory (numpy arrays
+    passed in, such as a formulation's constants, stay numpy). No data is copied.
 
     The arithmetic is the same; what differs is each call's cost on the small arrays of a
     step (torch's ``1024 x 16`` by ``16 x 16`` product takes 33 us, numpy's 11; its
@@ -174,14 +175,23 @@ def run(backend: str, function: Any, *args: Any) -> Any:
     if backend == "pytorch" and os.environ.get(TORCH_CPU, "numpy") != "torch":
         import torch
 
+        given = set()  # numpy arrays among the arguments stay numpy arrays in the result
+
+        def view(x: Any) -> Any:
+            if isinstance(x, np.ndarray):
+                given.add(id(x))
+                return x
+            return _as_view(x)
+
         try:
-            views = _mapped(args, torch.Tensor, _as_view)
+            views = _mapped(args, (torch.Tensor, np.ndarray), view)
         except _NotViewable:
             pass
         else:
             with using("numpy"):
                 result = function(*views)
-            return _mapped(result, np.ndarray, _as_torch)
+            return _mapped(result, np.ndarray,
+                           lambda x: x if id(x) in given else _as_torch(x))
     with using(backend), no_grad(backend):
         return function(*args)
 
@@ -215,7 +225,7 @@ def _as_torch(x: np.ndarray) -> Any:
 _PLAIN = (int, float, str, type(None))
 
 
-def _mapped(tree: Any, kind: type, convert: Any) -> Any:
+def _mapped(tree: Any, kind: type | tuple, convert: Any) -> Any:
     """``tree`` with every instance of ``kind`` that lists, tuples, dicts and dataclass
     instances hold replaced by ``convert(it)`` (the same object back where nothing changed;
     a step's state and results are walked in ~10 us)."""

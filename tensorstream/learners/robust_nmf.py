@@ -48,7 +48,7 @@ from ..coders.robust import (
     robust_code,
     robust_losses,
 )
-from ..core.backend import backend_of, float_dtype_of, using
+from ..core.backend import backend_of, float_dtype_of, run, using
 from ..core.constraints import (
     project_columns,
     project_elastic_net_columns,
@@ -653,16 +653,20 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             rng = np.random.default_rng(self.random_state)
             W = self._initial_dictionary(X, rng, context)
             H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)
-            run = self._admm if self.solver == "admm" else self._pgd
-            # at unit scale (every threshold is in the data's units); objectives scaled back
-            W, H, E, history = run(X / scale, W, H, self._penalties(X.shape[1]))
+            method = self._admm if self.solver == "admm" else self._pgd
+            penalties = self._penalties(X.shape[1])
+            # at unit scale (every threshold is in the data's units); objectives scaled back;
+            # torch tensors in host memory run on numpy (core.backend.run)
+            W, H, E, history = run(backend, lambda X, W, H: method(X / scale, W, H, penalties),
+                                   X, W, H)
             if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, E)):
                 raise ValueError("X: the factorization overflowed to NaN or infinite factors: "
                                  "the values are too large for its arithmetic (rescale the "
                                  "data) or the steps too long (kappa, rho)")
             for info in history:
                 info["objective"] *= scale * scale
-        self.__dict__.update(components_=tl.transpose(W), codes_=H * scale,
+            components = tl.transpose(W)  # on the data's backend, not the global one
+        self.__dict__.update(components_=components, codes_=H * scale,
                              outliers_=E * scale, n_iter_=len(history), history_=history,
                              backend_=backend, _context=context, n_features_in_=int(X.shape[1]),
                              scale_=scale)
@@ -755,16 +759,18 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """``(codes, outliers)`` of new samples against the learned components."""
         self._check_fitted()
         X = self._validate(X)
-        with using(self.backend_):
-            W = tl.transpose(self.components_)
-            scale = self.__dict__.get("scale_", 1.0)  # 1.0: pickled before it existed
+        scale = self.__dict__.get("scale_", 1.0)  # 1.0: pickled before it existed
+        penalties = self._penalties(X.shape[1])
+        options = {"rho": self.rho} if self.solver == "admm" else {"kappa": self.kappa}
+
+        def code(X: Any, components: Any) -> tuple[Any, Any]:
             H0, E0 = coding_start(X, self.n_components, "uniform", "zero")
-            coding = robust_code(X / scale, [W], self._penalties(X.shape[1]),
+            coding = robust_code(X / scale, [tl.transpose(components)], penalties,
                                  solver=self.solver, H0=H0, E0=E0, tol=self.code_tol,
-                                 max_iter=self.code_max_iter,
-                                 **({"rho": self.rho} if self.solver == "admm"
-                                    else {"kappa": self.kappa}))
-        return coding.codes * scale, coding.outliers * scale
+                                 max_iter=self.code_max_iter, **options)
+            return coding.codes * scale, coding.outliers * scale
+
+        return run(self.backend_, code, X, self.components_)
 
     def transform(self, X: Any) -> Any:
         """Codes of new samples, ``(n_samples, n_components)``."""

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..core.backend import as_tensor, backend_of, float_dtype_of, to_numpy, using
+from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
@@ -500,7 +500,22 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
     def _epoch(self, state: FiniteState, X: Any, spread: SpreadRows | None = None
                ) -> tuple[FiniteState, dict]:
         """One outer iteration as a pure function of the state (the learner is not touched);
-        its full passes on the workers of ``spread``, if given."""
+        its full passes on the workers of ``spread``, if given. Torch tensors in host memory
+        run it on numpy (``core.backend.run``): the state's backend and context are those of
+        the arrays the epoch sees, and the learner's again afterwards."""
+        if spread is not None:  # the workers read and convert their own rows
+            return self._epoch_on(state, X, spread)
+
+        def epoch(state: FiniteState, X: Any) -> tuple[FiniteState, dict]:
+            here = dataclasses.replace(state, backend=tl.get_backend(),
+                                       context=tl.context(state.dictionary))
+            return self._epoch_on(here, X)
+
+        new, info = run(state.backend, epoch, state, X)
+        return dataclasses.replace(new, backend=state.backend, context=state.context), info
+
+    def _epoch_on(self, state: FiniteState, X: Any, spread: SpreadRows | None = None
+                  ) -> tuple[FiniteState, dict]:
         data = self._finite_data(X, state.context, state.backend, state.formulation, spread,
                                  scale=state.scale)
         if (data.n, data.d) != (state.n_samples, state.n_features):
@@ -511,8 +526,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         state = dataclasses.replace(state, rng=copy.deepcopy(state.rng))
         start = time.perf_counter()
         with using(data.backend):
-            run = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
-            state, info = run[self.method](state, data)
+            methods = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
+            state, info = methods[self.method](state, data)
         if info["snapshot_loss"] is not None:  # in the data's units, as objective()
             info["snapshot_loss"] *= state.scale * state.scale
         state = dataclasses.replace(state, seconds=state.seconds + (time.perf_counter() - start),
@@ -625,27 +640,29 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         with using(self.backend_):
             return tl.transpose(self._W_output)
 
-    def _codes(self, X: Any, tol: float, max_iter: int) -> tuple[Any, FiniteCodes]:
+    def _codes(self, X: Any, tol: float, max_iter: int) -> FiniteCodes:
         self._check_fitted()
-        data = self._finite_data(X, self._context, self.backend_, self.formulation_,
-                                 scale=self.scale_)
-        if data.d != self.n_features_in_:
-            raise ValueError(f"X has {data.d} features but this learner was fitted on "
-                             f"{self.n_features_in_}")
-        with using(self.backend_):
-            W = self._W_output
-            parts = [solve_codes(self.formulation_, chunk, W, solver="fista", tol=tol,
-                                 max_iter=max_iter) for _, chunk in data.chunks(self.chunk_size)]
-            return data, _concatenate(parts)
+
+        def solve(W: Any, X: Any) -> FiniteCodes:
+            data = self._finite_data(X, tl.context(W), tl.get_backend(), self.formulation_,
+                                     scale=self.scale_)
+            if data.d != self.n_features_in_:
+                raise ValueError(f"X has {data.d} features but this learner was fitted on "
+                                 f"{self.n_features_in_}")
+            return _concatenate([solve_codes(self.formulation_, chunk, W, solver="fista",
+                                             tol=tol, max_iter=max_iter)
+                                 for _, chunk in data.chunks(self.chunk_size)])
+
+        return run(self.backend_, solve, self._W_output, X)
 
     def transform(self, X: Any) -> Any:
         """Codes ``H`` of shape ``(n_samples, n_components)`` at the output dictionary (in the
         data's units: ``inverse_transform`` of them is the low-rank part of ``X``)."""
-        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].H * self.scale_
+        return self._codes(X, self.eval_tol, self.eval_max_iter).H * self.scale_
 
     def outliers(self, X: Any) -> Any:
         """Outliers ``R`` of shape ``(n_samples, n_features)`` (zeros if not robust)."""
-        return self._codes(X, self.eval_tol, self.eval_max_iter)[1].R * self.scale_
+        return self._codes(X, self.eval_tol, self.eval_max_iter).R * self.scale_
 
     def inverse_transform(self, H: Any) -> Any:
         """``H W^T``: the low-rank part of the samples coded ``H``."""
