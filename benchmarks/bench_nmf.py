@@ -325,19 +325,10 @@ def compare_torch(args):
         loader, K = DATASETS[name]
         X = loader()
         for batch_size in (256, 1024):
-            seconds = {}
-            tensor = torch.from_numpy(X)
-            for label, data, route in (("numpy", X, "numpy"), ("torch", tensor, "numpy"),
-                                       ("kernels", tensor, "torch")):
-                os.environ[TORCH_CPU] = route
-                runs = []
-                for _ in range(args.repeats):
-                    model = OnlineNMF(K, batch_size=batch_size, max_iter=1, random_state=0)
-                    begin = CLOCK()
-                    model.fit(data)
-                    runs.append(CLOCK() - begin)
-                seconds[label] = statistics.median(runs)
-            os.environ.pop(TORCH_CPU)
+            seconds = _three_routes(
+                lambda data, K=K, b=batch_size: OnlineNMF(K, batch_size=b, max_iter=1,
+                                                          random_state=0).fit(data),
+                X, torch, TORCH_CPU, args.repeats)
             print(f"{name:<10}{batch_size:>7}{seconds['numpy']:>10.3f}{seconds['torch']:>10.3f}"
                   f"{seconds['kernels']:>11.3f}{seconds['torch'] / seconds['numpy']:>14.2f}x"
                   f"{seconds['kernels'] / seconds['numpy']:>16.2f}x")
@@ -353,24 +344,33 @@ def compare_torch_learners(args, torch, switch):
     print(f"{'learner':<22}{'numpy s':>9}{'torch s':>9}{'kernels s':>11}{'torch / numpy':>15}"
           f"{'kernels / numpy':>17}")
     for label, (cls, params, data) in learners(X).items():
-        seconds = {}
-        tensor = torch.from_numpy(np.ascontiguousarray(data))
-        for name, given, route in (("numpy", data, "numpy"), ("torch", tensor, "numpy"),
-                                   ("kernels", tensor, "torch")):
-            os.environ[switch] = route
-            runs = []
-            for _ in range(args.repeats):
-                model = _make(cls, params, 1)
-                begin = CLOCK()
-                model.fit(given)
-                if hasattr(model, "transform"):
-                    model.transform(given[:500])
-                runs.append(CLOCK() - begin)
-            seconds[name] = statistics.median(runs)
-        os.environ.pop(switch)
+        def fit_and_transform(given, cls=cls, params=params):
+            model = _make(cls, params, 1).fit(given)
+            if hasattr(model, "transform"):
+                model.transform(given[:500])
+
+        seconds = _three_routes(fit_and_transform, np.ascontiguousarray(data), torch, switch,
+                                args.repeats)
         print(f"{label:<22}{seconds['numpy']:>9.3f}{seconds['torch']:>9.3f}"
               f"{seconds['kernels']:>11.3f}{seconds['torch'] / seconds['numpy']:>14.2f}x"
               f"{seconds['kernels'] / seconds['numpy']:>16.2f}x")
+
+
+def _three_routes(work, X, torch, switch, repeats):
+    """Median seconds of ``work(data)`` on the numpy array ``X``, on a torch tensor of it by
+    default (numpy's kernels on views) and with torch's own kernels."""
+    tensor, seconds = torch.from_numpy(X), {}
+    for label, data, route in (("numpy", X, "numpy"), ("torch", tensor, "numpy"),
+                               ("kernels", tensor, "torch")):
+        os.environ[switch] = route
+        runs = []
+        for _ in range(repeats):
+            begin = CLOCK()
+            work(data)
+            runs.append(CLOCK() - begin)
+        seconds[label] = statistics.median(runs)
+    os.environ.pop(switch)
+    return seconds
 
 
 # -- part 2: robust NMF, online vs batch ----------------------------------------------------------
