@@ -1,7 +1,9 @@
-"""steps/compiled.py: numba's column sweep equals the ``tl.*`` sweep (to rounding) in every case
-the sweep has, and where it runs. Skipped without numba (``pip install -e ".[fast]"``; the test
-extra brings it through ``sparse``, so the README's suite runs this file, and ``.ci/run`` then
-runs the learners' tests again with ``TENSORSTREAM_JIT=0``)."""
+"""The compiled kernels (core/compiled.py): numba's column sweep (steps/compiled.py) equals the
+``tl.*`` sweep (to rounding) in every case the sweep has, and the lasso coder's per-sample solve
+(coders/lasso.py) the batched ``tl.solve``; and where each runs. Skipped without numba
+(``pip install -e ".[fast]"``; the test extra brings it through ``sparse``, so the README's
+suite runs this file, and ``.ci/run`` then runs the learners' tests again with
+``TENSORSTREAM_JIT=0``)."""
 
 import numpy as np
 import pytest
@@ -231,3 +233,71 @@ def test_threads_sweeping_at_once_get_the_tl_sweeps_results(monkeypatch):
     for problem, result in zip(problems, fast):
         plain = column_descent(*problem, nonnegative=True, column_bound=1.0, n_passes=20)
         np.testing.assert_allclose(result, plain, rtol=1e-12, atol=1e-13)
+
+
+# -- the lasso coder's per-sample solve (coders/lasso.py) ---------------------------------------
+
+def _support_systems(b, R, shared, dtype, seed):
+    rng = np.random.default_rng(seed)
+    W = rng.random((3 * R + 2, R))
+    Q = W.T @ W + 1e-3 * np.eye(R)
+    if not shared:  # one Gram per sample (masked data)
+        Q = np.stack([Q * (1 + rng.random()) for _ in range(b)])
+    support = (rng.random((b, R)) > 0.5).astype(dtype)
+    support[0], support[-1] = 0.0, 1.0  # an empty and a full support
+    return Q.astype(dtype), rng.standard_normal((b, R)).astype(dtype), support
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-gram", "per-sample-grams"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("R", [1, 5, 24])
+def test_the_support_solve_kernel_is_the_batched_tl_solve(monkeypatch, shared, dtype, R):
+    from tensorstream.coders import lasso
+
+    Q, rhs, support = _support_systems(40, R, shared, dtype, R)
+    results = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv(compiled.SWITCH, switch)
+        assert (lasso._support_solver(Q, rhs, support) is not None) == (switch == "1")
+        results[switch] = lasso._solve(Q, rhs, support)
+    fast, plain = results["1"], results["0"]
+    assert fast.dtype == plain.dtype == dtype
+    assert np.all(fast[support == 0] == 0)
+    tolerance = 1e-10 if dtype == np.float64 else 1e-3
+    np.testing.assert_allclose(fast, plain, rtol=tolerance, atol=tolerance)
+
+
+def test_the_support_solve_pivots_a_system_that_needs_it(monkeypatch):
+    """A zero on the diagonal of the support's system (an indefinite matrix): elimination
+    without row exchanges divides by zero; with partial pivoting it is solved as LAPACK does."""
+    from tensorstream.coders import lasso
+
+    Q = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+    rhs, support = np.array([[2.0, 3.0, 4.0]]), np.array([[1.0, 1.0, 0.0]])
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    np.testing.assert_allclose(lasso._solve(Q, rhs, support), [[3.0, 2.0, 0.0]])
+
+
+def test_the_support_solve_kernel_runs_on_numpy_float_arrays_only(monkeypatch):
+    from tensorstream.coders import lasso
+
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    Q, rhs, support = _support_systems(4, 3, True, np.float64, 0)
+    assert lasso._support_solver(Q, rhs, support) is not None
+    as_torch = [torch.from_numpy(T) for T in (Q, rhs, support)]
+    assert lasso._support_solver(*as_torch) is None  # torch's kernels: TENSORSTREAM_TORCH_CPU
+
+
+@pytest.mark.parametrize("alpha, nonnegative", [(0.0, True), (0.3, True), (0.3, False)])
+def test_lasso_codes_with_the_kernel_are_the_tl_codes(monkeypatch, alpha, nonnegative):
+    from tensorstream.coders.lasso import sparse_code
+
+    rng = np.random.default_rng(5)
+    W, X = rng.random((60, 24)), rng.random((200, 60))
+    codes = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv(compiled.SWITCH, switch)
+        codes[switch], rounds = sparse_code(W.T @ W, X @ W, alpha=alpha, nonnegative=nonnegative)
+        assert rounds > 1  # the masked (per-sample support) solves ran
+    np.testing.assert_allclose(codes["1"], codes["0"], rtol=1e-9, atol=1e-11)

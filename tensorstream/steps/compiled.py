@@ -18,16 +18,15 @@ the ``tl.*`` sweep that way, so its recording does not depend on whether numba i
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..core.backend import numpy_view
+from ..core.compiled import SWITCH, enabled, jit
 
-#: the environment variable that turns the kernel off when set to "0"
-SWITCH = "TENSORSTREAM_JIT"
+__all__ = ["SWITCH", "column_sweep"]
 
 
 def column_sweep(U: Any) -> Callable | None:
@@ -43,9 +42,7 @@ def column_sweep(U: Any) -> Callable | None:
     costs what numpy's does: its per-call cost is what makes the ``tl.*`` sweep slow there
     (27 us a column against numpy's 10).
     """
-    if os.environ.get(SWITCH, "1") == "0":
-        return None
-    if _float_view(U) is None:
+    if not enabled() or _float_view(U) is None:
         return None
     kernel = _compiled()
     if kernel is None:
@@ -72,18 +69,8 @@ def _float_view(U: Any) -> np.ndarray | None:
 
 @functools.cache
 def _compiled() -> Callable | None:
-    """The kernel, compiled on first use (numba imported then, not with the package); cached
-    on disk by numba, so later processes load it in milliseconds."""
-    try:
-        import numba
-    except ImportError:  # not installed, or built for another numpy
-        return None
-    # nogil: the kernel touches only its arrays (a fresh copy of the loading, its own
-    # scratch column), so learners fitted in threads sweep at the same time
-    try:
-        return numba.njit(cache=True, nogil=True)(_sweep)
-    except RuntimeError:  # no writable cache directory: compiled once per process instead
-        return numba.njit(nogil=True)(_sweep)
+    """The kernel, compiled on first use (:func:`tensorstream.core.compiled.jit`)."""
+    return jit(_sweep)
 
 
 def _sweep(U, Mt, B, columns, curvature, l1, l2, nonnegative, bound, n_passes):  # pragma: no cover
