@@ -213,15 +213,30 @@ def _count_calls(function):
     return count, result
 
 
-def test_calls_per_round_do_not_grow_with_rank_or_batch():
-    """Issue 14, goal 3: the Python work of a pivoting round is the same for any rank and batch
-    (the rank and the batch only enter the batched backend calls)."""
-    per_round = []
+def _calls_and_rounds():
     for R, b in ((3, 8), (40, 8), (3, 1024), (40, 1024)):
         rng = np.random.default_rng(R + b)
         W, X = rng.random((60, R)), rng.random((b, 60))
         W[:, : R // 2] += 2.0  # correlated atoms: several rounds
         G, P = W.T @ W, X @ W
         calls, (_, rounds) = _count_calls(lambda G=G, P=P: sparse_code(G, P, alpha=0.5))
-        per_round.append(calls / rounds)
+        yield calls, rounds
+
+
+def test_calls_per_round_do_not_grow_with_rank_or_batch(monkeypatch):
+    """Issue 14, goal 3: the Python work of a pivoting round (the tl.* rounds) is the same for
+    any rank and batch (the rank and the batch only enter the batched backend calls)."""
+    monkeypatch.setenv("TENSORSTREAM_JIT", "0")
+    per_round = [calls / rounds for calls, rounds in _calls_and_rounds()]
     assert max(per_round) <= 1.25 * min(per_round), per_round
+
+
+def test_compiled_pivoting_makes_the_same_calls_whatever_the_rank_batch_and_rounds(
+        monkeypatch):
+    """With numba the rounds run in one kernel call: a fixed number of calls in all."""
+    pytest.importorskip("numba")
+    monkeypatch.setenv("TENSORSTREAM_JIT", "1")
+    measured = list(_calls_and_rounds())
+    assert len({rounds for _, rounds in measured}) > 1  # rounds differ, the calls do not
+    calls = [count for count, _ in measured]
+    assert max(calls) - min(calls) <= 5, measured

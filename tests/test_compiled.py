@@ -1,6 +1,6 @@
 """The compiled kernels (core/compiled.py): numba's column sweep (steps/compiled.py) equals the
-``tl.*`` sweep (to rounding) in every case the sweep has, and the lasso coder's per-sample solve
-(coders/lasso.py) the batched ``tl.solve``; and where each runs. Skipped without numba
+``tl.*`` sweep (to rounding) in every case the sweep has, and the lasso coder's compiled pivoting
+(coders/lasso.py) the batched ``tl.*`` rounds; and where each runs. Skipped without numba
 (``pip install -e ".[fast]"``; the test extra brings it through ``sparse``, so the README's
 suite runs this file, and ``.ci/run`` then runs the learners' tests again with
 ``TENSORSTREAM_JIT=0``)."""
@@ -235,69 +235,82 @@ def test_threads_sweeping_at_once_get_the_tl_sweeps_results(monkeypatch):
         np.testing.assert_allclose(result, plain, rtol=1e-12, atol=1e-13)
 
 
-# -- the lasso coder's per-sample solve (coders/lasso.py) ---------------------------------------
+# -- the lasso coder's pivoting (coders/lasso.py) ------------------------------------------------
 
-def _support_systems(b, R, shared, dtype, seed):
+def _lasso_problem(b, R, seed, per_sample=False, dtype=np.float64):
     rng = np.random.default_rng(seed)
-    W = rng.random((3 * R + 2, R))
-    Q = W.T @ W + 1e-3 * np.eye(R)
-    if not shared:  # one Gram per sample (masked data)
-        Q = np.stack([Q * (1 + rng.random()) for _ in range(b)])
-    support = (rng.random((b, R)) > 0.5).astype(dtype)
-    support[0], support[-1] = 0.0, 1.0  # an empty and a full support
-    return Q.astype(dtype), rng.standard_normal((b, R)).astype(dtype), support
+    W = rng.random((3 * R + 5, R))
+    X = rng.random((b, 3 * R + 5))
+    G = W.T @ W
+    if per_sample:  # one Gram per sample, as with missing entries
+        G = np.stack([G * (0.5 + rng.random()) for _ in range(b)])
+    return G.astype(dtype), (X @ W).astype(dtype)
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["shared-gram", "per-sample-grams"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("R", [1, 5, 24])
-def test_the_support_solve_kernel_is_the_batched_tl_solve(monkeypatch, shared, dtype, R):
-    from tensorstream.coders import lasso
+def _codes_both_ways(monkeypatch, G, P, **options):
+    from tensorstream.coders.lasso import sparse_code
 
-    Q, rhs, support = _support_systems(40, R, shared, dtype, R)
-    results = {}
+    out = {}
     for switch in ("1", "0"):
         monkeypatch.setenv(compiled.SWITCH, switch)
-        assert (lasso._support_solver(Q, rhs, support) is not None) == (switch == "1")
-        results[switch] = lasso._solve(Q, rhs, support)
-    fast, plain = results["1"], results["0"]
+        out[switch] = sparse_code(G, P, **options)
+    return out["1"], out["0"]
+
+
+@pytest.mark.parametrize("R", [1, 5, 24])
+@pytest.mark.parametrize("options", [
+    dict(), dict(alpha=0.5), dict(alpha=0.5, nonnegative=False), dict(ridge=0.1, alpha=0.1),
+    dict(max_iter=1), dict(max_iter=2, nonnegative=False), dict(tol=1e-2)],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "defaults")
+def test_the_pivoting_kernel_is_the_tl_pivoting(monkeypatch, R, options):
+    """The same codes to rounding and the same number of rounds (max_iter=1 and 2: the
+    exhausted rounds' iterates, made feasible)."""
+    G, P = _lasso_problem(60, R, R)
+    (fast, fast_rounds), (plain, plain_rounds) = _codes_both_ways(monkeypatch, G, P, **options)
+    assert fast_rounds == plain_rounds
+    np.testing.assert_allclose(fast, plain, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_pivoting_kernel_with_one_gram_per_sample_and_in_float32(monkeypatch, dtype):
+    G, P = _lasso_problem(40, 8, 3, per_sample=True, dtype=dtype)
+    (fast, _), (plain, _) = _codes_both_ways(monkeypatch, G, P, alpha=0.2)
     assert fast.dtype == plain.dtype == dtype
-    assert np.all(fast[support == 0] == 0)
-    tolerance = 1e-10 if dtype == np.float64 else 1e-3
+    tolerance = 1e-9 if dtype == np.float64 else 1e-3
     np.testing.assert_allclose(fast, plain, rtol=tolerance, atol=tolerance)
 
 
-def test_the_support_solve_pivots_a_system_that_needs_it(monkeypatch):
-    """A zero on the diagonal of the support's system (an indefinite matrix): elimination
-    without row exchanges divides by zero; with partial pivoting it is solved as LAPACK does."""
-    from tensorstream.coders import lasso
+def test_the_pivoting_kernel_with_a_warm_start_dead_atoms_and_no_samples(monkeypatch):
+    G, P = _lasso_problem(30, 6, 4)
+    G[:, 2] = G[2, :] = 0.0  # a dead atom: never in a support, code 0
+    init = np.where(np.random.default_rng(0).random(P.shape) > 0.5, 1.0, 0.0)
+    (fast, _), (plain, _) = _codes_both_ways(monkeypatch, G, P, init=init)
+    np.testing.assert_allclose(fast, plain, rtol=1e-9, atol=1e-11)
+    assert np.all(fast[:, 2] == 0)
+    for max_iter, b in ((0, 3), (5, 0)):
+        (fast, rounds), (plain, plain_rounds) = _codes_both_ways(
+            monkeypatch, G, P[:b], max_iter=max_iter)
+        assert fast.shape == plain.shape == (b, 6) and rounds == plain_rounds == 0
+        assert np.all(fast == plain)
 
-    Q = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
-    rhs, support = np.array([[2.0, 3.0, 4.0]]), np.array([[1.0, 1.0, 0.0]])
-    monkeypatch.setenv(compiled.SWITCH, "1")
-    np.testing.assert_allclose(lasso._solve(Q, rhs, support), [[3.0, 2.0, 0.0]])
+
+def test_the_pivoting_solves_a_system_that_needs_a_row_exchange(monkeypatch):
+    """A zero pivot in the support's system: elimination without row exchanges divides by
+    zero; with partial pivoting the kernel solves it as LAPACK does."""
+    G = np.array([[1e-30, 1.0], [1.0, 1e-30]])
+    P = np.array([[2.0, 3.0]])
+    (fast, _), (plain, _) = _codes_both_ways(monkeypatch, G, P, nonnegative=False, max_iter=1)
+    assert np.all(np.isfinite(fast))
+    np.testing.assert_allclose(fast, plain, rtol=1e-12)
 
 
-def test_the_support_solve_kernel_runs_on_numpy_float_arrays_only(monkeypatch):
-    from tensorstream.coders import lasso
+def test_the_pivoting_kernel_runs_on_numpy_float_arrays_only(monkeypatch):
+    from tensorstream.coders.lasso import _pivoting_kernel
 
     torch = pytest.importorskip("torch")
+    G, P = _lasso_problem(4, 3, 0)
     monkeypatch.setenv(compiled.SWITCH, "1")
-    Q, rhs, support = _support_systems(4, 3, True, np.float64, 0)
-    assert lasso._support_solver(Q, rhs, support) is not None
-    as_torch = [torch.from_numpy(T) for T in (Q, rhs, support)]
-    assert lasso._support_solver(*as_torch) is None  # torch's kernels: TENSORSTREAM_TORCH_CPU
-
-
-@pytest.mark.parametrize("alpha, nonnegative", [(0.0, True), (0.3, True), (0.3, False)])
-def test_lasso_codes_with_the_kernel_are_the_tl_codes(monkeypatch, alpha, nonnegative):
-    from tensorstream.coders.lasso import sparse_code
-
-    rng = np.random.default_rng(5)
-    W, X = rng.random((60, 24)), rng.random((200, 60))
-    codes = {}
-    for switch in ("1", "0"):
-        monkeypatch.setenv(compiled.SWITCH, switch)
-        codes[switch], rounds = sparse_code(W.T @ W, X @ W, alpha=alpha, nonnegative=nonnegative)
-        assert rounds > 1  # the masked (per-sample support) solves ran
-    np.testing.assert_allclose(codes["1"], codes["0"], rtol=1e-9, atol=1e-11)
+    assert _pivoting_kernel(G, P) is not None
+    assert _pivoting_kernel(torch.from_numpy(G), torch.from_numpy(P)) is None
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    assert _pivoting_kernel(G, P) is None

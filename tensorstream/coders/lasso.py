@@ -19,7 +19,8 @@ are few (typically 2-4) and cost a constant number of backend calls, whatever th
 batch; samples drop out of the batched work as soon as their support is optimal, so a sample's
 code never depends on the other samples of its batch. The result is the exact minimiser (to
 rounding), not an iterate, which is why it copes with the strongly correlated atoms of
-nonnegative dictionaries where gradient methods crawl.
+nonnegative dictionaries where gradient methods crawl. With numba installed, numpy batches run
+the same rounds sample by sample in one compiled kernel (:func:`_pivoting_kernel`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ def sparse_code(
     context = tl.context(projections)
     codes = tl.zeros((b, R), **context)
     support, signs = _first_guess(Q, projections, live, init, nonnegative)
+    kernel = _pivoting_kernel(Q, projections)
+    if kernel is not None:
+        return kernel(Q, projections, live, support, signs, alpha=alpha,
+                      nonnegative=nonnegative, max_iter=max_iter, tol=tol)
     # everything per sample, so that the samples still pivoting can be taken out together
     state = {"rows": tl.arange(0, b), "P": projections, "support": support, "signs": signs,
              # per-sample tolerance: a sample's stopping test never looks at the other samples
@@ -131,6 +136,151 @@ def sparse_code(
         solution = _solve(state.get("Q", Q), state["P"] - 0.5 * alpha * state["signs"],
                           state["support"])
     return codes, n_rounds
+
+
+def _pivoting_kernel(Q: Tensor, P: Tensor) -> Callable | None:
+    """The compiled pivoting (numba, :mod:`tensorstream.core.compiled`) for numpy arrays, or
+    None where the rounds run as batched ``tl.*`` calls.
+
+    The kernel runs every round of one sample before the next sample, on its ``|F| x |F|``
+    system alone (elimination with partial pivoting, as LAPACK's ``gesv``): no ``(b, R, R)``
+    temporaries, no batch-wide calls per round, and a sample costs only its own rounds. Its
+    rounds are the ``tl.*`` rounds step for step (the same tests, exchanges and backup rule);
+    the two agree to rounding (``tests/test_compiled.py``).
+    """
+    if not (enabled() and isinstance(Q, np.ndarray) and isinstance(P, np.ndarray)
+            and P.dtype in (np.float32, np.float64)):
+        return None
+    kernel = _compiled_pivoting()
+    if kernel is None:
+        return None
+
+    def pivot(Q, P, live, support, signs, *, alpha, nonnegative, max_iter, tol):
+        dtype = P.dtype
+        grams = np.ascontiguousarray(Q[None] if Q.ndim == 2 else Q, dtype=dtype)
+        lives = np.ascontiguousarray(np.broadcast_to(live, P.shape), dtype=np.bool_)
+        codes = np.zeros(P.shape, dtype=dtype)
+        if max_iter < 1:  # as the tl.* rounds: no round, no codes
+            return codes, 0
+        rounds = kernel(grams, np.ascontiguousarray(P), lives,
+                        np.ascontiguousarray(support, dtype=dtype),
+                        np.ascontiguousarray(signs, dtype=dtype), float(alpha),
+                        bool(nonnegative), int(max_iter), float(tol), _BACKUP_ROUNDS, codes)
+        return codes, int(rounds)
+
+    return pivot
+
+
+@functools.cache
+def _compiled_pivoting() -> Callable | None:
+    return jit(_pivot_samples)
+
+
+def _pivot_samples(Q, P, live, support, signs, alpha, nonnegative, max_iter, tol,
+                   backup_rounds, codes):  # pragma: no cover
+    """Block principal pivoting of each sample in turn, exactly the rounds of
+    :func:`sparse_code` (see there): ``codes[j]``, and the largest number of rounds returned.
+    Each round's system ``q_FF h_F = (p - alpha/2 s)_F`` is solved by elimination with partial
+    pivoting on the ``|F| x |F|`` system, the right-hand side alongside."""
+    b, R = P.shape
+    A = np.empty((R, R), dtype=P.dtype)
+    y = np.empty(R, dtype=P.dtype)
+    index = np.empty(R, dtype=np.int64)
+    solution = np.empty(R, dtype=P.dtype)
+    residual = np.empty(R, dtype=P.dtype)
+    entering = np.empty(R, dtype=np.bool_)
+    violating = np.empty(R, dtype=np.bool_)
+    entry_signs = np.empty(R, dtype=P.dtype)
+    most_rounds = 0
+    for j in range(b):
+        q, p = (Q[0] if Q.shape[0] == 1 else Q[j]), P[j]
+        F, s = support[j].copy(), signs[j].copy()
+        tolerance = 0.0
+        for k in range(R):
+            tolerance = max(tolerance, abs(p[k]))
+        tolerance *= tol
+        fewest, backup, rounds = R + 1, backup_rounds, 0
+        while True:
+            # the support's system
+            m = 0
+            for k in range(R):
+                solution[k] = 0.0
+                if F[k] > 0:
+                    index[m] = k
+                    m += 1
+            for a in range(m):
+                y[a] = p[index[a]] - 0.5 * alpha * s[index[a]]
+                for c in range(m):
+                    A[a, c] = q[index[a], index[c]]
+            for c in range(m):
+                pivot, largest = c, abs(A[c, c])
+                for r in range(c + 1, m):
+                    if abs(A[r, c]) > largest:
+                        pivot, largest = r, abs(A[r, c])
+                if pivot != c:
+                    for k in range(c, m):
+                        A[c, k], A[pivot, k] = A[pivot, k], A[c, k]
+                    y[c], y[pivot] = y[pivot], y[c]
+                for r in range(c + 1, m):
+                    factor = A[r, c] / A[c, c]
+                    for k in range(c + 1, m):
+                        A[r, k] -= factor * A[c, k]
+                    y[r] -= factor * y[c]
+            for a in range(m - 1, -1, -1):
+                total = y[a]
+                for k in range(a + 1, m):
+                    total -= A[a, k] * y[k]
+                y[a] = total / A[a, a]
+            for a in range(m):
+                solution[index[a]] = y[a]
+            if rounds == max_iter:
+                break
+            rounds += 1
+            # the optimality test: who leaves the support, who enters it
+            count = 0
+            for k in range(R):  # p - q h, from the support's rows of q (h is 0 off it)
+                residual[k] = p[k]
+            for a in range(m):
+                value, row = y[a], q[index[a]]
+                for k in range(R):
+                    residual[k] -= value * row[k]
+            for k in range(R):
+                if nonnegative:
+                    gain = residual[k] - 0.5 * alpha
+                    entry_signs[k] = 1.0
+                else:
+                    gain = abs(residual[k]) - 0.5 * alpha
+                    entry_signs[k] = -1.0 if residual[k] < 0 else 1.0
+                leaving = F[k] > 0 and solution[k] * s[k] < 0
+                entering[k] = F[k] == 0 and live[j, k] and gain > tolerance
+                violating[k] = leaving or entering[k]
+                if violating[k]:
+                    count += 1
+            if count == 0:
+                break
+            if rounds == max_iter:  # rounds exhausted: the last iterate, made feasible
+                for k in range(R):
+                    if not solution[k] * s[k] > 0:
+                        solution[k] = 0.0 * solution[k]
+                break
+            # the exchange (Kim & Park's backup rule, as _exchange)
+            if count < fewest:
+                fewest, backup = count, backup_rounds
+            else:
+                backup -= 1
+            last = -1
+            for k in range(R):
+                if violating[k]:
+                    last = k
+            for k in range(R):
+                if violating[k] and (backup >= 0 or k == last):
+                    if entering[k]:
+                        s[k] = entry_signs[k]
+                    F[k] = 1.0 - F[k]
+        most_rounds = max(most_rounds, rounds)
+        for k in range(R):
+            codes[j, k] = solution[k]
+    return most_rounds
 
 
 def _first_guess(Q: Tensor, P: Tensor, live: Tensor, init: Tensor | None,
@@ -172,90 +322,12 @@ def _solve(Q: Tensor, rhs: Tensor, support: Tensor) -> Tensor:
     """
     if tl.ndim(Q) == 2 and bool(tl.all(support > 0)):
         return tl.transpose(tl.solve(Q, tl.transpose(rhs)))
-    kernel = _support_solver(Q, rhs, support)
-    if kernel is not None:
-        return kernel(Q, rhs, support)
     eye = tl.eye(tl.shape(support)[1], **tl.context(support))
     # selected from boolean masks: float products of batch-sized (b, R, R) temporaries cost
     # several times the solve itself at rank 24 (same entries, bit for bit)
     on = support > 0
     masked = tl.where(on[:, :, None] & on[:, None, :], Q, eye)
     return tl.solve(masked, (rhs * support)[:, :, None])[:, :, 0]
-
-
-def _support_solver(Q: Tensor, rhs: Tensor, support: Tensor) -> Callable | None:
-    """The compiled per-sample solve (numba, :mod:`tensorstream.core.compiled`) for numpy
-    arrays, or None where the batched ``tl.solve`` of masked systems runs instead.
-
-    The masked systems are ``R x R`` whatever the support; the kernel factors each sample's
-    ``|F| x |F|`` system alone (LU with partial pivoting, as LAPACK's ``gesv``), with no
-    ``(b, R, R)`` temporaries: at rank 24 and 512 samples a round's solve took 2.2 ms (the
-    masking 0.45, the batched solve 1.7), the kernel ~0.3 ms (``bench_cp.py --sections
-    coder``). The two agree to rounding (``tests/test_compiled.py``).
-    """
-    if not (enabled() and all(isinstance(T, np.ndarray) for T in (Q, rhs, support))
-            and rhs.dtype in (np.float32, np.float64)):
-        return None
-    kernel = _compiled_solves()
-    if kernel is None:
-        return None
-
-    def solve(Q, rhs, support):
-        shared = Q[None] if Q.ndim == 2 else Q
-        out = np.empty(rhs.shape, dtype=rhs.dtype)
-        kernel(np.ascontiguousarray(shared, dtype=rhs.dtype), np.ascontiguousarray(rhs),
-               np.ascontiguousarray(support, dtype=rhs.dtype), out)
-        return out
-
-    return solve
-
-
-@functools.cache
-def _compiled_solves() -> Callable | None:
-    return jit(_support_solves)
-
-
-def _support_solves(Q, rhs, support, out):  # pragma: no cover
-    """``out[j]``: the system ``Q_FF h_F = rhs_F`` of sample ``j`` on its support ``F``
-    (``support[j] > 0``), 0 off it; ``Q`` is ``(1, R, R)`` (shared) or ``(b, R, R)``. Gaussian
-    elimination with partial pivoting on the ``|F| x |F|`` system, right-hand side alongside."""
-    b, R = rhs.shape
-    A = np.empty((R, R), dtype=rhs.dtype)
-    y = np.empty(R, dtype=rhs.dtype)
-    index = np.empty(R, dtype=np.int64)
-    for j in range(b):
-        q = Q[0] if Q.shape[0] == 1 else Q[j]
-        m = 0
-        for k in range(R):
-            out[j, k] = 0.0
-            if support[j, k] > 0:
-                index[m] = k
-                m += 1
-        for a in range(m):
-            y[a] = rhs[j, index[a]]
-            for c in range(m):
-                A[a, c] = q[index[a], index[c]]
-        for c in range(m):
-            pivot, largest = c, abs(A[c, c])
-            for r in range(c + 1, m):
-                if abs(A[r, c]) > largest:
-                    pivot, largest = r, abs(A[r, c])
-            if pivot != c:
-                for k in range(c, m):
-                    A[c, k], A[pivot, k] = A[pivot, k], A[c, k]
-                y[c], y[pivot] = y[pivot], y[c]
-            for r in range(c + 1, m):
-                factor = A[r, c] / A[c, c]
-                for k in range(c + 1, m):
-                    A[r, k] -= factor * A[c, k]
-                y[r] -= factor * y[c]
-        for a in range(m - 1, -1, -1):
-            total = y[a]
-            for k in range(a + 1, m):
-                total -= A[a, k] * y[k]
-            y[a] = total / A[a, a]
-        for a in range(m):
-            out[j, index[a]] = y[a]
 
 
 def _violations(Q, P, solution, support, signs, live, alpha, nonnegative, tolerance):
