@@ -32,12 +32,10 @@ def test_narrow_dot_is_the_product_in_row_major_order(backend, shape, transposed
         At = tl.transpose(tl.tensor(np.ascontiguousarray(A.T)))
     result = narrow_dot(At, Bt)
     assert tuple(result.shape) == (rows, columns) and _is_row_major(result)
-    if backend == "numpy" and shape in ((1024, 64, 16), (200, 625, 25)):
-        # OpenBLAS's large-product kernel sums in the same order either way: equal to the bit
-        # (what kept the golden results of the benchmarks' shapes unchanged)
-        np.testing.assert_array_equal(result, A @ B)
-    else:  # small-product kernels, and MKL's, differ by layout: rounding only
-        np.testing.assert_allclose(to_numpy(result), A @ B, rtol=1e-12, atol=1e-12 * shared)
+    # equal to rounding only: whether a layout's kernel sums in the same order depends on the
+    # BLAS build and the processor (OpenBLAS's Haswell kernels on one machine gave the same bits
+    # for (200, 625, 25), on another not), so no bitwise claim is machine-independent
+    np.testing.assert_allclose(to_numpy(result), A @ B, rtol=1e-12, atol=1e-12 * shared)
 
 
 @given(st.integers(1, 80), st.integers(1, 80), st.integers(1, 6), st.booleans())

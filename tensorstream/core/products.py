@@ -19,8 +19,8 @@ Tensor = Any
 
 def narrow_dot(A: Tensor, B: Tensor) -> Tensor:
     """``A @ B`` for a ``B`` with few columns (data times a dictionary, data times codes), in
-    row-major order. The values equal the plain product's to rounding (numpy's to the bit in
-    the benchmarks' shapes, where OpenBLAS sums in the same order either way).
+    row-major order. The values equal the plain product's to rounding (to the bit where the BLAS
+    kernels of both layouts sum in the same order, which depends on the build and processor).
 
     The product is computed as ``(B^T A^T)^T``, short side first, which both numpy's OpenBLAS
     and torch's MKL run faster (one thread, float64, 1024 x 1000 data, 20 columns: ``X W``
