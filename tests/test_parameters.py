@@ -155,3 +155,41 @@ def test_fit_passes_names_max_iter_for_a_bad_value(bad):
 
     with pytest.raises((TypeError, ValueError), match="max_iter"):
         fit_passes(bad, 100, 10)
+
+
+def test_parameters_are_checked_once_while_unchanged_and_again_when_set():
+    """A loop of ``partial_fit`` calls validates the parameters once (they are compared by
+    identity to those validated last); any value set since, by ``set_params``, by assignment
+    or inside a list, is validated again."""
+    X = np.random.default_rng(2).random((20, 5))
+    model = learner_class("OnlineNMF")(2, batch_size=10, random_state=0).partial_fit(X)
+    calls = []
+    model._check_rules = lambda: calls.append(1)  # counts the full validations
+    model.partial_fit(X).partial_fit(X)
+    assert calls == []
+    model.set_params(alpha_W=-1.0)
+    with pytest.raises(ValueError, match="alpha_W"):
+        model.partial_fit(X)
+    model.alpha_W = 0.0  # back to the values validated last: nothing to check
+    model.partial_fit(X)
+    assert calls == []
+    model.alpha_W = 1e-3
+    model.partial_fit(X)
+    assert len(calls) == 1
+    model.init = [np.ones((5, 2))]
+    model.partial_fit(X)
+    model.init[0] = "not an array"  # the same list, another item: validated again
+    model.partial_fit(X)
+    assert len(calls) == 3
+
+
+def test_parameter_values_compare_numbers_by_value_and_objects_by_identity():
+    from tensorstream.learners._base import _ParameterValues
+
+    array = np.zeros(3)
+    assert _ParameterValues({"a": 1.0, "b": "x", "c": array, "d": [array]}) == \
+        _ParameterValues({"a": float("1.0"), "b": "x", "c": array, "d": [array]})
+    assert _ParameterValues({"c": array}) != _ParameterValues({"c": array.copy()})
+    assert _ParameterValues({"a": 1}) != _ParameterValues({"a": True})  # bool is another type
+    assert _ParameterValues({"d": [array]}) != _ParameterValues({"d": [array, array]})
+    assert _ParameterValues({"a": 1}) != _ParameterValues({"b": 1})

@@ -49,9 +49,10 @@ def test_calls_per_step_do_not_grow_with_the_batch_and_only_the_sweep_with_the_r
         name, make, sample_shape, n_loadings):
     calls = {(R, b): _step_calls(make, sample_shape, R, b) for R in RANKS for b in BATCHES}
     for R in RANKS:  # the batch only enters the batched backend calls (the lasso coder's
-        # branches, e.g. whether every sample stopped, differ by a few dozen calls)
+        # branches, e.g. whether every sample stopped, differ by a few dozen calls: 84 measured
+        # at rank 12 out of ~1,450; a loop over the 240 extra samples would add thousands)
         small, large = calls[R, BATCHES[0]], calls[R, BATCHES[1]]
-        assert abs(large - small) <= 0.05 * small, (name, calls)
+        assert abs(large - small) <= 100, (name, calls)
     for b in BATCHES:  # the rank only enters them too, but for the column sweep
         growth = calls[RANKS[1], b] - calls[RANKS[0], b]
         assert growth <= PER_COLUMN * n_loadings * (RANKS[1] - RANKS[0]), (name, calls)
