@@ -173,3 +173,18 @@ def test_tampered_state_fields_are_refused_by_name(field, change, tmp_path):
     with pytest.raises(ValueError, match="cannot read checkpoint") as raised:
         load(bad)
     assert field in str(raised.value) and "bad.npz" in str(raised.value)
+
+
+def test_info_shows_the_raw_units_an_old_file_without_a_scale_loads_with(tmp_path, capsys):
+    """``tensorstream info`` shows ``data_scale=1.0`` for a file of format 4 written before
+    the data scale, as loading it gives (it showed the stored parameters without it)."""
+    from tensorstream.cli import main
+
+    X = svrmf_synthetic(12, 60, 2, random_state=0).X
+    raw = VarianceReducedMF(2, formulation="orpca", n_epochs=1, random_state=0,
+                            data_scale=1.0, step_size=1.0).fit(X)
+    path = _write_version_4(raw, tmp_path / "old.npz", old=("data_scale", "eta"))
+    assert load(path).data_scale == 1.0
+    assert main(["info", str(path)]) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if "parameters:" in line]
+    assert "data_scale=1.0" in shown[0], shown

@@ -743,6 +743,14 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         members) in the current layout."""
         return _upgraded_layout(meta, arrays) if "state" in meta else (meta, arrays)
 
+    @classmethod
+    def _loaded_params(cls, params: dict, meta: dict) -> dict:
+        """As the batch learners load them, with the raw units (``data_scale=1.0``) of the
+        files of format versions 1 to 4 written before the data scale (so that ``tensorstream
+        info`` shows what loading gives)."""
+        params = super()._loaded_params(params, meta)
+        return {"data_scale": 1.0, **params} if "state" in meta else params
+
     def _restore_fitted(self, meta: dict, arrays: dict, backend: str, context: dict) -> None:
         """The state of a checkpoint, checked as the constructor and ``fit`` would."""
         self._check_params()
