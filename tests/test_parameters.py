@@ -193,3 +193,19 @@ def test_parameter_values_compare_numbers_by_value_and_objects_by_identity():
     assert _ParameterValues({"a": 1}) != _ParameterValues({"a": True})  # bool is another type
     assert _ParameterValues({"d": [array]}) != _ParameterValues({"d": [array, array]})
     assert _ParameterValues({"a": 1}) != _ParameterValues({"b": 1})
+
+
+def test_an_unhashable_learner_subclass_is_validated_every_time():
+    """A subclass that defines ``__eq__`` (so instances are unhashable) cannot be recorded in
+    the weak map of validated parameters: its parameters are checked at every call."""
+    base = learner_class("OnlineNMF")
+
+    class Comparable(base):
+        def __eq__(self, other):
+            return self is other
+
+    X = np.random.default_rng(3).random((20, 5))
+    model = Comparable(2, batch_size=10, random_state=0).partial_fit(X)
+    model.alpha_W = -1.0
+    with pytest.raises(ValueError, match="alpha_W"):
+        model.partial_fit(X)

@@ -266,11 +266,15 @@ class CheckedParameters:
         fifth of a small step)."""
         params = self.get_params()
         seen = _ParameterValues(params)
-        if seen == _VALIDATED.get(self):
-            return
+        try:
+            if seen == _VALIDATED.get(self):
+                return
+        except TypeError:  # a subclass made learners unhashable: validated every time
+            seen = None
         validate_params(params, self._parameter_constraints, type(self).__name__)
         self._check_rules()
-        _VALIDATED[self] = seen
+        if seen is not None:
+            _VALIDATED[self] = seen
 
     def _check_rules(self) -> None:
         """Rules between parameters that constraints on one parameter cannot say."""
