@@ -8,6 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+import tensorly as tl
 
 from tensorstream import OnlineCPDL, OnlineNMF
 from tensorstream.core.backend import TORCH_CPU, numpy_view, run
@@ -229,3 +230,17 @@ def test_batch_robust_nmf_on_host_tensors_matches_numpy(solver, monkeypatch):
                                    rtol=1e-8, atol=1e-10)
         for T, expected in zip(got, (codes, outliers)):
             np.testing.assert_allclose(T.numpy(), expected, rtol=1e-7, atol=1e-9)
+
+
+def test_robust_nmf_callback_runs_on_the_datas_backend():
+    """Batch RobustNMF iterates on numpy views of torch CPU tensors; its callback still runs
+    on the data's backend (pytorch), as before the views, and the global backend is kept."""
+    torch = pytest.importorskip("torch")
+    from tensorstream import RobustNMF
+
+    seen = []
+    RobustNMF(3, max_iter=2, random_state=0,
+              callback=lambda model, info: seen.append(tl.get_backend())).fit(
+        torch.rand(20, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
+    assert seen == ["pytorch", "pytorch"] and tl.get_backend() == "numpy"
+

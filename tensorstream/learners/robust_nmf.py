@@ -657,7 +657,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             penalties = self._penalties(X.shape[1])
             # at unit scale (every threshold is in the data's units); objectives scaled back;
             # torch tensors in host memory run on numpy (core.backend.run)
-            W, H, E, history = run(backend, lambda X, W, H: method(X / scale, W, H, penalties),
+            W, H, E, history = run(backend, lambda X, W, H: method(X / scale, W, H, penalties,
+                                                                  backend),
                                    X, W, H)
             if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, E)):
                 raise ValueError("X: the factorization overflowed to NaN or infinite factors: "
@@ -675,9 +676,10 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def _objective(self, X, W, H, E, penalties) -> float:
         return float(tl.mean(robust_losses(X, [W], H, E, penalties)))
 
-    def _iterate(self, X, state, penalties, step, evaluate):
+    def _iterate(self, X, state, penalties, step, evaluate, backend=None):
         """Run ``step`` until max_iter, max_time, tol or the callback stops; time excludes
-        the evaluations."""
+        the evaluations. The callback runs on ``backend``, the data's (the iterations may
+        run on numpy views of torch tensors, ``core.backend.run``)."""
         history, seconds, previous = [], 0.0, None
         for iteration in range(1, self.max_iter + 1):
             start = time.perf_counter()
@@ -685,7 +687,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             seconds += time.perf_counter() - start
             info = {"iteration": iteration, "seconds": seconds, **evaluate(state)}
             history.append(info)
-            if self.callback is not None and self.callback(self, dict(info)):
+            if self.callback is not None and self._called_back(info, backend):
                 break
             if self.max_time is not None and seconds >= self.max_time:
                 break
@@ -696,7 +698,14 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             previous = current
         return state, history
 
-    def _pgd(self, X, W, H, penalties):
+    def _called_back(self, info: dict, backend: str | None) -> bool:
+        """The user's callback on ``info``, on the data's backend: True stops the run."""
+        if backend is None:
+            return bool(self.callback(self, dict(info)))
+        with using(backend):
+            return bool(self.callback(self, dict(info)))
+
+    def _pgd(self, X, W, H, penalties, backend=None):
         """BPGD (S-8)-(S-10): H, then E, then W, one step each per iteration."""
         E = tl.zeros(tl.shape(X), **tl.context(X))
         project = dictionary_projection("l2ball")
@@ -716,10 +725,10 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         def evaluate(state):
             return {"objective": self._objective(X, *state, penalties)}
 
-        (W, H, E), history = self._iterate(X, (W, H, E), penalties, step, evaluate)
+        (W, H, E), history = self._iterate(X, (W, H, E), penalties, step, evaluate, backend)
         return W, H, E, history
 
-    def _admm(self, X, W, H, penalties):
+    def _admm(self, X, W, H, penalties, backend=None):
         """BADMM (S-12)-(S-20); duals named ``dual_*`` (not the statistics A, B, D)."""
         context = tl.context(X)
         rho = self.rho
@@ -750,7 +759,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                     "residual_E": _relative(s["E"] - s["Q"], s["E"]),
                     "residual_W": _relative(s["W"] - s["Psi"], s["W"])}
 
-        state, history = self._iterate(X, state, penalties, step, evaluate)
+        state, history = self._iterate(X, state, penalties, step, evaluate, backend)
         return state["Psi"], state["U"], state["Q"], history
 
     # -- using the factorization ---------------------------------------------------------------
