@@ -244,3 +244,17 @@ def test_robust_nmf_callback_runs_on_the_datas_backend():
         torch.rand(20, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
     assert seen == ["pytorch", "pytorch"] and tl.get_backend() == "numpy"
 
+
+def test_variance_reduced_mf_on_backend_pytorch_takes_numpy_data():
+    """``backend="pytorch"`` with numpy data fits on CPU torch tensors (it raised a KeyError
+    for the missing device), the same as the same data given as a torch tensor."""
+    from tensorstream import VarianceReducedMF
+
+    X = np.random.default_rng(0).random((40, 8))
+    from_numpy = VarianceReducedMF(3, backend="pytorch", n_epochs=1, random_state=0).fit(X)
+    from_torch = VarianceReducedMF(3, n_epochs=1, random_state=0).fit(torch.tensor(X))
+    assert isinstance(from_numpy.components_, torch.Tensor)
+    assert from_numpy.components_.device.type == "cpu"
+    np.testing.assert_allclose(from_numpy.components_.numpy(), from_torch.components_.numpy(),
+                               rtol=1e-12, atol=1e-12)
+    assert isinstance(from_numpy.transform(X[:3]), torch.Tensor)

@@ -315,8 +315,9 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                 probe = X[:1] if backend_of(X) == backend else np.zeros((1, 1))
                 dtype = float_dtype_of(probe, backend)
                 context = {"dtype": dtype}
-                if backend == "pytorch" and backend_of(X) == "pytorch":
-                    context["device"] = X.device
+                if backend == "pytorch":  # numpy data on backend="pytorch": the CPU's tensors
+                    context["device"] = X.device if backend_of(X) == "pytorch" else \
+                        tl.context(tl.tensor(probe))["device"]
         nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
         return FiniteData(X, backend, context, nonnegative, spread,
                           1.0 if scale is None else scale)
