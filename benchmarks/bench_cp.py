@@ -50,7 +50,7 @@ import numpy as np
 import tensorly as tl
 from tensorly.cp_tensor import CPTensor
 from tensorly.decomposition import non_negative_parafac, non_negative_parafac_hals
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from tensorstream import OnlineCPDL
 from tensorstream.datasets import synthetic_ncpd_tensor
@@ -188,6 +188,14 @@ def gemm_rate(size: int = 1000, repeats: int = 5) -> float:
     return 2 * size**3 / best / 1e9
 
 
+def blas_kernels() -> str:
+    """Which BLAS and kernels numpy runs (``OPENBLAS_CORETYPE`` in the environment can force
+    an older processor's kernels: absolute times then differ, so every run prints it)."""
+    kernels = {f"{pool.get('internal_api')} {pool.get('architecture', '?')}"
+               for pool in threadpool_info() if pool.get("user_api") == "blas"}
+    return ", ".join(sorted(kernels)) or "unknown"
+
+
 def _timed(function) -> float:
     start = time.perf_counter()
     function()
@@ -205,7 +213,8 @@ def _coding_times(algorithm, loadings, W, batch, repeats):
 def coder_section(cases, batches=(512, 2048), repeats: int = 9) -> None:
     rate = gemm_rate()
     print(f"\nCoding step (projection, Gram, exact codes, losses) vs GEMM: float64 GEMM "
-          f"{rate:.1f} GFLOP/s (1000 x 1000); '% X W' is the rate of the step's own product")
+          f"{rate:.1f} GFLOP/s (1000 x 1000, {blas_kernels()}); '% X W' is the rate of the "
+          f"step's own product")
     print(f"{'data':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
           f"{'X W GFLOP/s':>11} {'% X W':>6}")
     for name, X, rank in cases:

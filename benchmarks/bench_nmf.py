@@ -57,7 +57,7 @@ import warnings
 import numpy as np
 
 # the coding-step measurement of bench_cp.py (the same GEMM rate, the same rows)
-from bench_cp import coder_rows, gemm_rate  # a script beside this one
+from bench_cp import blas_kernels, coder_rows, gemm_rate  # a script beside this one
 from sklearn.decomposition import MiniBatchNMF
 from sklearn.exceptions import ConvergenceWarning
 
@@ -207,7 +207,7 @@ def warm_up():
 
 def compare_nmf(args):
     print(f"OnlineNMF (defaults) vs MiniBatchNMF (defaults), batches of {args.batch_size}, one "
-          f"thread; ratios are ours / theirs")
+          f"thread ({blas_kernels()}); ratios are ours / theirs")
     print(f"{'data':<10}{'epoch s: ours':>14}{'theirs':>9}{'ratio':>7}"
           f"{'to their best s: ours':>23}{'theirs':>9}{'ratio':>13}"
           f"{'best held-out: ours':>21}{'theirs':>10}{'peak MiB: ours':>16}{'theirs':>8}")
@@ -240,7 +240,7 @@ def compare_coder(args):
     coder must do, against the square GEMM's rate and the step's own product ``X W``."""
     rate = gemm_rate()
     print(f"\nOnlineNMF's coding step vs GEMM: float64 GEMM {rate:.1f} GFLOP/s (1000 x 1000, one "
-          f"thread); '% X W' is the rate of the step's own product")
+          f"thread, {blas_kernels()}); '% X W' is the rate of the step's own product")
     print(f"{'data':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
           f"{'X W GFLOP/s':>11} {'% X W':>6}")
     for name in args.datasets:
