@@ -598,3 +598,25 @@ def test_streams_are_markov_streams_where_expected():
     assert not isinstance(IIDSlices(data(), 2), MarkovStream)
     P = LazyRandomWalk(data()).transition_matrix()
     assert sp.issparse(P)
+
+
+def test_expected_loss_of_streams_over_a_data_array():
+    """``expected_loss`` works on streams over an ``xarray.DataArray`` (it indexed the sample
+    space by position 0, which xarray refuses), with the value ``score`` gives under the
+    uniform stationary distribution of i.i.d. slices."""
+    import warnings
+
+    import xarray as xr
+
+    from tensorstream import OnlineCPDL
+    from tensorstream.streams import IIDSlices, SlidingWindow, expected_loss
+
+    X = xr.DataArray(np.random.default_rng(0).random((12, 5, 4)), dims=("t", "a", "b"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        slices = IIDSlices(X, 4, random_state=0)
+        model = OnlineCPDL(2, random_state=0).fit(slices, n_steps=5, sample_dim="t")
+        assert expected_loss(model, slices) == pytest.approx(-model.score(X), rel=1e-10)
+        windows = SlidingWindow(X, 3, axis="t", batch_size=2, random_state=0)
+        windowed = OnlineCPDL(2, random_state=0).fit(windows, n_steps=4, sample_dim="window")
+        assert np.isfinite(expected_loss(windowed, windows))

@@ -115,6 +115,7 @@ def _gather(X: Any, idx: np.ndarray, axis: int | str) -> Any:
     """
     idx = np.asarray(idx, dtype=np.intp)
     if _is_xarray(X):
+        axis = X.dims[axis] if isinstance(axis, int) else axis  # xarray indexes by name
         out = X.isel({axis: idx}).transpose(axis, ...)
         return out.compute() if _is_dask(out.data) else out
     if _is_torch(X):
