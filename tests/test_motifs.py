@@ -177,3 +177,15 @@ def test_long_paths_do_not_overflow():
 def test_bad_arguments(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+def test_restarted_chains_start_from_the_given_homomorphism():
+    """``Restarted`` over a ``MotifSampler`` with a ``start`` restarts every chain there (the
+    classical multistart): after one step a pivot is the start's first node or a neighbour of
+    it (the random start was used instead)."""
+    G = nx.karate_club_graph()
+    chains = Restarted(MotifSampler(G, 3, batch_size=5, start=[0, 1, 2], random_state=0),
+                       tau=1)
+    pivots = np.concatenate([chains.next_states()[:, 0] for _ in range(100)])
+    assert set(pivots.tolist()) <= {0, *G.neighbors(0)}
+    assert MotifSampler(G, 3, start=[0, 1, 2], random_state=0).state.tolist() == [0, 1, 2]

@@ -194,6 +194,8 @@ class MotifSampler(MarkovStream):
         return x
 
     def _initial_states(self, m: int, rng: np.random.Generator) -> np.ndarray:
+        if self.start is not None:  # the given homomorphism, for every chain (Restarted)
+            return np.tile(self._check_start(self.start), (m, 1))
         # a CSR entry drawn ~ its weight is a weighted-uniform edge with a uniform endpoint
         entry = np.searchsorted(self._edge_cdf, rng.random(m), side="right")
         pivots = self._edge_rows[np.minimum(entry, len(self._edge_rows) - 1)]
