@@ -428,3 +428,30 @@ def test_loading_never_runs_code_from_the_file(tmp_path):
     with pytest.raises(ValueError, match="cannot read checkpoint"):
         load(evil)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "array"])
+def test_a_refused_fit_restores_a_generator_given_as_random_state(stream):
+    """A Generator given as ``random_state`` is drawn from directly; a refused ``fit`` of a
+    fresh learner puts it back where it was (it kept the draws of the steps before the
+    refusal, or of the epoch's shuffle), so a retry gives the same result."""
+    X = np.random.default_rng(0).random((20, 6))
+    bad = X.copy()
+    bad[7, 0] = np.nan
+    generator = np.random.default_rng(5)
+    before = generator.bit_generator.state
+    data = [X[:5], bad[5:10]] if stream else bad
+    with pytest.raises(ValueError, match="NaN"):
+        OnlineNMF(2, batch_size=5, random_state=generator).fit(data)
+    assert generator.bit_generator.state == before
+
+
+def test_fit_on_a_stream_without_batches_is_refused_and_keeps_the_fit():
+    """An empty stream is refused as an empty array is (it silently reset a fitted learner)."""
+    X = np.random.default_rng(0).random((20, 6))
+    model = OnlineNMF(2, batch_size=5, random_state=0).fit(X)
+    components = np.array(model.components_)
+    for empty in ([], iter(())):
+        with pytest.raises(ValueError, match="no mini-batch"):
+            model.fit(empty)
+        np.testing.assert_array_equal(model.components_, components)

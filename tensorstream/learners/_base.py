@@ -406,15 +406,19 @@ class OnlineEstimator(CheckedParameters):
         """Undo everything the block did to the learner (its random generator included) when
         it raises an error; the error says so."""
         before = dict(self.__dict__)
-        rng = before.get("_rng")
-        rng_state = None if rng is None else rng.bit_generator.state
+        # the learner's generator, and a Generator given as random_state, which the learner
+        # draws from directly (numpy's default_rng returns it as it is), even before its
+        # first step
+        generators = {id(g): g for g in (before.get("_rng"), before.get("random_state"))
+                      if isinstance(g, np.random.Generator)}
+        states = {key: g.bit_generator.state for key, g in generators.items()}
         try:
             yield
         except Exception as error:
             self.__dict__.clear()
             self.__dict__.update(before)
-            if rng is not None:
-                rng.bit_generator.state = rng_state
+            for key, generator in generators.items():
+                generator.bit_generator.state = states[key]
             error.add_note(f"{type(self).__name__}.{method} was undone: the learner is as it "
                            f"was before the call")
             raise
@@ -464,6 +468,7 @@ class OnlineEstimator(CheckedParameters):
     def _consume(self, batches: Iterator, n_steps: int | None, labels: dict | None = None,
                  client: Any = None, capped: bool = False) -> OnlineEstimator:
         progress = _progress_bar(n_steps) if self.verbose else None
+        step = 0
         try:
             for step, batch in enumerate(batches, 1):
                 batch, mask = batch if isinstance(batch, tuple) else (batch, None)
@@ -492,6 +497,9 @@ class OnlineEstimator(CheckedParameters):
         finally:
             if progress is not None:
                 progress.close()
+        if step == 0:  # as for an empty array: nothing to learn from is an error, not a reset
+            raise ValueError("X yielded no mini-batch: a stream (or list of batches) with "
+                             "at least one batch is required")
         return self
 
     def _unlabel(self, X: Any, sample_dim: str | None, modes: Any) -> tuple[Any, Any]:
