@@ -38,6 +38,8 @@ __all__ = [
     "COMPONENT_DIM",
     "Mode",
     "ModeLayout",
+    "aligned_samples",
+    "codes_from_dataarray",
     "codes_to_dataarray",
     "dataset_to_loadings",
     "factors_to_dataset",
@@ -721,6 +723,66 @@ def codes_to_dataarray(codes: Any, layout: ModeLayout) -> xr.DataArray:
         name="codes",
     )
     return out.assign_coords({COMPONENT_DIM: np.arange(H.shape[1])})
+
+
+def aligned_samples(other: xr.DataArray, da: xr.DataArray, sample_dim: str,
+                    name: str = "mask") -> xr.DataArray:
+    """``other`` (a labelled mask of ``da``) with its samples in ``da``'s order, matched by
+    the labels of ``sample_dim`` where both carry them (by position otherwise, as for its
+    features, which :func:`to_samples` matches by name and label).
+
+    Raises ``ValueError`` naming ``name`` when the labels differ (other samples, or repeated
+    labels that cannot be matched).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((3, 2)), dims=("t", "x"), coords={"t": [1, 2, 3]})
+    >>> mask = xr.DataArray(np.eye(3, 2) > 0, dims=("t", "x"), coords={"t": [3, 2, 1]})
+    >>> aligned_samples(mask, da, "t")["t"].values.tolist()
+    [1, 2, 3]
+    """
+    if sample_dim not in other.dims:
+        raise ValueError(f"{name} must have the sample dim {sample_dim!r}, got {other.dims}")
+    if sample_dim not in other.coords or sample_dim not in da.coords:
+        return other
+    ours, theirs = da[sample_dim].values, other[sample_dim].values
+    if len(ours) == len(theirs) and np.array_equal(ours, theirs):
+        return other
+    index = pd.Index(theirs)
+    positions = index.get_indexer(ours) if index.is_unique else None
+    if positions is None or len(ours) != len(theirs) or (positions < 0).any():
+        raise ValueError(f"{name}: its {sample_dim!r} labels differ from the data's (it must "
+                         f"mark the same samples)")
+    return other.isel({sample_dim: positions})
+
+
+def codes_from_dataarray(codes: xr.DataArray, layout: ModeLayout, n_components: int) -> Any:
+    """The ``(n_samples, R)`` data of labelled codes (the inverse of
+    :func:`codes_to_dataarray`), its dims and components matched by name and label.
+
+    Raises ``ValueError`` (naming ``codes``) when the dims are not ``(sample_dim, component)``
+    in some order, or the ``component`` labels are not ``0..R-1`` in some order.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((3, 4)), dims=("time", "x"))
+    >>> layout = ModeLayout.from_dataarray(da, "time")
+    >>> codes = codes_to_dataarray(np.array([[1.0, 2.0]] * 3), layout)
+    >>> codes_from_dataarray(codes.isel(component=[1, 0]), layout, 2)[0]
+    array([1., 2.])
+    """
+    if set(codes.dims) != {layout.sample_dim, COMPONENT_DIM} or codes.ndim != 2:
+        raise ValueError(f"codes must have the dims ({layout.sample_dim!r}, "
+                         f"{COMPONENT_DIM!r}), got {codes.dims}")
+    if COMPONENT_DIM in codes.coords:  # as transform labels them: matched by label
+        labels = np.asarray(codes[COMPONENT_DIM].values)
+        if labels.dtype.kind not in "iu" or sorted(labels.tolist()) != list(range(n_components)):
+            raise ValueError(f"codes: the {COMPONENT_DIM!r} labels must be 0..{n_components - 1} "
+                             f"(in any order), got {labels.tolist()}")
+        codes = codes.isel({COMPONENT_DIM: np.argsort(labels, kind="stable")})
+    return codes.transpose(layout.sample_dim, COMPONENT_DIM).data
 
 
 def dataset_to_loadings(ds: xr.Dataset, layout: ModeLayout) -> list[np.ndarray]:

@@ -86,3 +86,54 @@ def test_labelled_input_errors_are_clear():
     with pytest.raises(ValueError):
         model.partial_fit(da.rename(lat="latitude"))
     assert model.n_steps_ == steps
+
+
+def _labelled_fit():
+    da = xr.DataArray(np.random.default_rng(0).random((40, 3, 4, 2)),
+                      dims=("time", "lat", "lon", "variable"))
+    model = OnlineCPDL(3, batch_size=8, random_state=0).fit(
+        da, sample_dim="time", modes=[("lat", "lon"), "variable"])
+    return da, model
+
+
+def test_inverse_transform_matches_labelled_codes_by_component_label():
+    """Labelled codes are read by their ``component`` labels, not by position (reordered
+    components gave another reconstruction); renamed or relabelled components are refused."""
+    da, model = _labelled_fit()
+    codes = model.transform(da)
+    expected = model.inverse_transform(codes)
+    for same in (codes.isel(component=[2, 0, 1]), codes.transpose()):
+        xr.testing.assert_allclose(model.inverse_transform(same), expected)
+    with pytest.raises(ValueError, match="dims"):
+        model.inverse_transform(codes.rename(component="atom"))
+    with pytest.raises(ValueError, match="labels must be 0..2"):
+        model.inverse_transform(codes.assign_coords(component=[0, 1, 5]))
+
+
+def test_a_labelled_mask_is_matched_to_the_data_by_sample_labels():
+    """A mask whose samples come in another order is realigned by the sample labels in
+    ``partial_fit``, ``fit`` and ``transform`` (it was applied by position), and a mask of
+    other samples is refused by name."""
+    rng = np.random.default_rng(0)
+    da = xr.DataArray(rng.random((20, 3, 4)), dims=("time", "x", "y"),
+                      coords={"time": np.arange(20), "x": [3, 1, 2]})
+    mask = xr.DataArray(rng.random((20, 3, 4)) > 0.3, dims=da.dims, coords=da.coords)
+    reversed_mask = mask.isel(time=slice(None, None, -1))
+
+    def step(m):
+        return OnlineCPDL(2, batch_size=20, random_state=0).partial_fit(
+            da, mask=m, sample_dim="time").loadings_
+
+    def fitted(m):
+        return OnlineCPDL(2, batch_size=5, max_iter=2, random_state=0).fit(
+            da, mask=m, sample_dim="time")
+
+    for a, b in zip(step(mask), step(reversed_mask)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    model = fitted(mask)
+    for a, b in zip(model.loadings_, fitted(reversed_mask).loadings_):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    xr.testing.assert_allclose(model.transform(da, mask=mask),
+                               model.transform(da, mask=reversed_mask))
+    with pytest.raises(ValueError, match="mask: its 'time' labels differ"):
+        step(mask.assign_coords(time=np.arange(20) + 100))

@@ -74,7 +74,15 @@ from ..engine.checkpoint import (
 )
 from ..engine.distributed import WorkerRead, connected, distributed_step, lazy
 from ..engine.loop import LearningWarning
-from ..labels import ModeLayout, codes_to_dataarray, factors_to_dataset, from_samples, to_samples
+from ..labels import (
+    ModeLayout,
+    aligned_samples,
+    codes_from_dataarray,
+    codes_to_dataarray,
+    factors_to_dataset,
+    from_samples,
+    to_samples,
+)
 
 
 def is_array_like(X: Any) -> bool:
@@ -439,6 +447,8 @@ class OnlineEstimator(CheckedParameters):
             self._init_random_state()
             if is_labelled(X):
                 n_samples = make_layout(X, sample_dim, modes).n_samples  # checks labels early
+                if mask is not None and is_labelled(mask):  # batches taken by position
+                    mask = aligned_samples(mask, X, sample_dim)
 
                 def take(data, rows):
                     # sorted positions: a lazily opened or dask-backed array reads chunks once
@@ -854,18 +864,21 @@ class OnlineLearner(OnlineEstimator):
         self._check_samples(X, name)
         return X, mask
 
-    def _unlabel_mask(self, mask: Any, layout: Any) -> Any:
-        """A labelled mask laid out like its labelled data."""
+    def _unlabel_mask(self, mask: Any, layout: Any, X: Any = None) -> Any:
+        """A labelled mask laid out like its labelled data ``X``: features matched by name and
+        label, samples by ``X``'s sample labels."""
         if mask is not None and is_labelled(mask):
             if layout is None:
                 raise TypeError("a labelled mask needs labelled data")
+            if is_labelled(X):
+                mask = aligned_samples(mask, X, layout.sample_dim)
             return to_samples(mask, layout)
         return mask
 
     def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:
         """``(X, mask, layout)`` of data given to a fitted learner's methods."""
         data, layout = self._unlabel(X, None, None)
-        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
         return X, mask, layout
 
     # -- learning ------------------------------------------------------------------------------
@@ -909,7 +922,7 @@ class OnlineLearner(OnlineEstimator):
                 return self._partial_fit_on(open_client, X, mask, sample_dim, modes)
         algorithm = self._algorithm()
         data, layout = self._unlabel(X, sample_dim, modes)
-        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout))
+        X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
         had_rng = "_rng" in self.__dict__
         self._init_random_state()
         # the generator is shared with fit's shuffling, so it is restored rather than copied
@@ -950,7 +963,7 @@ class OnlineLearner(OnlineEstimator):
         if is_sparse(X):
             raise TypeError("client= needs dense batches")
         data, layout = self._unlabel(X, sample_dim, modes)
-        mask = self._unlabel_mask(mask, layout)
+        mask = self._unlabel_mask(mask, layout, X)
         fresh = {}
         if not self._fitted:  # the first batch initialises the model here
             first, _ = self._validate_masked(_local(data), _local(mask))
@@ -1052,7 +1065,7 @@ class OnlineLearner(OnlineEstimator):
             if layout is None:
                 raise TypeError("labelled codes need a learner fitted on labelled data")
             layout = layout.with_samples(codes)
-            codes = codes.transpose(layout.sample_dim, ...).data
+            codes = codes_from_dataarray(codes, layout, self.n_components_)
         codes = check_batch(codes, backend=self.backend_, context=self._context,
                             sample_shape=(self.n_components_,), name="codes",
                             owner=type(self).__name__)
