@@ -605,6 +605,8 @@ def parse_modes(text: str) -> list[ModeEntry] | dict[str, ModeEntry]:
     [('lat', 'lon'), 'variable']
     >>> parse_modes("space=lat,lon; variable")
     {'space': ('lat', 'lon'), 'variable': 'variable'}
+
+    Raises ``ValueError`` for text it cannot parse and for two modes of the same name.
     """
     entries: list[tuple[str | None, ModeEntry]] = []
     for part in text.split(";"):
@@ -618,7 +620,12 @@ def parse_modes(text: str) -> list[ModeEntry] | dict[str, ModeEntry]:
         entries.append((name.strip() or None, dims if len(dims) > 1 else dims[0]))
     if all(name is None for name, _ in entries):
         return [dims for _, dims in entries]
-    return {name or _default_name(_as_dims(dims)): dims for name, dims in entries}
+    names = [name or _default_name(_as_dims(dims)) for name, dims in entries]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:  # a dict would keep the last of them and drop the others silently
+        raise ValueError(f"modes: two modes are named {repeated[0]!r} in {text!r}; give each "
+                         f"mode its own name")
+    return dict(zip(names, (dims for _, dims in entries)))
 
 
 # --------------------------------------------------------------------------------------------

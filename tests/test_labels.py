@@ -625,3 +625,12 @@ def test_parse_modes():
     for bad in ("lat,,lon", "lat;", " =lat"):
         with pytest.raises(ValueError, match="cannot parse"):
             parse_modes(bad)
+
+
+@pytest.mark.parametrize("text", ["s=lat,lon;s=lat,lon;variable",
+                                  "lat_lon=lat,lon;lat_lon=variable", "lat_lon=variable;lat,lon"])
+def test_parse_modes_refuses_two_modes_of_one_name(text):
+    """Two modes of the same name (given, or the default ``a_b`` of stacked dims) are refused
+    (the dict kept the last one and dropped the others silently)."""
+    with pytest.raises(ValueError, match="two modes are named"):
+        parse_modes(text)
