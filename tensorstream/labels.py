@@ -44,6 +44,7 @@ __all__ = [
     "dataset_to_loadings",
     "factors_to_dataset",
     "fold",
+    "format_modes",
     "from_samples",
     "parse_modes",
     "stack_modes",
@@ -626,6 +627,25 @@ def parse_modes(text: str) -> list[ModeEntry] | dict[str, ModeEntry]:
         raise ValueError(f"modes: two modes are named {repeated[0]!r} in {text!r}; give each "
                          f"mode its own name")
     return dict(zip(names, (dims for _, dims in entries)))
+
+
+def format_modes(modes: Sequence[Mode]) -> str:
+    """The text :func:`parse_modes` reads back as ``modes`` (a layout's): names are written
+    where they differ from the default (the dim, or the stacked dims joined by ``_``).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((2, 3, 4, 5)), dims=("time", "lat", "lon", "variable"))
+    >>> layout = ModeLayout.from_dataarray(da, "time", {"space": ("lon", "lat"),
+    ...                                                 "variable": "variable"})
+    >>> format_modes(layout.modes)
+    'space=lon,lat;variable'
+    >>> parse_modes(format_modes(layout.modes))
+    {'space': ('lon', 'lat'), 'variable': 'variable'}
+    """
+    return ";".join((f"{m.name}=" if m.name != _default_name(m.dims) else "") + ",".join(m.dims)
+                    for m in modes)
 
 
 # --------------------------------------------------------------------------------------------

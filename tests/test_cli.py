@@ -125,6 +125,23 @@ def test_resume_gives_the_uninterrupted_result(climate_file, tmp_path):
             np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
+def test_the_modes_attribute_of_the_factors_resumes_the_run(climate_file, tmp_path):
+    """``attrs["modes"]`` keeps the modes' names (it lost ``space=`` and wrote a renamed,
+    reordered stack as its default), so passing it back as ``--modes`` resumes the run."""
+    path, _ = climate_file
+    checkpoint, out = tmp_path / "run.npz", tmp_path / "part.nc"
+    options = [o for o in FIT if o not in ("--modes", "lat,lon;variable")]
+    assert main(["fit", str(path), *options, "--modes", "space=lon,lat;variable", "--steps", "3",
+                 "--checkpoint", str(checkpoint), "--out", str(out)]) == 0
+    with xr.open_dataset(out) as ds:
+        modes = ds.attrs["modes"]
+        assert "space_loadings" in ds
+    assert modes == "space=lon,lat;variable"
+    assert main(["fit", str(path), *options, "--modes", modes, "--steps", "5",
+                 "--checkpoint", str(checkpoint), "--resume", "--out", str(out)]) == 0
+    assert load(checkpoint).n_steps_ == 5
+
+
 def test_ctrl_c_saves_a_checkpoint_and_resume_finishes(climate_file, tmp_path, monkeypatch,
                                                         capsys):
     path, _ = climate_file

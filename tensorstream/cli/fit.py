@@ -219,6 +219,7 @@ def factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
         modes (what ``tensorstream info`` shows).
     """
     from ..engine.checkpoint import encode_param
+    from ..labels import format_modes
 
     ds = learner.factors_
     if args.codes:
@@ -232,8 +233,7 @@ def factors(learner: Any, da: Any, args: argparse.Namespace, plan: dict,
         "params": json.dumps(params), "n_steps": int(learner.n_steps_),
         "n_samples_seen": int(learner.n_samples_seen_), "source": str(args.input),
         "variable": str(da.name), "sample_dim": sample_dim,
-        "modes": ";".join(",".join(m.dims) if len(m.dims) > 1 else m.dims[0]
-                          for m in learner.layout_.modes)})
+        "modes": format_modes(learner.layout_.modes)})
     return ds
 
 
