@@ -142,6 +142,23 @@ def test_the_modes_attribute_of_the_factors_resumes_the_run(climate_file, tmp_pa
     assert load(checkpoint).n_steps_ == 5
 
 
+def test_resuming_with_other_modes_names_both(climate_file, tmp_path, capsys):
+    """A resume whose --modes stack the dims in another order is refused, and the message
+    shows both specifications (it showed the same mode names and shapes on both sides)."""
+    path, _ = climate_file
+    checkpoint = tmp_path / "run.npz"
+    options = [o for o in FIT if o not in ("--modes", "lat,lon;variable")]
+    out = tmp_path / "factors.nc"
+    assert main(["fit", str(path), *options, "--modes", "lat_lon=lon,lat;variable",
+                 "--steps", "2", "--checkpoint", str(checkpoint), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(path), *options, "--modes", "lat,lon;variable", "--steps", "3",
+                 "--checkpoint", str(checkpoint), "--resume", "--out", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert "'lat_lon=lon,lat;variable'" in error and "'lat,lon;variable'" in error, error
+    assert load(checkpoint).n_steps_ == 2
+
+
 def test_ctrl_c_saves_a_checkpoint_and_resume_finishes(climate_file, tmp_path, monkeypatch,
                                                         capsys):
     path, _ = climate_file
@@ -284,7 +301,7 @@ def test_resume_with_other_options_is_refused(climate_file, tmp_path, capsys):
     other_modes = [a if a != "lat,lon;variable" else "lat;lon;variable" for a in FIT]
     assert main(["fit", str(path), *other_modes, "--checkpoint", str(checkpoint), "--resume",
                  "--out", str(tmp_path / "g.nc")]) == 1
-    assert "modes ['lat_lon', 'variable']" in capsys.readouterr().err
+    assert "--modes 'lat,lon;variable'" in capsys.readouterr().err
     assert checkpoint.read_bytes() == saved and not (tmp_path / "g.nc").exists()
 
 

@@ -488,7 +488,12 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
                        "be resumed on a data file")
     if (fitted.sample_dim, fitted.mode_names, fitted.shape, fitted.feature_dims) != (
             layout.sample_dim, layout.mode_names, layout.shape, layout.feature_dims):
+        from ..labels import format_modes
+
+        # the modes as --modes writes them: names, stacked dims in order, so a difference in
+        # any of them shows
         raise CLIError(f"the checkpoint was made with samples along {fitted.sample_dim!r} and "
-                       f"modes {list(fitted.mode_names)} of shape {fitted.shape}; the data and "
-                       f"--modes give {list(layout.mode_names)} of shape {layout.shape}")
+                       f"--modes {format_modes(fitted.modes)!r} of shape {fitted.shape}; the "
+                       f"data and the command line give samples along {layout.sample_dim!r} "
+                       f"and --modes {format_modes(layout.modes)!r} of shape {layout.shape}")
     return learner
