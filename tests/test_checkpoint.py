@@ -189,6 +189,22 @@ def test_tampered_layout_and_newer_versions_are_refused(tmp_path):
         load(write("list.npz", [1, 2], arrays))
 
 
+@pytest.mark.parametrize("layout", [{"sizes": {}}, "oops", {"modes": [], "sizes": {}}])
+def test_info_names_a_tampered_layout_as_loading_does(tmp_path, layout, capsys):
+    """``tensorstream info`` on a checkpoint whose layout description lacks its fields or is
+    not a mapping exits 1 with loading's message (it printed ``'modes'`` or a raw TypeError)."""
+    from tensorstream.cli import main
+
+    da = _labelled(np.random.default_rng(4), n_time=6)
+    model = OnlineCPDL(2, random_state=0).partial_fit(da, sample_dim="time", modes=MODES)
+    meta, arrays = read_checkpoint(model.save(tmp_path / "good.npz"))
+    path = tmp_path / "tampered.npz"
+    np.savez(path, __meta__=np.array(json.dumps(dict(meta, layout=layout))), **arrays)
+    capsys.readouterr()
+    assert main(["info", str(path)]) == 1
+    assert "mode layout is incomplete or inconsistent" in capsys.readouterr().err
+
+
 def test_version_1_checkpoints_still_load(tmp_path):
     model = OnlineCPDL(2, random_state=0).partial_fit(np.ones((3, 4, 2)))
     meta, arrays = read_checkpoint(model.save(tmp_path / "new.npz"))

@@ -135,10 +135,14 @@ def _describe_checkpoint(path: Path) -> list[str]:
              f"  loadings: {', '.join(str(s) for s in shapes)}"]
     layout = meta.get("layout")
     if layout:
-        sizes = layout["sizes"]
-        modes = "; ".join(f"{m['name']} (" + ", ".join(f"{d}: {sizes[d]}" for d in m["dims"])
-                          + ")" for m in layout["modes"])
-        lines.append(f"  labelled: samples along {layout['sample_dim']!r}; modes {modes}")
+        try:
+            sizes = layout["sizes"]
+            modes = "; ".join(f"{m['name']} (" + ", ".join(f"{d}: {sizes[d]}" for d in m["dims"])
+                              + ")" for m in layout["modes"])
+            lines.append(f"  labelled: samples along {layout['sample_dim']!r}; modes {modes}")
+        except (KeyError, TypeError, AttributeError, IndexError) as error:  # as loading says
+            raise ValueError(f"cannot read checkpoint {str(path)!r}: the mode layout is "
+                             f"incomplete or inconsistent ({error!r})") from None
     else:
         lines.append("  unlabelled (fitted on plain arrays)")
     loaded = _loaded_params(meta)
