@@ -39,6 +39,12 @@ def test_netcdf_and_zarr_open_lazily_chunked_along_the_sample_dim(data, tmp_path
                               consolidated=False)
     store = open_dataarray(tmp_path / "d.zarr", sample_dim="time")
     assert store.chunks[0] == (10,) * 5 and type(store.data).__module__.startswith("dask")
+    # a store chunked along the features too: whole samples per chunk all the same
+    data.to_dataset().to_zarr(tmp_path / "f.zarr", encoding={"v": {"chunks": (10, 1, 2, 2)}},
+                              consolidated=False)
+    store = open_dataarray(tmp_path / "f.zarr", sample_dim="time")
+    assert store.chunks == ((10,) * 5, (4,), (3,), (2,))
+    np.testing.assert_array_equal(store.values, data.values)
 
 
 def test_info_describes_a_zarr_store(data, tmp_path, capsys):

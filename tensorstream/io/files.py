@@ -185,7 +185,10 @@ def _open_xarray(path: Path, kind: str, var: str | None, sample_dim: str | None,
         raise TypeError(f"variable {name!r} holds non-numeric data (dtype {dtype}); expected "
                         f"numbers")
     size = chunk_size or on_disk or max(1, _CHUNK_BYTES // max(sample_bytes, 1))
-    ds = xr.open_dataset(path, chunks={sample_dim: int(size)}, **options)
+    # whole samples per chunk (a batch reads every feature; the size above counts them so):
+    # the file's own chunks of the other dims would split every batch into many small reads
+    chunks = {dim: -1 for dim in dims if dim != sample_dim}
+    ds = xr.open_dataset(path, chunks={**chunks, sample_dim: int(size)}, **options)
     return ds[name]
 
 
