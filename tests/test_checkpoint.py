@@ -370,3 +370,47 @@ def test_old_ocpdl_checkpoints_load_with_alpha_halved(tmp_path):
     for a, b in zip(straight.loadings_, resumed.loadings_):
         np.testing.assert_array_equal(a, b)
     assert straight.statistics_["c"] == resumed.statistics_["c"]
+
+
+def _flipped(raw: bytes, position: int, bits: int) -> bytes:
+    data = bytearray(raw)
+    data[position] ^= bits
+    return bytes(data)
+
+
+def test_corrupt_headers_and_zip_flags_are_refused_as_corrupt(tmp_path):
+    """Corruptions that numpy's header parser or zipfile report with their own errors
+    (tokenize's TokenError, "encrypted" RuntimeError, NotImplementedError for a zip version)
+    are refused with the ValueError of any corrupt file."""
+    from tensorstream import OnlineNMF
+
+    X = np.random.default_rng(0).random((20, 8))
+    raw = OnlineNMF(2, random_state=0).partial_fit(X).save(tmp_path / "run").read_bytes()
+    directory = raw.index(b"PK\x01\x02")  # the zip's central directory
+    for k, data in enumerate([raw.replace(b"'shape': (), }", b"'shape': ((, }", 1),
+                              _flipped(raw, directory + 8, 1),  # the "encrypted" flag
+                              _flipped(raw, directory + 6, 64)]):  # the version needed
+        assert data != raw
+        path = tmp_path / f"bad{k}.npz"
+        path.write_bytes(data)
+        with pytest.raises(ValueError, match="corrupt or not a tensorstream checkpoint"):
+            load(path)
+
+
+@pytest.mark.parametrize("form", ["array", "list"])
+def test_batch_robust_nmf_checkpoints_its_init(tmp_path, form):
+    """A batch fit starts from ``init``: an array or list ``init`` is saved whole (an array
+    raised TypeError, a list came back as "random"), so the loaded learner refits alike."""
+    from tensorstream import RobustNMF
+
+    rng = np.random.default_rng(0)
+    X, W = rng.random((20, 12)), rng.random((3, 12))
+    init = W if form == "array" else [W.T]
+    model = RobustNMF(3, init=init, max_iter=5, random_state=0).fit(X)
+    loaded = load(model.save(tmp_path / "run"))
+    if form == "array":
+        np.testing.assert_array_equal(loaded.init, W)
+    else:
+        assert isinstance(loaded.init, list) and len(loaded.init) == 1
+        np.testing.assert_array_equal(loaded.init[0], W.T)
+    np.testing.assert_array_equal(loaded.fit(X).components_, model.fit(X).components_)

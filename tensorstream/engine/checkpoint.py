@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tokenize
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,19 @@ def encode_params(params: dict, array_names: tuple = ()) -> tuple[dict, dict]:
     Every parameter but ``callback`` (a live object) goes through :func:`encode_param`, except
     the ones named in ``array_names`` when they hold an array (a graph Laplacian, an initial
     dictionary): those are stored as the float64 member ``param_<name>``, marked
-    ``{"__array__": name}`` in the JSON. :func:`decode_params` undoes both.
+    ``{"__array__": name}`` in the JSON, and a list of arrays (``init=[W]``) as the members
+    ``param_<name>_<k>``, marked ``{"__array__": name, "items": n}``. :func:`decode_params`
+    undoes both.
     """
     encoded, arrays = {}, {}
     for name, value in params.items():
         if name == "callback":
             continue
-        if name in array_names and value is not None and not isinstance(value, str):
+        if name in array_names and isinstance(value, (list, tuple)):
+            for k, item in enumerate(value):
+                arrays[f"param_{name}_{k}"] = np.asarray(to_numpy(item), dtype=float)
+            encoded[name] = {"__array__": name, "items": len(value)}
+        elif name in array_names and value is not None and not isinstance(value, str):
             arrays[f"param_{name}"] = np.asarray(to_numpy(value), dtype=float)
             encoded[name] = {"__array__": name}
         else:
@@ -97,8 +104,15 @@ def encode_params(params: dict, array_names: tuple = ()) -> tuple[dict, dict]:
 
 def decode_params(params: dict, arrays: dict) -> dict:
     """The parameters :func:`encode_params` stored (arrays from their ``param_`` members)."""
-    return {name: arrays[f"param_{name}"] if isinstance(value, dict) and "__array__" in value
+    return {name: _decode_array_param(name, value, arrays)
+            if isinstance(value, dict) and "__array__" in value
             else decode_param(value) for name, value in params.items()}
+
+
+def _decode_array_param(name: str, value: dict, arrays: dict) -> Any:
+    if "items" in value:  # a list of arrays
+        return [arrays[f"param_{name}_{k}"] for k in range(int(value["items"]))]
+    return arrays[f"param_{name}"]
 
 
 def decode_param(value: Any) -> Any:
@@ -175,7 +189,8 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError,
-            EOFError) as error:
+            EOFError, RuntimeError, NotImplementedError, SyntaxError,
+            tokenize.TokenError) as error:  # zipfile's flags, numpy's header parser
         raise ValueError(f"cannot read checkpoint {str(path)!r}: the file is corrupt or not a "
                          f"tensorstream checkpoint ({error})") from None
     version = meta.get("version")

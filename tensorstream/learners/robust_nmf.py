@@ -578,6 +578,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                            "transform_max_iter": "code_max_iter"}
     _fitted_arrays = ("components_", "codes_", "outliers_")
     _fitted_values = ("n_iter_", "history_", "n_features_in_", "scale_")
+    #: a batch fit starts from ``init`` again, so an array or list ``init`` is stored whole
+    _array_parameters = ("init",)
 
     #: The paper's settings (as :attr:`RobustOnlineNMF.paper_params`).
     paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
