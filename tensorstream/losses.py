@@ -22,8 +22,10 @@ Conventions (see ``docs/losses.md``):
 - squared ℓ2 carries the ½ of Zhao, Tan & Xu's Table II: ``d = ½ ||v - y||²``, gradient ``y - v``,
   curvature 1; it is the β-divergence at β = 2;
 - model floor: divergences that need ``y > 0`` evaluate at ``max(y, eps)``, ``eps = 1e-12``;
-- data floor: divergences that need ``v > 0`` (IS, β ≤ 0, α ≤ 0) replace data zeros by
-  ``data_eps = 1e-8`` (the paper's Remark 2 advice); negative data raise ``ValueError``;
+- data floor: divergences that need ``v > 0`` (IS, β ≤ 0, α ≤ 0) raise data below
+  ``data_eps = 1e-8`` (zeros above all) to it (the paper's Remark 2 advice); negative data raise
+  ``ValueError``. The floors and the Huber threshold are in the data's units: the learners code
+  at a normalized scale and evaluate at the raw one with :meth:`Divergence.at_scale`;
 - KL at data zeros uses ``0 log 0 = 0`` exactly (no data floor).
 
 Public methods validate their inputs; ``check=False`` skips the validation and the data floor
@@ -35,7 +37,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +51,7 @@ EPS = 1e-12
 """Model floor: divergences that need ``y > 0`` are evaluated at ``max(y, EPS)``."""
 
 DATA_EPS = 1e-8
-"""Data floor: divergences that need ``v > 0`` replace data zeros by ``DATA_EPS``."""
+"""Data floor: divergences that need ``v > 0`` raise data below ``DATA_EPS`` (zeros) to it."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,6 +202,28 @@ class Divergence:
     def name(self) -> str:
         """Canonical name of the divergence in :func:`get_loss`."""
         raise NotImplementedError
+
+    #: the parameters in the data's units (thresholds, floors): :meth:`at_scale` scales them
+    _unit_parameters = ()
+
+    def at_scale(self, scale: float) -> Divergence:
+        """The same divergence for data ``scale`` times larger: every parameter in the data's
+        units (the Huber threshold, the floors ``eps`` and ``data_eps``) times ``scale``.
+
+        A learner that codes ``v / scale`` with this divergence evaluates, at the raw scale,
+        ``self.at_scale(scale)``: for the β, α and Huber families
+        ``at_scale(s).value(s v, s y)`` is ``s^k value(v, y)`` exactly (``k`` the degree of
+        homogeneity), floors and thresholds included.
+
+        Examples
+        --------
+        >>> get_loss("huber", threshold=0.5).at_scale(10.0)
+        Huber(threshold=5.0)
+        """
+        if scale == 1.0 or not self._unit_parameters:
+            return self
+        return replace(self, **{name: getattr(self, name) * scale
+                                 for name in self._unit_parameters})
 
     # ---- data handling ---------------------------------------------------------------------
 
@@ -509,6 +533,7 @@ class Huber(Divergence):
 
     threshold: float
     curvature_bound = 1.0
+    _unit_parameters = ("threshold",)
 
     def __post_init__(self):
         object.__setattr__(self, "threshold", _check_positive("threshold", self.threshold))
@@ -624,7 +649,7 @@ class BetaDivergence(Divergence):
     eps : float, default 1e-12
         Model floor: evaluated at ``max(y, eps)`` (except at β = 2).
     data_eps : float, default 1e-8
-        Data floor for β <= 0: data zeros become ``data_eps``.
+        Data floor for β <= 0: data below ``data_eps`` (zeros) become ``data_eps``.
 
     Examples
     --------
@@ -636,6 +661,7 @@ class BetaDivergence(Divergence):
     beta: float = 1.0
     eps: float = EPS
     data_eps: float = DATA_EPS
+    _unit_parameters = ("eps", "data_eps")
 
     def __post_init__(self):
         object.__setattr__(self, "beta", _check_real("beta", self.beta))
@@ -700,7 +726,7 @@ class AlphaDivergence(Divergence):
     eps : float, default 1e-12
         Model floor: evaluated at ``max(y, eps)``.
     data_eps : float, default 1e-8
-        Data floor for α <= 0: data zeros become ``data_eps``.
+        Data floor for α <= 0: data below ``data_eps`` (zeros) become ``data_eps``.
 
     Examples
     --------
@@ -712,6 +738,7 @@ class AlphaDivergence(Divergence):
     alpha: float = 0.5
     eps: float = EPS
     data_eps: float = DATA_EPS
+    _unit_parameters = ("eps", "data_eps")
     needs_nonnegative_data = True
     needs_positive_model = True
 

@@ -510,3 +510,36 @@ def test_cached_losses_still_check_their_parameters():
     assert get_loss("beta", beta=1) is get_loss("beta", beta=1)
     with pytest.raises(ValueError, match="beta must be a real number"):
         get_loss("beta", beta=True)
+
+
+@pytest.mark.parametrize("loss, degree", [("is", 0.0), ("kl", 1.0), (-1.0, -1.0), (0.5, 0.5),
+                                          (1.5, 1.5), ("huber", 2.0), ("alpha", 1.0)])
+@pytest.mark.parametrize("scale", [1e-9, 1e3])
+def test_at_scale_is_the_same_divergence_in_other_units(loss, degree, scale):
+    """``at_scale(s)`` scales the thresholds and floors with the data, so that
+    ``at_scale(s).value(s v, s y) = s^k value(v, y)`` exactly, zeros (floored) included."""
+    params = {"huber": {"threshold": 0.5}, "alpha": {"alpha": -0.5}}.get(loss, {})
+    divergence = get_loss(loss, **params)
+    rng = np.random.default_rng(1)
+    v, y = rng.gamma(2.0, size=(4, 6)), rng.gamma(2.0, size=(4, 6)) + 0.1
+    v[0, :2] = 0.0
+    expected = scale**degree * np.asarray(divergence.per_sample(v, y))
+    got = np.asarray(divergence.at_scale(scale).per_sample(scale * v, scale * y))
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+    assert divergence.at_scale(1.0) is divergence
+
+
+@pytest.mark.parametrize("loss, params, degree", [("is", {}, 0.0),
+                                                  ("huber", {"threshold": 0.5}, 2.0)])
+def test_divergence_scores_scale_with_the_data(loss, params, degree):
+    """The learner codes normalized data; its score is the same divergence at the raw scale
+    (the IS score of data at 1e-9 was 29x off, the Huber threshold was read in raw units)."""
+    from tensorstream import OnlineDivergenceNMF
+
+    X = np.random.default_rng(0).gamma(2.0, size=(40, 8)) + 0.01
+    scores = {}
+    for scale in (1.0, 1e-9, 1e3):
+        model = OnlineDivergenceNMF(3, loss=loss, loss_params=params, random_state=0,
+                                    max_iter=1).fit(scale * X)
+        scores[scale] = model.score(scale * X) / scale**degree
+    np.testing.assert_allclose([scores[1e-9], scores[1e3]], scores[1.0], rtol=1e-6)

@@ -281,7 +281,9 @@ class DivergenceCP(Algorithm):
                                       lambda G: project(G, loadings), loss,
                                       gram=gram(loadings), **options)
             codes = H * scale
-            losses = loss.per_sample(X, info["model"] * scale)
+            # the divergence the codes minimise, at the raw scale (thresholds and floors are in
+            # normalized units)
+            losses = loss.at_scale(scale).per_sample(X, info["model"] * scale)
         # batch_sums needs the normalized batch, codes and model (and the SparseKL) again:
         # carried with the codes, one forward pass less per step
         return Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)),
