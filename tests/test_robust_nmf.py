@@ -768,3 +768,30 @@ def test_camera_video_acceptance():
     background = H @ model.components_
     assert psnr(backgrounds.reshape(200, -1)[source], background) >= 31
     assert support_scores(masks.reshape(200, -1)[source], R, threshold=0.05)["f1"] >= 0.7
+
+
+def test_a_reinitialised_atom_lands_in_the_chosen_constraint_set():
+    """A dead atom re-initialised from the data is projected on the learner's set (C3 here:
+    ``gamma1 ||w||_1 <= 1``), not on the unit ball alone (it reached 1.25 at the step it was
+    re-initialised)."""
+    import warnings
+
+    from tensorstream.engine.loop import LearningWarning
+
+    rng = np.random.default_rng(0)
+    X = np.zeros((2000, 12))
+    X[:, :6] = rng.random((2000, 2)) @ rng.random((2, 6))
+    init = np.zeros((3, 12))
+    init[0, :6], init[1, :6], init[2, 6:] = rng.random(6), rng.random(6), 1.0
+    model = RobustOnlineNMF(3, constraint="elasticnet", gamma1=1.0, gamma2=0.0, init=init,
+                            solver="pgd", code_init="zero", batch_size=100, random_state=0)
+    reinitialised = False
+    for i in range(20):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.partial_fit(X[100 * i:100 * (i + 1)])
+        reinitialised |= any(issubclass(w.category, LearningWarning) and
+                             "re-initialised" in str(w.message) for w in caught)
+        assert np.all(model.components_ >= 0)
+        assert model.components_.sum(axis=1).max() <= 1.0 + 1e-12
+    assert reinitialised

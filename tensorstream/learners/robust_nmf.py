@@ -442,8 +442,11 @@ class RobustNMFAlgorithm(SurrogateCP):
         return float(self.params.data_scale)
 
     def project(self, U: Any) -> Any:
-        """The unit ball's nonnegative part, then the chosen constraint set."""
-        return project_columns(U, nonnegative=True, column_bound=1.0)
+        """The unit ball's nonnegative part, then the chosen constraint set (what a
+        re-initialised atom needs: it left the set for the ball alone)."""
+        p = self.params
+        ball = project_columns(U, nonnegative=True, column_bound=1.0)
+        return dictionary_projection(p.constraint, p.gamma1, p.gamma2)(ball)
 
     def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
         """An init array or list, or ``P_C`` of U[0, 1) entries (the paper's ``W_0``)."""
