@@ -372,7 +372,7 @@ def test_bad_data_is_refused_and_state_is_kept(X, error, match):
     with pytest.raises(error, match=match):
         model.partial_fit(X)
     assert _same(model, before)
-    if match == "shape":  # fit starts afresh: another data set is fine there
+    if "features" in match:  # fit starts afresh: data of another width is fine there
         return
     with pytest.raises(error, match=match):
         model.fit(X)
@@ -420,3 +420,50 @@ def test_nmf_formulation_object_is_shared():
                       NMF)
     assert isinstance(spec_vr(2, formulation="ornmf").fit(_data(n=20)).formulation_,
                       RobustNMF)
+
+
+def test_a_refused_first_partial_fit_restores_a_generator_random_state():
+    """``partial_fit`` is all-or-nothing too: data refused in the epoch's full pass (after the
+    initial dictionary and the step estimate drew from a Generator given as random_state) put
+    the Generator back, so a later fit equals a fresh learner's."""
+    X = np.random.default_rng(0).standard_normal((120, 8))
+    bad = X.copy()
+    bad[-1, 0] = np.nan
+    generator = np.random.default_rng(5)
+    before = generator.bit_generator.state
+    model = VarianceReducedMF(3, random_state=generator, data_scale=1.0, auto_samples=10,
+                              n_epochs=1)
+    with pytest.raises(ValueError, match="NaN"):
+        model.partial_fit(bad)
+    assert generator.bit_generator.state == before and "loadings_" not in model.__dict__
+    fresh = VarianceReducedMF(3, random_state=np.random.default_rng(5), data_scale=1.0,
+                              auto_samples=10, n_epochs=1)
+    np.testing.assert_array_equal(model.fit(X).components_, fresh.fit(X).components_)
+
+
+def test_fit_starts_anew_on_data_of_another_width():
+    """``fit`` is a fresh start: other data widths are accepted (it compared them with the
+    previous fit's), as every other learner does."""
+    rng = np.random.default_rng(0)
+    model = VarianceReducedMF(3, n_epochs=1, random_state=0).fit(rng.standard_normal((120, 8)))
+    assert model.fit(rng.standard_normal((120, 6))).components_.shape == (3, 6)
+    assert model.n_features_in_ == 6
+
+
+@pytest.mark.parametrize("fitted, change", [
+    ({}, {"n_components": 5}), ({}, {"step_size": 0.5}), ({}, {"inner_batch": 7}),
+    ({"method": "smm"}, {"method": "vr"}), ({"method": "vr"}, {"method": "smm"})])
+def test_parameters_the_fitted_state_fixes_are_refused_by_name(fitted, change):
+    """``partial_fit`` after ``set_params`` of what the fitted state fixes (the dictionary's
+    size, the step, the batch sizes, smm's absent step) is refused by name, the learner kept
+    (it was ignored, or failed with a TypeError or IndexError); the formulation's parameters
+    apply."""
+    X = np.random.default_rng(0).standard_normal((120, 8))
+    model = VarianceReducedMF(3, n_epochs=1, random_state=0, **fitted).fit(X)
+    components = np.array(model.components_)
+    name = next(iter(change))
+    with pytest.raises(ValueError, match=f"{name}=.*fitted state fixes it"):
+        model.set_params(**change).partial_fit(X)
+    np.testing.assert_array_equal(model.components_, components)
+    model = VarianceReducedMF(3, n_epochs=1, random_state=0).fit(X)
+    assert model.set_params(lam=0.5).partial_fit(X).n_epochs_ == 2

@@ -354,8 +354,11 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         floating-point sums (:mod:`tensorstream.engine.distributed`).
         """
         self._check_params()
-        with self._all_or_nothing("fit"), self._spread(X, client) as spread:
-            return self._fit_epochs(X, spread)
+        with self._all_or_nothing("fit"):
+            for name in _FITTED:  # a fresh start: nothing of a previous fit is kept
+                self.__dict__.pop(name, None)
+            with self._spread(X, client) as spread:
+                return self._fit_epochs(X, spread)
 
     def _fit_epochs(self, X: Any, spread: SpreadRows | None = None) -> VarianceReducedMF:
         state = self._initial_state(X, spread)
@@ -382,14 +385,15 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         interrupted or checkpointed run resumes exactly. ``client``: its full passes on a
         Dask cluster (see :meth:`fit`)."""
         self._check_params()
-        with self._spread(X, client) as spread:
-            if "loadings_" in self.__dict__:  # parameters set since the last call apply now
+        with self._all_or_nothing("partial_fit"), self._spread(X, client) as spread:
+            if "loadings_" in self.__dict__:  # the formulation's parameters set since apply now
+                self._check_fixed_by_state(self.state_)
                 state = dataclasses.replace(
                     self.state_, formulation=self._current_formulation(self.state_))
             else:
                 state = self._initial_state(X, spread)
             state, info = self._epoch(state, X, spread)
-        self._commit(state)
+            self._commit(state)
         if self.callback is not None:
             self.callback(self, dict(info))
         return self
@@ -477,6 +481,24 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             W = W.T
         return form.prox_w(as_tensor(W, data.backend, **data.context), 0.0, n)
 
+    def _check_fixed_by_state(self, state: FiniteState) -> None:
+        """Refuse, by name, a parameter set since the fit that the fitted state fixes (the
+        dictionary's size, the method's step, the batch sizes): ``fit`` starts anew with it."""
+        fixed = {"n_components": int(tl.shape(state.dictionary)[1]),
+                 "inner_batch": state.inner_batch, "epoch_length": state.epoch_length}
+        changed = [f"{name}={getattr(self, name)!r} (fitted with {value!r})"
+                   for name, value in fixed.items()
+                   if getattr(self, name) is not None and getattr(self, name) != value]
+        if (self.method == "smm") != (state.step_size is None):
+            changed.append(f"method={self.method!r} (fitted with "
+                           f"{'smm' if state.step_size is None else 'a step size'})")
+        elif self.step_size != "auto" and state.step_size is not None and \
+                float(self.step_size) != float(state.step_size):
+            changed.append(f"step_size={self.step_size!r} (fitted with {state.step_size!r})")
+        if changed:
+            raise ValueError(f"{', '.join(changed)}: set since the fit, but the fitted state "
+                             f"fixes it; call fit to start anew with it")
+
     def _current_formulation(self, state: FiniteState) -> Any:
         """The formulation of the current parameters, with the fitted data-dependent part
         (``Q``) of the state's: what a checkpointed and reloaded learner rebuilds too."""
@@ -485,7 +507,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             form = dataclasses.replace(form, Q=state.formulation.Q)
         return form
 
-    def _commit(self, state: FiniteState) -> None:
+    def _commit(self, state: FiniteState) -> None:  # sets every attribute of _FITTED
         """Set the fitted attributes from ``state`` (the only place the learner changes)."""
         check_overflow((state.dictionary,))  # finite data whose squares overflow (~1e160)
         W_out = state.output if self.output == "random" and self.method == "vr" \
@@ -778,6 +800,11 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
 
 #: the state's fields a checkpoint stores as JSON values (besides the history)
+#: the attributes ``_commit`` sets: a fit's, which ``fit`` forgets before it starts anew
+_FITTED = ("state_", "loadings_", "history_", "n_epochs_", "n_iter_", "n_steps_", "inner_batch_",
+           "epoch_length_", "formulation_", "backend_", "step_size_", "scale_", "_context",
+           "_W_output", "n_features_in_", "n_samples_")
+
 _STATE_VALUES = ("n_samples", "n_features", "inner_batch", "epoch_length", "step_size",
                  "output_count", "n_epochs", "passes_read", "solves", "seconds")
 _COUNTS = {"n_samples": 1, "n_features": 1, "inner_batch": 1, "epoch_length": 1,
