@@ -371,3 +371,29 @@ def test_bad_parameters_raise_before_learning(params, error, message):
     with pytest.raises(error, match=message):
         model.partial_fit(_data()[:10])
     assert not hasattr(model, "loadings_")
+
+
+def test_objective_with_penalties_on_torch_equals_numpy():
+    """``objective`` adds the components' penalty on the learner's backend (on torch it
+    raised TypeError: sum() got an unexpected keyword argument 'axis')."""
+    torch = pytest.importorskip("torch")
+    X = np.random.default_rng(0).random((20, 5))
+    on_numpy = OnlineNMF(2, alpha_W=0.1, random_state=0).partial_fit(X)
+    on_torch = OnlineNMF(2, alpha_W=0.1, random_state=0).partial_fit(torch.tensor(X))
+    assert on_torch.objective(torch.tensor(X)) == pytest.approx(on_numpy.objective(X),
+                                                                 rel=1e-12)
+
+
+def test_the_components_penalty_with_missing_entries_is_refused_by_name():
+    """``alpha_H`` (``"same"`` copies ``alpha_W``) with missing entries is refused naming it,
+    before any step with ``missing="nan"`` and at the step with a mask (it failed mid-fit with
+    the engine's "loading penalties l1, l2" message); ``alpha_H=0`` learns."""
+    X = np.random.default_rng(0).random((60, 10))
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="alpha_H"):
+        OnlineNMF(3, missing="nan", alpha_W=0.01).fit(X)
+    model = OnlineNMF(3, alpha_W=0.01)
+    with pytest.raises(ValueError, match="alpha_H"):
+        model.partial_fit(np.nan_to_num(X), mask=~np.isnan(X))
+    assert "state_" not in model.__dict__
+    OnlineNMF(3, missing="nan", alpha_W=0.01, alpha_H=0.0).fit(X)

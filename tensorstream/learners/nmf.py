@@ -58,6 +58,10 @@ _ADMM_TOL, _HALS_TOL = 1e-2, 1e-4
 #: the default weight schedule ``t^-0.5`` (see ``weights`` in :class:`OnlineNMF`)
 _WEIGHTS = 0.5
 
+_PENALTY_AND_MISSING = ("alpha_H (the components' penalty; 'same' copies alpha_W) is not "
+                        "supported with missing entries (missing='nan' or a mask): the column "
+                        "steps of entrywise statistics have no penalty; set alpha_H=0")
+
 
 # -- shared helpers of the NMF learners ----------------------------------------------------------
 
@@ -132,6 +136,7 @@ class OnlineNMF(OnlineLearner):
     alpha_W, alpha_H, l1_ratio : float, float or "same", float
         Penalties as in scikit-learn (module docstring): ``alpha_W`` on the codes,
         ``alpha_H`` on the components (``"same"``: ``alpha_W``), ``l1_ratio`` the l1 share.
+        With missing entries ``alpha_H`` must be 0 (refused otherwise, by name).
     forget_factor : float in (0, 1] or None, default None
         Discount of past batches as in scikit-learn: per batch in ``partial_fit`` and streams,
         ``forget_factor ** (batch_size / n_samples)`` per batch in ``fit`` on an array (the past
@@ -232,6 +237,9 @@ class OnlineNMF(OnlineLearner):
                 self.weights not in (_WEIGHTS, "balanced")):
             raise ValueError("give either forget_factor or weights, not both")
         make_radius(self.search_radius, make_weights(self.weights))
+        alpha_H = self.alpha_W if isinstance(self.alpha_H, str) else self.alpha_H
+        if self.missing is not None and alpha_H:
+            raise ValueError(_PENALTY_AND_MISSING)
 
     def _algorithm(self) -> NMFAlgorithm:
         return NMFAlgorithm(self._params(),
@@ -284,7 +292,9 @@ class OnlineNMF(OnlineLearner):
 
         Scikit-learn's objective (``0.5 * ||X - W H||^2 + penalties``) divided by ``len(X)``.
         """
-        return -self.score(X) + self._algorithm().dictionary_penalty(self.loadings_)
+        score = self.score(X)
+        with using(self.backend_):
+            return -score + self._algorithm().dictionary_penalty(self.loadings_)
 
 
 class NMFAlgorithm(SurrogateCP):
@@ -377,6 +387,8 @@ class NMFAlgorithm(SurrogateCP):
                scale: float = 1.0) -> list:
         """Exact column steps on the surrogate plus the components' penalty."""
         l1, l2 = self.dictionary_penalties
+        if (l1 or l2) and tl.ndim(statistics["A"]) > 2:  # entrywise: a batch had a mask
+            raise ValueError(_PENALTY_AND_MISSING)
         return surrogate_bcd_step(
             loadings, statistics["A"], statistics["B"], nonnegative=True,
             column_bound=self.params.column_bound, radius=self.radius_at(t),
