@@ -84,3 +84,29 @@ def test_identities_hold_for_any_number_of_modes(sample_shape, R, b, seed):
     lhs = np.sum(X * cpd.reconstruct(loadings, H))
     rhs = np.sum(cpd.project(X, loadings) * H)
     np.testing.assert_allclose(lhs, rhs, rtol=1e-10)
+
+
+def _simplex_reference(v, total):
+    u = np.sort(v)[::-1]
+    css, ks = np.cumsum(u), np.arange(1, len(v) + 1)
+    k = ks[u - (css - total) / ks > 0][-1]
+    return np.maximum(v - (css[k - 1] - total) / k, 0)
+
+
+def test_simplex_projection_is_exact_far_from_the_simplex():
+    """Columns far larger, or far more negative, than ``total`` are projected too (float32
+    [1e8, 0] gave inf, rows of -1 a 1e300 or inf row: the thresholds rounded total away)."""
+    from tensorstream.core.constraints import project_rows_box_sum, project_simplex_columns
+
+    np.testing.assert_array_equal(
+        project_simplex_columns(np.array([[1e8], [0.0]], dtype=np.float32)).ravel(), [1, 0])
+    for dtype in (np.float32, np.float64):
+        for row in ([-1.0, -2.0], [-1e9, -2e9]):
+            projected = project_rows_box_sum(np.array([row], dtype=dtype))
+            np.testing.assert_allclose(projected, [[1e-8, 0]], rtol=1e-6)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        V = rng.standard_normal((6, 3)) * rng.choice([1e-3, 1.0, 100.0])
+        total = float(rng.choice([0.3, 1.0, 5.0]))
+        expected = np.stack([_simplex_reference(V[:, j], total) for j in range(3)], axis=1)
+        np.testing.assert_allclose(project_simplex_columns(V, total), expected, atol=1e-12)

@@ -111,14 +111,18 @@ def project_simplex_columns(U: Tensor, total: float = 1.0) -> Tensor:
     """
     matrix = tl.ndim(U) == 2
     V = U if matrix else tl.reshape(U, (-1, 1))
+    # shifted so that every column's largest entry is 0 (the projection does not change): the
+    # thresholds then stay at the scale of total, which a column far larger (or far more
+    # negative) than total would otherwise round away (float32 [1e8, 0] projected to inf)
+    V = V - tl.reshape(tl.max(V, axis=0), (1, -1))
     u = _sorted_descending(V)
     k = _ranks(V)
     thresholds = (tl.cumsum(u, axis=0) - total) / k
     # the valid k form a prefix (u_k - theta_k is positive then non-positive), and the last
-    # valid k gives the largest threshold among the valid ones
-    valid = (u - thresholds) > 0
-    theta = tl.max(tl.where(valid, thresholds, tl.zeros(tl.shape(V), **tl.context(V)) - 1e300),
-                   axis=0)
+    # valid k gives the largest threshold among the valid ones; k = 1 always is valid
+    valid = ((u - thresholds) > 0) | (k == 1)
+    first = thresholds[0:1] + tl.zeros(tl.shape(V), **tl.context(V))  # k = 1's, a valid one
+    theta = tl.max(tl.where(valid, thresholds, first), axis=0)
     W = tl.clip(V - tl.reshape(theta, (1, -1)), 0, None)
     return W if matrix else tl.reshape(W, tl.shape(U))
 
