@@ -209,3 +209,11 @@ def test_an_unhashable_learner_subclass_is_validated_every_time():
     model.alpha_W = -1.0
     with pytest.raises(ValueError, match="alpha_W"):
         model.partial_fit(X)
+
+
+def test_integers_beyond_int64_are_refused_by_name():
+    """``n_components=10**400`` is refused naming it (``float(value)`` raised OverflowError)."""
+    X = np.random.default_rng(0).random((10, 3, 3))
+    with pytest.raises(ValueError, match="n_components"):
+        learner_class("OnlineCPDL")(n_components=10**400).fit(X)
+    assert learner_class("OnlineCPDL")(np.int64(2), random_state=0).fit(X).n_components == 2

@@ -377,6 +377,10 @@ class Constraint:
         raise NotImplementedError
 
 
+#: integers beyond int64 are refused (no array, count or size of the library can hold them)
+_LARGEST_INT = 2**63 - 1
+
+
 class Interval(Constraint):
     """A number of ``kind`` (``"int"`` or ``"real"``) in an interval; NaN never is.
 
@@ -400,7 +404,12 @@ class Interval(Constraint):
         return isinstance(value, numbers.Real)
 
     def accepts(self, value: Any) -> bool:
-        if not self.accepts_type(value) or not np.isfinite(float(value)):
+        if not self.accepts_type(value):
+            return False
+        if isinstance(value, numbers.Integral):  # no float of it (10**400 overflows one)
+            if abs(int(value)) > _LARGEST_INT:
+                return False
+        elif not np.isfinite(float(value)):
             return False
         low_ok = self.low is None or (value >= self.low if self.closed in ("both", "left")
                                       else value > self.low)
