@@ -30,10 +30,12 @@ def relative_error(X: Any, X_hat: Any) -> float:
     X_hat = np.asarray(to_numpy(X_hat), dtype=float)
     if X.shape != X_hat.shape:
         raise ValueError(f"X and X_hat must have the same shape, got {X.shape} and {X_hat.shape}")
-    norm = np.linalg.norm(X)
-    if norm == 0:
+    # both norms of the data divided by its largest entry: squares of entries near 1e200 (or
+    # 1e-200) overflow (underflow) inside the norm, the ratio does not
+    scale = float(np.max(np.abs(X))) if X.size else 0.0
+    if scale == 0:
         raise ValueError("X is zero: the relative error is undefined")
-    return float(np.linalg.norm(X - X_hat) / norm)
+    return float(np.linalg.norm((X - X_hat) / scale) / np.linalg.norm(X / scale))
 
 
 def reconstruction_error(model: Any, X: Any) -> float:
@@ -92,9 +94,11 @@ def expressed_variance(L_true: Any, L_est: Any) -> float:
     if U.ndim != 2 or L.ndim != 2 or U.shape[0] != L.shape[0]:
         raise ValueError(f"L_true and L_est must be matrices with the same number of rows, got "
                          f"shapes {U.shape} and {L.shape}")
-    normalizer = np.linalg.norm(U) ** 2
-    if normalizer == 0:
+    scale = float(np.max(np.abs(U))) if U.size else 0.0  # the ratio does not depend on it
+    if scale == 0:
         raise ValueError("L_true is zero: the expressed variance is undefined")
+    U = U / scale
+    normalizer = np.linalg.norm(U) ** 2
     left, singular, _ = np.linalg.svd(L, full_matrices=False)
     tolerance = max(L.shape) * np.finfo(float).eps * (singular[0] if singular.size else 0.0)
     Q = left[:, singular > tolerance]

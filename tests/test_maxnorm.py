@@ -999,3 +999,16 @@ def test_omrmd_recovers_and_orpca_falls_short_as_in_figure_5b():
     # spec item(s): spec 002 S9
     assert _final("omrmd", 1000, 100, 3000, 0.3, (0,), (("init", "orthogonal"),)) >= 0.78
     assert _final("orpca", 1000, 100, 3000, 0.3, (0,)) <= 0.68
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_metrics_hold_at_extreme_scales(scale):
+    """Both ratios are computed with the data divided by its largest entry (the norms'
+    squares underflowed to "X is zero" or overflowed to NaN)."""
+    from tensorstream.metrics import expressed_variance, relative_error
+
+    assert relative_error(np.full(4, scale), np.zeros(4)) == pytest.approx(1.0)
+    U = np.eye(4)[:, :2]
+    assert expressed_variance(U * scale, U) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="X is zero"):
+        relative_error(np.zeros(4), np.zeros(4))
