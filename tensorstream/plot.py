@@ -559,6 +559,7 @@ def plot_convergence(history: Any, *, keys: Sequence[str] | None = None, x: str 
         values = np.asarray(columns[key], dtype=float)
         window = smooth if smooth is not None else (len(values) // 20 if len(values) >= 40
                                                     else 0)
+        window = min(window, len(values))  # a window longer than the run: the run's mean
         ax.plot(steps, values, alpha=0.4 if window > 1 else 1.0, label=key)
         if window > 1:
             kernel = np.ones(window) / window

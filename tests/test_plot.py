@@ -136,3 +136,11 @@ def test_no_pyplot_state_is_created(factors):
     plot_atoms(np.ones((2, 3, 3)))
     if "matplotlib.pyplot" in sys.modules:
         assert sys.modules["matplotlib.pyplot"].get_fignums() == []
+
+
+def test_a_smoothing_window_longer_than_the_run_plots_its_mean():
+    """``smooth`` longer than the run (it raised "x and y must have same first dimension")."""
+    from tensorstream.plot import plot_convergence
+
+    fig = plot_convergence([{"step": i, "batch_loss": 1 / i} for i in range(1, 6)], smooth=10)
+    assert len(fig.axes[0].lines) == 2 and len(fig.axes[0].lines[1].get_xdata()) == 1
