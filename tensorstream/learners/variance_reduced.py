@@ -355,8 +355,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         """
         self._check_params()
         with self._all_or_nothing("fit"):
-            for name in _FITTED:  # a fresh start: nothing of a previous fit is kept
-                self.__dict__.pop(name, None)
+            self._forget_fit()  # a fresh start: nothing of a previous fit is kept
             with self._spread(X, client) as spread:
                 return self._fit_epochs(X, spread)
 
@@ -507,12 +506,21 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             form = dataclasses.replace(form, Q=state.formulation.Q)
         return form
 
-    def _commit(self, state: FiniteState) -> None:  # sets every attribute of _FITTED
+    def _commit(self, state: FiniteState) -> None:
         """Set the fitted attributes from ``state`` (the only place the learner changes)."""
         check_overflow((state.dictionary,))  # finite data whose squares overflow (~1e160)
+        self.__dict__.update(self._fitted_attributes(state))
+
+    def _forget_fit(self) -> None:
+        """Remove what :meth:`_commit` set (``fit`` starts anew)."""
+        if "state_" in self.__dict__:
+            for name in self._fitted_attributes(self.state_):
+                del self.__dict__[name]
+
+    def _fitted_attributes(self, state: FiniteState) -> dict:
         W_out = state.output if self.output == "random" and self.method == "vr" \
             else state.dictionary
-        self.__dict__.update(
+        return dict(
             state_=state, loadings_=[state.dictionary], history_=list(state.history),
             n_epochs_=state.n_epochs, n_iter_=state.n_epochs, n_steps_=state.n_steps,
             inner_batch_=state.inner_batch, epoch_length_=state.epoch_length,
@@ -800,11 +808,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
 
 #: the state's fields a checkpoint stores as JSON values (besides the history)
-#: the attributes ``_commit`` sets: a fit's, which ``fit`` forgets before it starts anew
-_FITTED = ("state_", "loadings_", "history_", "n_epochs_", "n_iter_", "n_steps_", "inner_batch_",
-           "epoch_length_", "formulation_", "backend_", "step_size_", "scale_", "_context",
-           "_W_output", "n_features_in_", "n_samples_")
-
 _STATE_VALUES = ("n_samples", "n_features", "inner_batch", "epoch_length", "step_size",
                  "output_count", "n_epochs", "passes_read", "solves", "seconds")
 _COUNTS = {"n_samples": 1, "n_features": 1, "inner_batch": 1, "epoch_length": 1,
