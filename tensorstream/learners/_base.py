@@ -864,15 +864,13 @@ class OnlineLearner(OnlineEstimator):
         self._check_samples(X, name)
         return X, mask
 
-    def _unlabel_mask(self, mask: Any, layout: Any, X: Any = None) -> Any:
-        """A labelled mask laid out like its labelled data ``X``: features matched by name and
-        label, samples by ``X``'s sample labels."""
+    def _unlabel_mask(self, mask: Any, layout: Any, X: Any) -> Any:
+        """A labelled mask laid out like its labelled data ``X`` (``layout`` is X's, None for
+        unlabelled data): features matched by name and label, samples by X's sample labels."""
         if mask is not None and is_labelled(mask):
             if layout is None:
                 raise TypeError("a labelled mask needs labelled data")
-            if is_labelled(X):
-                mask = aligned_samples(mask, X, layout.sample_dim)
-            return to_samples(mask, layout)
+            return to_samples(aligned_samples(mask, X, layout.sample_dim), layout)
         return mask
 
     def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:

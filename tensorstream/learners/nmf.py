@@ -237,8 +237,7 @@ class OnlineNMF(OnlineLearner):
                 self.weights not in (_WEIGHTS, "balanced")):
             raise ValueError("give either forget_factor or weights, not both")
         make_radius(self.search_radius, make_weights(self.weights))
-        alpha_H = self.alpha_W if isinstance(self.alpha_H, str) else self.alpha_H
-        if self.missing is not None and alpha_H:
+        if self.missing is not None and any(self._algorithm().dictionary_penalties):
             raise ValueError(_PENALTY_AND_MISSING)
 
     def _algorithm(self) -> NMFAlgorithm:

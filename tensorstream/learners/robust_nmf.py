@@ -681,7 +681,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def _objective(self, X, W, H, E, penalties) -> float:
         return float(tl.mean(robust_losses(X, [W], H, E, penalties)))
 
-    def _iterate(self, X, state, penalties, step, evaluate, backend=None):
+    def _iterate(self, X, state, penalties, step, evaluate, backend):
         """Run ``step`` until max_iter, max_time, tol or the callback stops; time excludes
         the evaluations. The callback runs on ``backend``, the data's (the iterations may
         run on numpy views of torch tensors, ``core.backend.run``)."""
@@ -703,14 +703,12 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             previous = current
         return state, history
 
-    def _called_back(self, info: dict, backend: str | None) -> bool:
+    def _called_back(self, info: dict, backend: str) -> bool:
         """The user's callback on ``info``, on the data's backend: True stops the run."""
-        if backend is None:
-            return bool(self.callback(self, dict(info)))
         with using(backend):
             return bool(self.callback(self, dict(info)))
 
-    def _pgd(self, X, W, H, penalties, backend=None):
+    def _pgd(self, X, W, H, penalties, backend):
         """BPGD (S-8)-(S-10): H, then E, then W, one step each per iteration."""
         E = tl.zeros(tl.shape(X), **tl.context(X))
         project = dictionary_projection("l2ball")
@@ -733,7 +731,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         (W, H, E), history = self._iterate(X, (W, H, E), penalties, step, evaluate, backend)
         return W, H, E, history
 
-    def _admm(self, X, W, H, penalties, backend=None):
+    def _admm(self, X, W, H, penalties, backend):
         """BADMM (S-12)-(S-20); duals named ``dual_*`` (not the statistics A, B, D)."""
         context = tl.context(X)
         rho = self.rho
