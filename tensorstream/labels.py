@@ -800,7 +800,7 @@ def codes_from_dataarray(codes: xr.DataArray, layout: ModeLayout, n_components: 
     >>> codes_from_dataarray(codes.isel(component=[1, 0]), layout, 2)[0]
     array([1., 2.])
     """
-    if set(codes.dims) != {layout.sample_dim, COMPONENT_DIM} or codes.ndim != 2:
+    if set(codes.dims) != {layout.sample_dim, COMPONENT_DIM}:
         raise ValueError(f"codes must have the dims ({layout.sample_dim!r}, "
                          f"{COMPONENT_DIM!r}), got {codes.dims}")
     if COMPONENT_DIM in codes.coords:  # as transform labels them: matched by label

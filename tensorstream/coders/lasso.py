@@ -392,8 +392,10 @@ def sample_losses(
         curvature = tl.dot(codes, gram)
     # per sample: h^T (G h - 2 p + ridge h) + alpha |h|, summed in one product with ones (a
     # reduction along short rows is several times slower; on 1024 x 16 codes 0.07 -> 0.03 ms)
-    terms = (curvature - 2 * projections + ridge * codes) * codes if ridge else \
-        (curvature - 2 * projections) * codes
+    fit = curvature - 2 * projections
+    if ridge:
+        fit = fit + ridge * codes
+    terms = fit * codes
     if alpha:
         terms = terms + alpha * tl.abs(codes)
     ones = tl.ones((tl.shape(codes)[1],), **tl.context(codes))

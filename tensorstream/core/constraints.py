@@ -121,8 +121,7 @@ def project_simplex_columns(U: Tensor, total: float = 1.0) -> Tensor:
     # the valid k form a prefix (u_k - theta_k is positive then non-positive), and the last
     # valid k gives the largest threshold among the valid ones; k = 1 always is valid
     valid = ((u - thresholds) > 0) | (k == 1)
-    first = thresholds[0:1] + tl.zeros(tl.shape(V), **tl.context(V))  # k = 1's, a valid one
-    theta = tl.max(tl.where(valid, thresholds, first), axis=0)
+    theta = tl.max(tl.where(valid, thresholds, thresholds[0:1]), axis=0)  # k = 1's is valid
     W = tl.clip(V - tl.reshape(theta, (1, -1)), 0, None)
     return W if matrix else tl.reshape(W, tl.shape(U))
 
