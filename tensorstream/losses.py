@@ -220,6 +220,9 @@ class Divergence:
         >>> get_loss("huber", threshold=0.5).at_scale(10.0)
         Huber(threshold=5.0)
         """
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or \
+                not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
         if scale == 1.0 or not self._unit_parameters:
             return self
         return replace(self, **{name: getattr(self, name) * scale

@@ -634,3 +634,18 @@ def test_parse_modes_refuses_two_modes_of_one_name(text):
     (the dict kept the last one and dropped the others silently)."""
     with pytest.raises(ValueError, match="two modes are named"):
         parse_modes(text)
+
+
+def test_aligned_samples_refuses_a_mask_without_the_sample_dim_or_its_labels():
+    from tensorstream.labels import aligned_samples
+
+    da = xr.DataArray(np.zeros((3, 2)), dims=("t", "x"), coords={"t": [1, 2, 3]})
+    with pytest.raises(ValueError, match="mask must have the sample dim 't'"):
+        aligned_samples(xr.DataArray(np.ones((3, 2)) > 0, dims=("s", "x")), da, "t")
+    for labels in ([1, 2, 4], [1, 1, 2], [1, 2]):
+        other = xr.DataArray(np.ones((len(labels), 2)) > 0, dims=("t", "x"),
+                             coords={"t": labels})
+        with pytest.raises(ValueError, match="labels differ"):
+            aligned_samples(other, da, "t")
+    unlabelled = xr.DataArray(np.ones((3, 2)) > 0, dims=("t", "x"))
+    assert aligned_samples(unlabelled, da, "t") is unlabelled  # positions are all there is

@@ -543,3 +543,9 @@ def test_divergence_scores_scale_with_the_data(loss, params, degree):
                                     max_iter=1).fit(scale * X)
         scores[scale] = model.score(scale * X) / scale**degree
     np.testing.assert_allclose([scores[1e-9], scores[1e3]], scores[1.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0.0, -2.0, float("nan"), float("inf"), True, "2"])
+def test_at_scale_names_a_bad_scale(bad):
+    with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+        get_loss("huber", threshold=0.5).at_scale(bad)
