@@ -223,6 +223,7 @@ def _as_torch(x: np.ndarray) -> Any:
 
 
 _PLAIN = (int, float, str, type(None))
+_PLAIN_TYPES = frozenset((*_PLAIN, bool))  # exact types: a subclass is walked
 
 
 def _mapped(tree: Any, kind: type | tuple, convert: Any) -> Any:
@@ -234,7 +235,7 @@ def _mapped(tree: Any, kind: type | tuple, convert: Any) -> Any:
     if isinstance(tree, _PLAIN):
         return tree
     if isinstance(tree, (list, tuple)):
-        if all(isinstance(item, _PLAIN) for item in tree):  # counters: nothing to map
+        if _PLAIN_TYPES.issuperset(map(type, tree)):  # counters: nothing to map
             return tree
         items = [_mapped(item, kind, convert) for item in tree]
         if all(new is old for new, old in zip(items, tree)):

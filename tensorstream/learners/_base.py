@@ -930,10 +930,7 @@ class OnlineLearner(OnlineEstimator):
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
             state = fresh.get("state_", self.__dict__.get("state_"))
             reinit = getattr(self, "reinit_dead_atoms", True)
-            new, coded, info = run(
-                backend, lambda X, state, mask: online_step(algorithm, X, state, mask,
-                                                            reinit_dead_atoms=reinit),
-                X, state, mask)
+            new, codes, info = run(backend, _step_of(algorithm, reinit), X, state, mask)
         except BaseException:
             self._rng.bit_generator.state = saved
             if not had_rng:  # a refused first step leaves no trace, not even a generator
@@ -942,7 +939,7 @@ class OnlineLearner(OnlineEstimator):
         self.__dict__.update(fresh)
         self.state_ = new
         self._last_info = info
-        self._last_codes = coded.codes, coded.outliers
+        self._last_codes = codes
         if layout is not None:
             self.layout_ = layout
         self._say_what_went_wrong(info)
@@ -1110,6 +1107,18 @@ class OnlineLearner(OnlineEstimator):
     def reconstruct(self, X: Any) -> Any:
         """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
         return self.inverse_transform(self.transform(X))
+
+
+def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
+    """``partial_fit``'s step: the new state, the batch's codes and outliers, and the step's
+    info (not the rest of the coding step's results, which nobody reads afterwards: on torch
+    tensors in host memory each array handed back is a tensor made)."""
+
+    def step(X: Any, state: OnlineState, mask: Any) -> tuple:
+        new, coded, info = online_step(algorithm, X, state, mask,
+                                       reinit_dead_atoms=reinit_dead_atoms)
+        return new, (coded.codes, coded.outliers), info
+    return step
 
 
 def _check_state_shapes(loadings: list, statistics: dict | None, sample_shape: tuple,
