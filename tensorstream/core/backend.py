@@ -197,15 +197,18 @@ def run(backend: str, function: Any, *args: Any) -> Any:
 
 
 def take_rows(data: Any, rows: np.ndarray) -> Any:
-    """``data[rows]`` for an integer array ``rows``; torch tensors in host memory are indexed
-    through their numpy view (16 us against torch's 22 for 256 of 54k rows of 64)."""
+    """``data[rows]`` for an integer array ``rows``; numpy arrays, and torch tensors in host
+    memory through their numpy view, by ``np.take``, which gathers rows 2.4x faster than
+    indexing (1,024 random rows of 54k x 64: 37 us against 89)."""
+    if isinstance(data, np.ndarray):
+        return np.take(data, rows, axis=0)
     if backend_of(data) != "pytorch":
         return data[rows]
     import torch
 
     view = numpy_view(data)
     if view is not None:
-        return torch.from_numpy(view[rows])
+        return torch.from_numpy(np.take(view, rows, axis=0))
     return data[torch.as_tensor(rows, device=data.device)]
 
 

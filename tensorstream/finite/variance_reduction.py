@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..core.backend import backend_of
+from ..core.backend import take_rows
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import check_batch, densify
@@ -86,12 +86,7 @@ class FiniteData:
 
     def rows(self, index: np.ndarray) -> Tensor:
         """Samples at the (sorted) positions ``index``."""
-        index = np.sort(np.asarray(index, dtype=np.intp))
-        if backend_of(self.X) == "pytorch":
-            import torch
-
-            return self._convert(self.X[torch.as_tensor(index, device=self.X.device)])
-        return self._convert(self.X[index])
+        return self._convert(take_rows(self.X, np.sort(np.asarray(index, dtype=np.intp))))
 
     def chunks(self, chunk_size: int) -> Iterable[tuple[int, Tensor]]:
         """``(start, chunk)`` pairs covering the samples in order."""

@@ -309,7 +309,11 @@ class _ParameterValues:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _ParameterValues) or other.values.keys() != self.values.keys():
             return False
-        return all(self._same(value, other.values[name]) for name, value in self.values.items())
+        theirs = other.values
+        for name, value in self.values.items():  # a plain loop: this runs at every step
+            if value is not theirs[name] and not self._same(value, theirs[name]):
+                return False
+        return True
 
     __hash__ = None  # mutable comparison semantics; never a dict key
 
