@@ -144,3 +144,12 @@ def checked_weight(schedule: Callable[[int], float], t: int) -> float:
     if not 0.0 < w <= 1.0:
         raise ValueError(f"weights schedule returned w_{t} = {w!r}; weights must lie in (0, 1]")
     return w
+
+
+def checked_radius(schedule: Callable[[int], float], t: int) -> float | None:
+    """``schedule(t)``, validated to be > 0 (a callable from the user may not); an infinite
+    radius is no restriction (None)."""
+    r = float(schedule(t))
+    if not r > 0:
+        raise ValueError(f"search_radius returned rho_{t} = {r!r}; a search radius must be > 0")
+    return None if math.isinf(r) else r

@@ -1,7 +1,9 @@
 """OnlineCPDL: spec 004 invariants B1-B5, B7, B8 and reductions C1, C2, C5."""
 
 import copy
+import math
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -337,3 +339,54 @@ def test_alpha_means_what_it_means_in_scikit_learn():
                              positive=True, max_iter=100000)
     assert np.abs(expected).sum() > 0 and (expected == 0).any()  # the l1 term is active
     np.testing.assert_allclose(model.transform(X), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("radius, message", [
+    (lambda t: -1.0, "rho_2 = -1.0"), (lambda t: float("nan"), "rho_2 = nan"),
+    (lambda t: 0.0, "rho_2 = 0.0"),
+])
+def test_a_radius_schedule_returning_a_non_positive_radius_is_named_and_nothing_learned(
+        radius, message):
+    """A callable search_radius is checked at every step, as the weights are: a negative
+    radius would move the loadings out of their constraint set (entries below 0, columns
+    longer than the bound), a zero one divided 0 by 0."""
+    X = np.random.default_rng(0).random((20, 5, 4, 3))
+    model = OnlineCPDL(3, random_state=0).partial_fit(X[:10])
+    before = [U.copy() for U in model.loadings_]
+    model.search_radius = radius
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model.partial_fit(X[10:])
+    for U, V in zip(model.loadings_, before):
+        np.testing.assert_array_equal(U, V)
+
+
+def test_an_infinite_radius_is_no_restriction():
+    X = np.random.default_rng(0).random((20, 5, 4, 3))
+    free = OnlineCPDL(3, random_state=0).fit(X)
+    for radius in (lambda t: math.inf, lambda t: 1e300 * 1e300):
+        model = OnlineCPDL(3, search_radius=radius, random_state=0).fit(X)
+        for U, V in zip(model.loadings_, free.loadings_):
+            np.testing.assert_array_equal(U, V)
+
+
+def test_the_first_weight_is_one_whatever_the_schedule():
+    """w_1 = 1 (docs/ocpdl.md, spec 004 pitfall 4): a constant schedule such as lambda t: 0.1
+    gives the first batch's averages as statistics, as schedules.Forgetting does."""
+    X = np.random.default_rng(0).random((20, 5, 4, 3))
+    by_callable = OnlineCPDL(3, weights=lambda t: 0.1, random_state=0).partial_fit(X)
+    by_forgetting = OnlineCPDL(3, weights=Forgetting(0.1),
+                               random_state=0).partial_fit(X)
+    H = by_callable._last_codes[0]
+    np.testing.assert_allclose(by_callable.statistics_["A"], H.T @ H / len(X), rtol=1e-12)
+    assert by_callable.statistics_["c"] == pytest.approx((X ** 2).sum(axis=(1, 2, 3)).mean())
+    np.testing.assert_array_equal(by_callable.statistics_["B"], by_forgetting.statistics_["B"])
+
+
+def test_beta_two_is_the_squared_loss_in_any_spelling():
+    X = np.random.default_rng(0).random((20, 5, 4, 3))
+    squared = OnlineCPDL(3, random_state=0).partial_fit(X)
+    beta = OnlineCPDL(3, loss="beta", loss_params={"beta": 2}, alpha=0.0,
+                      random_state=0).partial_fit(X)
+    assert beta.surrogate_value() == squared.surrogate_value()
+    assert beta.score(X) == squared.score(X)
+    OnlineCPDL(3, loss="beta", loss_params={"beta": 2}, alpha=0.1).partial_fit(X)  # accepted

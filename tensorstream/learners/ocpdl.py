@@ -50,8 +50,8 @@ from ..core.validation import (
     check_batch,
 )
 from ..engine import Algorithm, Codes
-from ..losses import Divergence, get_loss
-from ..schedules import checked_weight, make_radius, make_weights
+from ..losses import Divergence
+from ..schedules import checked_radius, checked_weight, make_radius, make_weights
 from ..steps.surrogate import surrogate_bcd_step, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
 from .divergence_nmf import (
@@ -99,10 +99,11 @@ def check_at_defaults(learner: Any, defaults: dict, scope: str) -> None:
                              f"{default!r})")
 
 
-def is_squared_loss(loss: Any) -> bool:
-    """True for every spelling of the squared loss (``"squared"``, ``"l2"``, ``2.0``, ...)."""
+def is_squared_loss(loss: Any, loss_params: Any = None) -> bool:
+    """True for every spelling of the squared loss (``"squared"``, ``"l2"``, ``2.0``,
+    ``"beta"`` with ``{"beta": 2}``, ...)."""
     try:
-        return get_loss(loss).name == "l2"
+        return divergence_of(loss, loss_params).name == "l2"
     except (ValueError, TypeError):  # unknown, or needs parameters: not the squared loss
         return False
 
@@ -275,13 +276,18 @@ dict_row_min, normalize
         """The divergence object (from ``loss`` and ``loss_params``)."""
         return divergence_of(self.loss, self.loss_params)
 
+    @property
+    def _squared(self) -> bool:
+        """True when ``loss`` (with ``loss_params``) is the squared loss, in any spelling."""
+        return is_squared_loss(self.loss, self.loss_params)
+
     #: ``alpha`` was weighed against the whole squared error (no 1/2) before
     _rescaled_parameters = {"alpha": 0.5}
 
     def _algorithm(self) -> Algorithm:
         """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
         params = self._params()
-        if is_squared_loss(self.loss):
+        if self._squared:
             return SurrogateCP(params)
         return DivergenceCP(params, self.loss_)
 
@@ -301,7 +307,7 @@ dict_row_min, normalize
     }
 
     def _check_rules(self) -> None:
-        algorithm = "squared" if is_squared_loss(self.loss) else "divergence"
+        algorithm = "squared" if self._squared else "divergence"
         if self.dict_step not in DICT_STEPS[algorithm]:
             raise ValueError(f"dict_step must be one of {DICT_STEPS[algorithm]} with "
                              f"loss={self.loss!r}, got {self.dict_step!r}")
@@ -314,17 +320,19 @@ dict_row_min, normalize
             check_at_defaults(self, SQUARED_ONLY, "the squared loss")
             check_divergence_rules(self)
             return
-        check_at_defaults(self, DIVERGENCE_ONLY, "divergence losses")
+        # loss_params may spell the squared loss ("beta" with beta=2): not refused then
+        check_at_defaults(self, {k: v for k, v in DIVERGENCE_ONLY.items() if k != "loss_params"},
+                          "divergence losses")
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _nonnegative_data(self) -> bool:
         """Nonnegative data for a nonnegative model, or for a loss that needs it."""
-        if is_squared_loss(self.loss):
+        if self._squared:
             return bool(self.nonnegative)
         return bool(self.loss_.needs_nonnegative_data)
 
     def _keeps_sparse(self, X: Any, backend: str) -> bool:
-        return not is_squared_loss(self.loss) and DivergenceCP.keeps_sparse(
+        return not self._squared and DivergenceCP.keeps_sparse(
             self.loss_, X, backend)
 
     # -- results -------------------------------------------------------------------------------
@@ -337,13 +345,13 @@ dict_row_min, normalize
     def _coding_algorithm(self) -> Algorithm:
         """The coding step of ``transform`` and ``score``: the squared loss's exact coder at
         ``code_tol``; a divergence's solved to ``transform_tol``."""
-        if is_squared_loss(self.loss):
+        if self._squared:
             return self._algorithm()
         return transform_algorithm(self)
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
-        if not is_squared_loss(self.loss):
+        if not self._squared:
             raise NotImplementedError(f"{type(self).__name__} with a divergence loss keeps no "
                                       f"surrogate; use score(X)")
         stats = self.statistics_
@@ -404,11 +412,14 @@ class SurrogateCP(Algorithm):
         return Codes(codes=H, explained=X, losses=losses, constant=constant)
 
     def weight(self, t: int) -> float:
-        return checked_weight(self.weights, t)
+        """``w_t``; ``w_1 = 1`` whatever the schedule says, so that the statistics are
+        averages from the start (otherwise the first batches' are shrunk towards the zero
+        ``A_0``, ``B_0``)."""
+        return 1.0 if t == 1 else checked_weight(self.weights, t)
 
     def radius_at(self, t: int) -> float | None:
         """The search radius of step ``t`` (None: unrestricted)."""
-        return None if self.radius is None else float(self.radius(t))
+        return None if self.radius is None else checked_radius(self.radius, t)
 
     def update(self, sums: dict, statistics: dict, loadings: list, t: int,
                scale: float = 1.0) -> list:
