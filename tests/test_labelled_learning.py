@@ -137,3 +137,29 @@ def test_a_labelled_mask_is_matched_to_the_data_by_sample_labels():
                                model.transform(da, mask=reversed_mask))
     with pytest.raises(ValueError, match="mask: its 'time' labels differ"):
         step(mask.assign_coords(time=np.arange(20) + 100))
+
+
+def test_a_plain_mask_of_labelled_data_is_read_in_the_datas_dims():
+    """A plain boolean array of X's shape masks a labelled X as a DataArray over X's dims
+    would (fit crashed in its batch slicer; partial_fit wanted the internal stacked layout);
+    another shape is refused naming the shape expected."""
+    rng = np.random.default_rng(0)
+    da = xr.DataArray(rng.random((40, 3, 4, 2)), dims=("time", "lat", "lon", "variable"))
+    M = rng.random(da.shape) > 0.3
+    labelled = xr.DataArray(M, dims=da.dims)
+    kw = {"sample_dim": "time", "modes": [("lat", "lon"), "variable"]}
+
+    def fitted(mask):
+        return OnlineCPDL(3, batch_size=10, max_iter=1, random_state=0).fit(da, mask=mask, **kw)
+
+    def stepped(mask):
+        return OnlineCPDL(3, random_state=0).partial_fit(da, mask=mask, **kw)
+
+    for learn in (fitted, stepped):
+        for a, b in zip(learn(M).loadings_, learn(labelled).loadings_):
+            np.testing.assert_array_equal(a, b)
+    model = fitted(labelled)
+    xr.testing.assert_equal(model.transform(da, mask=M), model.transform(da, mask=labelled))
+    with pytest.raises(ValueError, match=r"mask must be a DataArray, or an array of X's shape "
+                                         r"\(40, 3, 4, 2\)"):
+        stepped(M.reshape(40, 12, 2))

@@ -194,3 +194,19 @@ def test_nan_without_missing_is_refused_with_a_hint():
         OnlineCPDL(2, missing="zero").partial_fit(np.ones((3, 4)))
     with pytest.raises(TypeError, match="stream yields"):
         OnlineCPDL(2).fit([np.ones((3, 4))], mask=np.ones((3, 4), dtype=bool))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: OnlineCPDL(3, batch_size=10, max_iter=2, random_state=0),
+    lambda: __import__("tensorstream").OnlineNMF(3, batch_size=10, max_iter=2, random_state=0),
+], ids=["cpdl", "nmf"])
+def test_fit_transform_codes_with_the_mask_it_learned_with(make):
+    """fit_transform(X, mask=M) is fit(X, mask=M).transform(X, mask=M): what is missing does
+    not move the codes either."""
+    rng = np.random.default_rng(0)
+    shape = (40, 5, 4) if "CPDL" in type(make()).__name__ else (40, 20)
+    X = rng.random(shape)
+    M = rng.random(shape) > 0.3
+    expected = make().fit(X, mask=M).transform(X, mask=M)
+    np.testing.assert_array_equal(make().fit_transform(X, mask=M), expected)
+    np.testing.assert_array_equal(make().fit_transform(np.where(M, X, 1e3), mask=M), expected)

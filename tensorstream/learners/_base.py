@@ -451,7 +451,8 @@ class OnlineEstimator(CheckedParameters):
             self._init_random_state()
             if is_labelled(X):
                 n_samples = make_layout(X, sample_dim, modes).n_samples  # checks labels early
-                if mask is not None and is_labelled(mask):  # batches taken by position
+                mask = _labelled_like(mask, X)
+                if mask is not None:  # batches taken by position
                     mask = aligned_samples(mask, X, sample_dim)
 
                 def take(data, rows):
@@ -540,8 +541,10 @@ class OnlineEstimator(CheckedParameters):
             layout = layout or fresh
         return to_samples(X, layout), layout
     def fit_transform(self, X: Any, y: Any = None, **fit_params) -> Any:
-        """``fit(X)`` then ``transform(X)``."""
-        return self.fit(X, **fit_params).transform(X)
+        """``fit(X)`` then ``transform(X)``; a ``mask`` given is used by both (missing
+        entries influence neither the dictionary nor the codes)."""
+        mask = fit_params.get("mask")
+        return self.fit(X, **fit_params).transform(X, **({} if mask is None else {"mask": mask}))
 
     def save(self, path: Any) -> Any:
         """Checkpoint the learner to ``path`` (``.npz``, written atomically); resume it with
@@ -871,11 +874,12 @@ class OnlineLearner(OnlineEstimator):
     def _unlabel_mask(self, mask: Any, layout: Any, X: Any) -> Any:
         """A labelled mask laid out like its labelled data ``X`` (``layout`` is X's, None for
         unlabelled data): features matched by name and label, samples by X's sample labels."""
-        if mask is not None and is_labelled(mask):
-            if layout is None:
-                raise TypeError("a labelled mask needs labelled data")
-            return to_samples(aligned_samples(mask, X, layout.sample_dim), layout)
-        return mask
+        if mask is not None and is_labelled(mask) and layout is None:
+            raise TypeError("a labelled mask needs labelled data")
+        if mask is None or layout is None:
+            return mask
+        mask = _labelled_like(mask, X)
+        return to_samples(aligned_samples(mask, X, layout.sample_dim), layout)
 
     def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:
         """``(X, mask, layout)`` of data given to a fitted learner's methods."""
@@ -1111,6 +1115,18 @@ class OnlineLearner(OnlineEstimator):
     def reconstruct(self, X: Any) -> Any:
         """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
         return self.inverse_transform(self.transform(X))
+
+
+def _labelled_like(mask: Any, X: Any) -> Any:
+    """The mask of the labelled data ``X``: a DataArray as it is, a plain array of ``X``'s
+    shape (its dims in ``X``'s order) labelled like ``X``; None stays None."""
+    if mask is None or is_labelled(mask):
+        return mask
+    shape = tuple(mask.shape) if hasattr(mask, "shape") else np.shape(mask)
+    if shape != tuple(X.shape):
+        raise ValueError(f"mask must be a DataArray, or an array of X's shape {tuple(X.shape)} "
+                         f"(dims {tuple(X.dims)}), got shape {shape}")
+    return xr.DataArray(to_numpy(mask), dims=X.dims, coords=X.coords)
 
 
 def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
