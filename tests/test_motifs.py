@@ -59,7 +59,7 @@ def test_enumeration_matches_brute_force(graph, k):
 def test_both_chains_keep_pi_exactly(n, edges, weighted, k, chain):
     rng = np.random.default_rng(len(edges))
     A = np.zeros((n, n))
-    for a, b in edges:
+    for a, b in [*edges, *((i, i + 1) for i in range(n - 1))]:  # connected: a path through all
         A[a % n, b % n] = A[b % n, a % n] = rng.uniform(0.5, 2.0) if weighted else 1.0
     sampler = MotifSampler(A, k, chain=chain, random_state=0)
     P, pi = sampler.transition_matrix(), sampler.stationary_distribution()
@@ -189,3 +189,15 @@ def test_restarted_chains_start_from_the_given_homomorphism():
     pivots = np.concatenate([chains.next_states()[:, 0] for _ in range(100)])
     assert set(pivots.tolist()) <= {0, *G.neighbors(0)}
     assert MotifSampler(G, 3, start=[0, 1, 2], random_state=0).state.tolist() == [0, 1, 2]
+
+
+def test_a_graph_of_several_components_is_refused():
+    """The chains move along edges: on two components they stay in one and never reach pi
+    (LazyRandomWalk and Metropolis refuse such graphs too). Isolated nodes are harmless."""
+    two = nx.disjoint_union(nx.complete_graph(4), nx.complete_graph(5))
+    for chain in CHAINS:
+        with pytest.raises(ValueError, match="graph is not connected \\(2 components"):
+            MotifSampler(two, 3, chain=chain)
+    with_isolated = nx.complete_graph(4)
+    with_isolated.add_node(9)
+    MotifSampler(with_isolated, 3, random_state=0).next_states()

@@ -5,6 +5,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -620,3 +621,54 @@ def test_expected_loss_of_streams_over_a_data_array():
         windows = SlidingWindow(X, 3, axis="t", batch_size=2, random_state=0)
         windowed = OnlineCPDL(2, random_state=0).fit(windows, n_steps=4, sample_dim="window")
         assert np.isfinite(expected_loss(windowed, windows))
+
+
+def test_autocorrelation_time_of_an_anticorrelated_chain_is_positive_and_right():
+    """Two states, holding 0.15: lambda = -0.7, tau = (1 + lambda) / (1 - lambda) = 0.176
+    (Sokal's window stopped at lag 1, where the partial sum is -0.4, and returned it)."""
+    X = np.array([[0.0], [1.0]])
+    states = LazyRandomWalk(X, "cycle", batch_size=100_000, holding=0.15,
+                            random_state=0).next_states().astype(float)
+    assert integrated_autocorrelation_time(states) == pytest.approx(0.3 / 1.7, rel=0.05)
+    assert integrated_autocorrelation_time(states, method="sokal") > 0
+    assert integrated_autocorrelation_time(np.tile([1.0, -1.0], 500)) > 0
+    with pytest.raises(ValueError, match="x contains NaN"):
+        integrated_autocorrelation_time([1.0, np.nan, 2.0])
+    with pytest.raises(ValueError, match="method must be 'geyer' or 'sokal'"):
+        integrated_autocorrelation_time(states, method="emcee")
+
+
+def test_restarted_samples_have_the_law_mu_p_tau():
+    """Restarted.stationary_distribution() is the law mu P^tau of its samples (it returned the
+    chain's pi, so expected_loss weighted the wrong objective)."""
+    chain = LazyRandomWalk(data(20), "cycle", batch_size=1000, holding=0.5, start=0,
+                           random_state=0)
+    stream = Restarted(chain, tau=3)
+    law = np.linalg.matrix_power(chain.transition_matrix().toarray(), 3)[0]
+    np.testing.assert_allclose(stream.stationary_distribution(), law, atol=1e-15)
+    states = np.concatenate([stream.next_states() for _ in range(100)])
+    assert total_variation(empirical_distribution(states, 20), law) < 0.01
+    window = SlidingWindow(data(12), length=3, holding=0.3, random_start=True)
+    np.testing.assert_allclose(Restarted(window, tau=4).stationary_distribution(), 0.1)
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda X: IIDSlices(X, 4, replace="False"), "replace"),
+    (lambda X: Epochs(X, 4, shuffle="False"), "shuffle"),
+    (lambda X: Epochs(X, 4, drop_last=0), "drop_last"),
+    (lambda X: LazyRandomWalk(X, window="no"), "window"),
+    (lambda X: SlidingWindow(X, 2, random_start="yes"), "random_start"),
+])
+def test_stream_switches_must_be_booleans(make, name):
+    """"False" would have meant True: sampling with replacement, shuffling."""
+    with pytest.raises(TypeError, match=f"{name} must be True or False"):
+        make(data(10))
+    assert IIDSlices(data(10), 4, replace=np.bool_(False)).replace is False
+
+
+def test_random_patches_refuse_a_sample_dim_the_image_has():
+    image = xr.DataArray(np.zeros((6, 8, 3)), dims=("patch", "x", "band"))
+    with pytest.raises(ValueError, match="sample_dim 'patch' is already a dimension of image"):
+        RandomPatches(image, (2, 4))
+    assert RandomPatches(image, (2, 4), sample_dim="p").next_batch().dims == ("p", "patch", "x",
+                                                                              "band")

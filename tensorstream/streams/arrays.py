@@ -8,7 +8,16 @@ from typing import Any
 
 import numpy as np
 
-from .base import Stream, _check_data, _check_int, _DataStream, _is_dask, _is_torch, _is_xarray
+from .base import (
+    Stream,
+    _check_bool,
+    _check_data,
+    _check_int,
+    _DataStream,
+    _is_dask,
+    _is_torch,
+    _is_xarray,
+)
 
 __all__ = ["IIDSlices", "Epochs", "RandomPatches"]
 
@@ -50,7 +59,7 @@ class IIDSlices(_DataStream):
     def __init__(self, X: Any, batch_size: int, axis: int | str = 0, replace: bool = True,
                  n_steps: int | None = None, random_state: Any = None):
         super().__init__(X, batch_size, axis, n_steps, random_state)
-        self.replace = bool(replace)
+        self.replace = _check_bool(replace, "replace")
         if not self.replace and self.batch_size > self.n_samples:
             raise ValueError(f"batch_size ({self.batch_size}) exceeds the number of samples "
                              f"({self.n_samples}) while replace=False")
@@ -96,8 +105,8 @@ class Epochs(_DataStream):
                  drop_last: bool = False, random_state: Any = None, *, axis: int | str = 0):
         super().__init__(X, batch_size, axis, None, random_state)
         self.n_epochs = _check_int(n_epochs, "n_epochs")
-        self.shuffle = bool(shuffle)
-        self.drop_last = bool(drop_last)
+        self.shuffle = _check_bool(shuffle, "shuffle")
+        self.drop_last = _check_bool(drop_last, "drop_last")
         if self.drop_last and self.batch_size > self.n_samples:
             raise ValueError(f"batch_size ({self.batch_size}) exceeds the number of samples "
                              f"({self.n_samples}) while drop_last=True: no batch would be left")
@@ -112,7 +121,8 @@ class Epochs(_DataStream):
 
     @property
     def state(self) -> dict:
-        """``{"epoch": passes started, "position": samples used in the current pass}``."""
+        """``{"epoch": passes started, "position": samples used in the current pass}``; a
+        complete pass reads position 0, as the next draw starts a new one."""
         return {"epoch": self.epoch_, "position": self._position % self._used}
 
     def _draw(self) -> np.ndarray:
@@ -192,6 +202,8 @@ class RandomPatches(Stream):
                                  f"{tuple(image.shape)}")
         self.corner_shape = tuple(s - p + 1 for s, p in zip(sizes, self.patch_shape, strict=True))
         self.n_corners = math.prod(self.corner_shape)
+        if _is_xarray(image) and sample_dim in image.dims:
+            raise ValueError(f"sample_dim {sample_dim!r} is already a dimension of image")
         self.sample_dim = sample_dim
         self._remember_start()
 

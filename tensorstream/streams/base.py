@@ -39,6 +39,13 @@ def _check_int(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def _check_bool(value: Any, name: str) -> bool:
+    """True or False (numpy's too), not anything truthy: ``"False"`` would mean True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _check_holding(holding: Any) -> float:
     if isinstance(holding, bool) or not isinstance(holding, numbers.Real):
         raise TypeError(f"holding must be a probability in [0, 1), got {holding!r}")

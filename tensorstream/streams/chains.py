@@ -8,7 +8,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .base import Stream, _check_holding, _check_int, _DataStream, _gather_windows, _is_xarray
+from .base import (
+    Stream,
+    _check_bool,
+    _check_holding,
+    _check_int,
+    _DataStream,
+    _gather_windows,
+    _is_xarray,
+)
 from .graphs import _adjacency, _check_connected, _grid_shape, _torus_adjacency, _walk_sampler
 
 __all__ = ["MarkovStream", "LazyRandomWalk", "Thinned", "Restarted", "SlidingWindow"]
@@ -169,7 +177,7 @@ class LazyRandomWalk(_IndexChain):
         super().__init__(X, batch_size, axis, n_steps, random_state)
         self.start = _check_start(start, self.n_samples)
         self.holding = _check_holding(holding)
-        self.window = bool(window)
+        self.window = _check_bool(window, "window")
         self._states_are_samples = not self.window
         if self.window and self.batch_size > self.n_samples:
             raise ValueError(f"batch_size ({self.batch_size}) is longer than the sample axis "
@@ -380,6 +388,20 @@ class Restarted(_ChainWrapper):
     def __init__(self, chain: MarkovStream, tau: int, n_steps: int | None = None):
         super().__init__(chain, tau, n_steps, "Restarted")
 
+    def stationary_distribution(self) -> np.ndarray:
+        """The law of every sample, ``mu P^tau`` (``mu`` the wrapped chain's start
+        distribution): ``pi`` only when the chain starts from it (``start="stationary"``)."""
+        start = getattr(self.chain, "_start_distribution", None)
+        if start is None:
+            raise NotImplementedError(f"Restarted: {type(self.chain).__name__} does not give "
+                                      f"its start distribution, so the law of the samples "
+                                      f"(mu P^tau) is unknown")
+        law = np.asarray(start(), dtype=float)
+        P_T = self.chain.transition_matrix().T
+        for _ in range(self.tau):
+            law = P_T @ law
+        return np.asarray(law).ravel()
+
     def _draw(self) -> np.ndarray:
         states = self.chain._initial_states(self.batch_size, self._rng)
         for _ in range(self.tau):
@@ -449,7 +471,7 @@ class SlidingWindow(MarkovStream, _DataStream):
         if _is_xarray(X) and sample_dim in X.dims:
             raise ValueError(f"sample_dim {sample_dim!r} is already a dimension of X")
         self.sample_dim = sample_dim
-        self.random_start = bool(random_start)
+        self.random_start = _check_bool(random_start, "random_start")
         self.holding = _check_holding(holding)
         self.n_windows = (self.n_samples - self.length) // self.stride + 1
         self.state = int(self._initial_states(1, self._rng)[0])
@@ -459,6 +481,11 @@ class SlidingWindow(MarkovStream, _DataStream):
         if self.random_start:
             return rng.integers(0, self.n_windows, m)
         return np.zeros(m, dtype=np.int64)
+
+    def _start_distribution(self) -> np.ndarray:
+        if self.random_start:
+            return np.full(self.n_windows, 1.0 / self.n_windows)
+        return np.eye(1, self.n_windows).ravel()
 
     def _transition(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         move = rng.random(len(states)) >= self.holding

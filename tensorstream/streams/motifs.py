@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from .base import _check_int
 from .chains import MarkovStream
@@ -114,6 +115,14 @@ class MotifSampler(MarkovStream):
         is_networkx = type(graph).__module__.startswith("networkx")
         self.nodes_ = list(graph.nodes) if is_networkx else list(range(self.n_nodes))
         self.degree_ = np.asarray(A.sum(axis=1)).ravel()
+        # the chains move along edges: on a graph of several components they stay in the first
+        # one (isolated nodes carry no homomorphism, so they do no harm)
+        active = np.flatnonzero(self.degree_ > 0)
+        n_components = connected_components(A[active][:, active], directed=False)[0]
+        if n_components > 1:
+            raise ValueError(f"graph is not connected ({n_components} components with edges): "
+                             f"the motif chain would stay in the one it starts in and never "
+                             f"reach its stationary distribution")
         self._walk = _walk_sampler(A)
         self._messages = self._walk_messages()
         # x_{i+1} | x_i ~ A[x_i, u] m_{i+1}(u): one row sampler per path position
