@@ -387,3 +387,41 @@ def test_data_too_small_are_refused_on_the_cluster_as_in_one_process(cluster):
         with pytest.raises(ValueError, match="too small"):
             model.partial_fit(X, client=client)
     assert not hasattr(model, "components_")
+
+
+@pytest.mark.parametrize("name", ["cpdl", "robust-nmf", "maxnorm"])
+def test_missing_entries_on_a_cluster_from_the_first_step(cluster, name):
+    """The first step's data scale was computed from the raw shards: missing='nan' was refused
+    on the cluster and a mask's hidden entries (here 1e6) entered the scale."""
+    make = {"cpdl": lambda: OnlineCPDL(3, batch_size=20, max_iter=1, random_state=0),
+            "robust-nmf": lambda: RobustOnlineNMF(3, batch_size=20, random_state=0),
+            "maxnorm": lambda: OnlineMaxNormMD(3, batch_size=20, random_state=0)}[name]
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 12))
+    mask = rng.random(X.shape) < 0.8
+    junk = np.where(mask, X, 1e6)
+    with _client(cluster, 2) as client:
+        _assert_same(make().fit(junk, mask=mask), make().fit(junk, mask=mask, client=client))
+        nan = np.where(mask, X, np.nan)
+        single = make().set_params(missing="nan").fit(nan)
+        _assert_same(single, make().set_params(missing="nan").fit(nan, client=client))
+
+
+def test_a_refused_first_step_on_a_cluster_leaves_no_generator(cluster):
+    """As in one process: the generator the refused step drew its initial loadings from is
+    gone, so the next fit equals a fresh learner's."""
+    rng = np.random.default_rng(0)
+    tiny, good = rng.random((40, 12)) * 1e-300, rng.random((40, 12))
+    model = RobustOnlineNMF(3, batch_size=20, random_state=0)
+    with _client(cluster, 2) as client:
+        with pytest.raises(ValueError, match="too small"):
+            model.partial_fit(tiny, client=client)
+        assert "_rng" not in model.__dict__
+        model.partial_fit(good, client=client)
+        fresh = RobustOnlineNMF(3, batch_size=20, random_state=0).partial_fit(good, client=client)
+        np.testing.assert_array_equal(model.components_, fresh.components_)
+        with pytest.raises(AttributeError, match="client= codes its shards on the workers"):
+            _ = model.last_decomposition_
+        with pytest.raises(ValueError, match=r"mask must have the shape of X \(40, 12\), got "
+                                             r"\(39, 12\)"):
+            model.partial_fit(good, mask=np.ones((39, 12), bool), client=client)

@@ -137,3 +137,118 @@ def test_batch_pcp_beats_omrmd_and_orpca_on_the_figure_4_setting(rho, threshold)
     assert pcp >= threshold
     assert pcp >= _final("omrmd", *FIGURE4, rho, (0,))
     assert pcp >= _final("orpca", *FIGURE4, rho, (0,))
+
+
+# -- found by review (2026-11-26) -----------------------------------------------------------------
+
+from tensorstream.learners.maxnorm import OnlineMaxNormMD  # noqa: E402
+from tensorstream.learners.robust_pca import OnlineRobustPCA  # noqa: E402
+
+ROBUST_MATRIX = [OnlineMaxNormMD, OnlineRobustPCA]
+
+
+@pytest.mark.parametrize("cls", ROBUST_MATRIX)
+def test_outliers_and_impute_of_labelled_data_are_labelled_and_read_by_name(cls):
+    """outliers() and impute() dropped the labels and read a transposed DataArray as its
+    values, silently decoding features as samples."""
+    xr = pytest.importorskip("xarray")
+    d = corrupted_low_rank(20, 3, 100, 0.1, random_state=0)
+    da = xr.DataArray(d.Z, dims=("time", "feat"),
+                      coords={"time": np.arange(100), "feat": [f"f{i}" for i in range(20)]})
+    model = cls(3, random_state=0).fit(da, sample_dim="time")
+    batch = da[:20]  # square: a transposed batch has the same shape
+    E = model.outliers(batch)
+    assert isinstance(E, xr.DataArray) and E.dims == ("time", "feat")
+    plain = cls(3, random_state=0).fit(d.Z)
+    np.testing.assert_allclose(E.values, plain.outliers(d.Z[:20]), rtol=1e-9, atol=1e-12)
+    xr.testing.assert_equal(model.outliers(batch.transpose("feat", "time")), E)
+    mask = xr.DataArray(np.random.default_rng(0).random(batch.shape) > 0.3, dims=batch.dims)
+    filled = model.impute(batch, mask=mask)
+    assert filled.dims == ("time", "feat") and list(filled.feat.values) == list(da.feat.values)
+    np.testing.assert_allclose(filled.values, plain.impute(d.Z[:20], mask=mask.values),
+                               rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", ROBUST_MATRIX)
+def test_missing_entries_do_not_move_the_data_scale(cls):
+    """The scale (each sample's median absolute entry) counted the zeros behind the mask:
+    with 60% missing it halved, and so did the outlier threshold in data units."""
+    d = corrupted_low_rank(50, 3, 200, 0.0, random_state=0)
+    observed = np.random.default_rng(0).random(d.X.shape) > 0.6
+    junk = np.where(observed, d.X, 1e6)
+    expected = np.mean([np.median(np.abs(x[m])) for x, m in zip(d.X[:10], observed[:10])])
+    model = cls(3, random_state=0).partial_fit(junk[:10], mask=observed[:10])
+    assert model.scale_ == pytest.approx(expected, rel=1e-12)
+    full = cls(3, random_state=0).partial_fit(d.X[:10])
+    assert model.scale_ == pytest.approx(full.scale_, rel=0.2)
+
+
+def test_robust_online_nmf_scale_and_random_start_ignore_missing_entries():
+    from tensorstream import OnlineNMF, RobustOnlineNMF
+
+    rng = np.random.default_rng(0)
+    X = rng.random((30, 12))
+    observed = rng.random(X.shape) > 0.5
+    zeroed, junk = np.where(observed, X, 0.0), np.where(observed, X, 1e6)
+    robust = RobustOnlineNMF(3, random_state=0).partial_fit(junk, mask=observed)
+    assert robust.scale_ == pytest.approx(X[observed].mean(), rel=1e-12)
+    first = OnlineNMF(3, init="random", random_state=0).partial_fit(zeroed, mask=observed)
+    again = OnlineNMF(3, init="random", random_state=0).partial_fit(junk, mask=observed)
+    np.testing.assert_array_equal(first.components_, again.components_)
+
+
+@pytest.mark.parametrize("cls", ROBUST_MATRIX)
+def test_code_tol_zero_without_an_iteration_cap_is_refused(cls):
+    """It coded forever (a sample stops when its iterates move by less than code_tol)."""
+    d = corrupted_low_rank(20, 3, 100, 0.1, random_state=0)
+    with pytest.raises(ValueError, match="code_tol=0 with code_max_iter=None"):
+        cls(3, code_tol=0.0, code_max_iter=None, random_state=0).partial_fit(d.Z[:10])
+    cls(3, code_tol=0.0, code_max_iter=5, random_state=0).partial_fit(d.Z[:10])
+
+
+@pytest.mark.parametrize("cls", ROBUST_MATRIX)
+@pytest.mark.parametrize("c", [1.0, 1e-4])
+def test_re_initialised_atoms_respect_the_column_bound_in_the_datas_units(cls, c):
+    """All atoms dead (a zero init): the new columns had norm 1 in raw units, beyond the
+    bound and not scaling with the data."""
+    d = corrupted_low_rank(20, 3, 100, 0.1, random_state=0)
+    model = cls(3, init=np.zeros((20, 3)), random_state=0).partial_fit(c * d.Z[:10])
+    bound = model._algorithm().column_bound_of(20) * model.scale_
+    norms = np.linalg.norm(model.loadings_[0], axis=0)
+    assert np.all(norms <= bound * (1 + 1e-12)) and np.all(norms > 0)
+    if c != 1.0:
+        unit = cls(3, init=np.zeros((20, 3)), random_state=0).partial_fit(d.Z[:10])
+        np.testing.assert_allclose(norms, c * np.linalg.norm(unit.loadings_[0], axis=0),
+                                   rtol=1e-9)
+
+
+def test_samples_with_fewer_observed_entries_than_atoms_get_finite_codes_without_ridge():
+    """ridge=0: the masked Gram of such a sample is singular and the r-step was 0/0."""
+    from tensorstream.coders.maxnorm import robust_code
+
+    d = corrupted_low_rank(20, 3, 100, 0.1, random_state=0)
+    rng = np.random.default_rng(0)
+    for k in (1, 2):
+        for _ in range(20):
+            L = rng.standard_normal((20, 3))
+            mask = np.zeros((1, 20))
+            mask[0, rng.choice(20, k, replace=False)] = 1
+            out = robust_code(d.Z[:1], L, 0.5, ridge=0.0, mask=mask)
+            assert np.all(np.isfinite(out.codes)) and np.all(np.isfinite(out.low_rank))
+    Z = d.Z.copy()
+    Z[1, 1:] = np.nan
+    OnlineMaxNormMD(3, ridge=0.0, missing="nan", batch_size=100, random_state=0).fit(Z)
+
+
+def test_batch_robust_pca_rank_of_float32_data():
+    """float32 data kept rounding noise (1e-8 of the top singular value) as components."""
+    d = corrupted_low_rank(40, 3, 200, 0.1, random_state=0)
+    for dtype in (np.float64, np.float32):
+        pcp = RobustPCA().fit(d.Z.astype(dtype))
+        assert len(pcp.singular_values_) == 3 and pcp.components_.shape == (3, 40)
+
+
+def test_corruption_count_rounds_halves_up_as_the_authors_matlab():
+    for p, n, rho in [(5, 1, 0.5), (10, 5, 0.05)]:
+        data = corrupted_low_rank(p, 1, n, rho, random_state=0)
+        assert int((data.E != 0).sum()) == 3

@@ -105,11 +105,20 @@ class Spectrum:
     once, so going from ``y`` to ``c`` and from ``r~`` to ``L r`` are one product each.
     """
 
-    def __init__(self, values: Tensor, vectors: Tensor, basis: Tensor):
-        self.values = tl.clip(values, 0, None)  # a PSD Gram: round-off negatives are zeros
+    def __init__(self, values: Tensor, vectors: Tensor, basis: Tensor, null: Tensor = None):
+        self.batched = tl.ndim(vectors) == 3
+        if null is None:
+            values = tl.clip(values, 0, None)  # a PSD Gram: round-off negatives are zeros
+            # null directions (a sample with fewer observed entries than d, dependent
+            # columns): eigenvalues at round-off level, where c = V^T L^T y is round-off too.
+            # The r-step there is 0 (the pseudo-inverse), not c / w: 0/0 without a ridge
+            top = tl.max(values, axis=1)[:, None] if self.batched else tl.max(values)
+            eps = float(np.finfo(np.asarray(tl.to_numpy(values[..., :1])).dtype).eps)
+            null = values <= top * (eps * int(tl.shape(values)[-1]))
+            values = tl.where(null, values * 0 + 1, values)
+        self.values, self.null = values, null
         self.vectors = vectors
         self.basis = basis  # L
-        self.batched = tl.ndim(vectors) == 3
         if not self.batched:
             self.rotated_basis = tl.dot(basis, vectors)  # L V, (p, d)
             self.rotated_basis_t = tl.transpose(self.rotated_basis)
@@ -125,13 +134,15 @@ class Spectrum:
         """The spectra of the samples ``index`` (the shared spectrum is returned as it is)."""
         if not self.batched:
             return self
-        return Spectrum(self.values[index], self.vectors[index], self.basis)
+        return Spectrum(self.values[index], self.vectors[index], self.basis, self.null[index])
 
     def project(self, Y: Tensor) -> Tensor:
         """``c = V^T L^T y`` for every row ``y`` of ``Y``."""
         if self.batched:
-            return tl.einsum("bi,bik->bk", tl.dot(Y, self.basis), self.vectors)
-        return tl.dot(Y, self.rotated_basis)
+            rotated = tl.einsum("bi,bik->bk", tl.dot(Y, self.basis), self.vectors)
+        else:
+            rotated = tl.dot(Y, self.rotated_basis)
+        return tl.where(self.null, rotated * 0, rotated)
 
     def unrotate(self, C: Tensor) -> Tensor:
         """``r = V r~`` for every row ``r~`` of ``C``."""

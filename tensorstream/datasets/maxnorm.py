@@ -80,7 +80,7 @@ def corrupted_low_rank(n_features: int = 400, rank: int = 80, n_samples: int = 5
     if orthonormal_basis:
         U = np.linalg.svd(U, full_matrices=False)[0]
     V = rng.standard_normal((n, d))
-    count = int(round(corruption * p * n))
+    count = int(np.floor(corruption * p * n + 0.5))  # MATLAB's round: halves away from 0
     positions = rng.choice(p * n, size=count, replace=False)
     E = np.zeros(n * p)
     E[positions] = magnitude * (2 * rng.random(count) - 1)

@@ -30,7 +30,7 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import no_grad, using
-from ..core.validation import check_batch, check_masked_batch
+from ..core.validation import check_masked_batch
 from .loop import Algorithm, add_sums, code_activity, finish_step, worst_explained
 from .state import OnlineState
 
@@ -80,7 +80,8 @@ def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: f
     try:
         X, mask = check_masked_batch(local(X), local(mask), **checks)
     except (TypeError, ValueError) as error:
-        raise type(error)(f"{error} (in rows {rows[0]} to {rows[1] - 1} of the batch)") from None
+        raise type(error)(f"{error} (in the shard of rows {rows[0]} to {rows[1] - 1} of the "
+                          f"batch; sample numbers count from its first row)") from None
     with using(checks["backend"]), no_grad(checks["backend"]):
         coded = algorithm.encode(X, loadings, scale, mask)
         return {**algorithm.batch_sums(X, coded, mask, loadings, scale),
@@ -110,12 +111,12 @@ def _batch_worst(client: Any, algorithm: Algorithm, shards: list, loadings: Any,
     return tl.stack([samples[int(j)] for j in np.argsort(-losses, kind="stable")[:k]])
 
 
-def shard_scale_sums(algorithm: Algorithm, X: Any, checks: dict) -> tuple[float, float] | None:
-    """On a worker: the shard's part of a first batch's data scale."""
-    X = check_batch(local(X), backend=checks["backend"], context=checks["context"],
-                    sample_shape=checks["sample_shape"], nonnegative=checks["nonnegative"])
+def shard_scale_sums(algorithm: Algorithm, X: Any, mask: Any,
+                     checks: dict) -> tuple[float, float] | None:
+    """On a worker: the shard's part of a first batch's data scale (observed entries)."""
+    X, mask = check_masked_batch(local(X), local(mask), **checks)
     with using(checks["backend"]):
-        return algorithm.scale_sums(X)
+        return algorithm.scale_sums(X, mask)
 
 
 def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: OnlineState,
@@ -144,9 +145,9 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     """
     scale = state.scale
     if state.n_steps == 0:  # the first batch's scale, as Algorithm.data_scale on one process
-        parts = client.gather([client.submit(shard_scale_sums, algorithm, X, checks, pure=False,
-                                             **_on(worker))
-                               for X, _, _, worker in shards])
+        parts = client.gather([client.submit(shard_scale_sums, algorithm, X, mask, checks,
+                                             pure=False, **_on(worker))
+                               for X, mask, _, worker in shards])
         sums = None if parts[0] is None else (float(np.sum([p[0] for p in parts])),
                                               float(np.sum([p[1] for p in parts])))
         scale = algorithm.first_scale(sums)

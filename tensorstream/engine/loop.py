@@ -37,8 +37,9 @@ class Algorithm:
     #: what to try when the algorithm diverges (part of the error message)
     divergence_hint = ""
 
-    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
-        """The dictionary before the first step, for samples shaped like the batch ``X``."""
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
+        """The dictionary before the first step, for samples shaped like the batch ``X``
+        (observed where ``mask`` is True: what is missing must not shape it either)."""
         raise NotImplementedError
 
     def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> dict | None:
@@ -46,23 +47,37 @@ class Algorithm:
         return {"A": tl.zeros((R, R), **context), "B": tl.zeros((*sample_shape, R), **context),
                 "c": 0.0}
 
-    def data_scale(self, X: Any, state: OnlineState) -> float:
+    def data_scale(self, X: Any, state: OnlineState, mask: Any = None) -> float:
         """The scale step ``t = state.n_steps + 1`` codes at: the first batch's (the ratio of
         its :meth:`scale_sums`, or :meth:`declared_scale`), kept for every later step."""
-        return state.scale if state.n_steps > 0 else self.first_scale(self.scale_sums(X))
+        if state.n_steps > 0:
+            return state.scale
+        return self.first_scale(self.scale_sums(X, mask))
 
     def first_scale(self, sums: tuple[float, float] | None) -> float:
         """The data scale of a first batch whose :meth:`scale_sums` (added up over its shards,
         on a cluster) are ``sums``."""
         return self.declared_scale() if sums is None else usable_scale(sums[0] / sums[1])
 
-    def scale_sums(self, X: Any) -> tuple[float, float] | None:
-        """``(sum, count)`` of a first batch's entries that its data scale is the ratio of, so
-        that shards can add them up; None when the scale does not depend on the data."""
+    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
+        """``(sum, count)`` of a first batch's observed entries (``mask``, None: all) that its
+        data scale is the ratio of, so that shards can add them up; None when the scale does
+        not depend on the data."""
         return None
 
     def declared_scale(self) -> float:
         """The data scale when :meth:`scale_sums` is None (declared, or 1.0)."""
+        return 1.0
+
+    def project_loading(self, U: Any, scale: float) -> Any:
+        """``U`` on the loadings' constraint set at the data scale ``scale``, where
+        re-initialised atoms are put: the algorithm's ``project`` where it has one."""
+        project = getattr(self, "project", None)
+        return U if project is None else project(U)
+
+    def reinit_norm(self, scale: float) -> float:
+        """The first loading's column norm of a re-initialised atom when no atom is alive to
+        take it from: 1 (dictionaries of unit columns, codes in the data's units)."""
         return 1.0
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
@@ -125,7 +140,7 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
     Raises (and changes nothing: the state is immutable) ``ValueError`` when the batch's
     values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
     """
-    scale = algorithm.data_scale(X, state)
+    scale = algorithm.data_scale(X, state, mask)
     coded = algorithm.encode(X, state.loadings, scale, mask)
     sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
             **code_activity(algorithm, coded.codes, scale)}
@@ -170,7 +185,7 @@ def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict, scale: flo
                                  f"{algorithm.divergence_hint}")
     n = sums["n"]
     health, loadings, messages = check_health(algorithm, state, sums, loadings,
-                                              candidates if reinit_dead_atoms else None)
+                                              candidates if reinit_dead_atoms else None, scale)
     new = OnlineState(loadings=loadings, statistics=statistics, scale=scale, n_steps=t,
                       n_samples_seen=state.n_samples_seen + n, health=health)
     info = {"step": t, **algorithm.info(t, w), "batch_loss": sums["loss"] / n, "n_samples": n}
@@ -310,7 +325,7 @@ def worst_explained(coded: Codes, k: int) -> Any:
 
 
 def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings: list,
-                 candidates: Callable | None) -> tuple[Health, list, list]:
+                 candidates: Callable | None, scale: float = 1.0) -> tuple[Health, list, list]:
     """The counters after this step, the loadings (dead atoms re-initialised from
     ``candidates`` where given) and the warnings to give: ``(health, loadings, messages)``.
 
@@ -341,7 +356,7 @@ def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings:
                                        (idle_samples >= DEAD_ATOM_SAMPLES)))
     if dead.any():
         loadings, message = _handle_dead(algorithm, loadings, dead, candidates,
-                                         _was_dead(before, state.loadings))
+                                         _was_dead(before, state.loadings), scale)
         if candidates is not None:
             idle_steps, idle_samples = np.where(dead, 0, idle_steps), np.where(dead, 0,
                                                                                idle_samples)
@@ -389,7 +404,8 @@ def _rising(means: tuple) -> bool:
 
 
 def _handle_dead(algorithm: Algorithm, loadings: list, dead: np.ndarray,
-                 candidates: Callable | None, was_dead: np.ndarray) -> tuple[list, str]:
+                 candidates: Callable | None, was_dead: np.ndarray,
+                 scale: float) -> tuple[list, str]:
     """Re-initialise the dead atoms (where ``candidates`` is given), or report them once."""
     atoms = [int(r) for r in np.flatnonzero(dead)]
     why = (f"their codes were zero for {DEAD_ATOM_STEPS} steps and {DEAD_ATOM_SAMPLES} "
@@ -400,20 +416,22 @@ def _handle_dead(algorithm: Algorithm, loadings: list, dead: np.ndarray,
         return loadings, (f"atom(s) {atoms} are dead ({why}): the dictionary collapsed; "
                           f"reinit_dead_atoms=True re-initialises them from the data")
     samples = candidates(len(atoms))
-    return reinitialised(algorithm, loadings, atoms, samples), (
+    return reinitialised(algorithm, loadings, atoms, samples, scale), (
         f"re-initialised dead atom(s) {atoms} from the batch's worst-explained samples "
         f"({why}); reinit_dead_atoms=False turns this off")
 
 
-def reinitialised(algorithm: Algorithm, loadings: list, atoms: list, samples: Any) -> list:
+def reinitialised(algorithm: Algorithm, loadings: list, atoms: list, samples: Any,
+                  scale: float = 1.0) -> list:
     """``loadings`` with the atoms ``atoms`` replaced by rank-one approximations of
     ``samples`` (one sample per atom, cycling when there are fewer samples), each loading
-    column of unit norm but the first mode's, which takes the living atoms' mean norm; then
-    projected on the algorithm's constraint set (``algorithm.project`` where it has one)."""
+    column of unit norm but the first mode's, which takes the living atoms' mean norm
+    (``algorithm.reinit_norm(scale)`` when none lives); then projected on the algorithm's
+    constraint set at the data scale ``scale`` (``algorithm.project_loading``)."""
     nonnegative = bool(getattr(algorithm, "nonnegative", False))
     first_norms = np.asarray(tl.to_numpy(tl.norm(loadings[0], axis=0)))
     alive = np.setdiff1d(np.arange(len(first_norms)), atoms)
-    size = float(np.mean(first_norms[alive])) if len(alive) else 1.0
+    size = float(np.mean(first_norms[alive])) if len(alive) else algorithm.reinit_norm(scale)
     vectors = {r: _rank_one(samples[i % int(tl.shape(samples)[0])], nonnegative)
                for i, r in enumerate(atoms)}
     out = []
@@ -421,7 +439,7 @@ def reinitialised(algorithm: Algorithm, loadings: list, atoms: list, samples: An
         columns = [vectors[r][k] * (size if k == 0 else 1.0) if r in vectors else U[:, r]
                    for r in range(int(tl.shape(U)[1]))]
         U = tl.stack(columns, axis=1)
-        out.append(algorithm.project(U) if hasattr(algorithm, "project") else U)
+        out.append(algorithm.project_loading(U, scale))
     return out
 
 

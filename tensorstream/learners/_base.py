@@ -934,7 +934,7 @@ class OnlineLearner(OnlineEstimator):
         # the generator is shared with fit's shuffling, so it is restored rather than copied
         saved = self._rng.bit_generator.state
         try:
-            fresh = {} if self._fitted else self._initial_state(X, algorithm)
+            fresh = {} if self._fitted else self._initial_state(X, algorithm, mask)
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
             state = fresh.get("state_", self.__dict__.get("state_"))
             reinit = getattr(self, "reinit_dead_atoms", True)
@@ -967,28 +967,35 @@ class OnlineLearner(OnlineEstimator):
             raise TypeError("client= needs dense batches")
         data, layout = self._unlabel(X, sample_dim, modes)
         mask = self._unlabel_mask(mask, layout, X)
-        fresh = {}
-        if not self._fitted:  # the first batch initialises the model here
-            first, _ = self._validate_masked(_local(data), _local(mask))
-            self._init_random_state()
-            saved = self._rng.bit_generator.state
-            try:
-                fresh = self._initial_state(first)
-            except BaseException:
-                self._rng.bit_generator.state = saved
-                raise
-        fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_",
-                                                   "state_") if k in self.__dict__}, **fresh}
-        sample_shape = fitted["sample_shape_"]
-        if tuple(data.shape[1:]) != tuple(sample_shape):
-            raise ValueError(f"X has samples of shape {tuple(data.shape[1:])}, but this learner "
-                             f"was fitted on samples of shape {tuple(sample_shape)}")
-        backend, state = fitted["backend_"], fitted["state_"]
-        checks = {"missing": self.missing, "backend": backend, "context": fitted["_context"],
-                  "sample_shape": sample_shape, "nonnegative": self._nonnegative_data()}
-        new, info = self._cluster_step(client, data, mask, checks, backend, state)
+        if mask is not None and tuple(mask.shape) != tuple(data.shape):  # before it is cut
+            raise ValueError(f"mask must have the shape of X {tuple(data.shape)}, got "
+                             f"{tuple(mask.shape)}")
+        had_rng = "_rng" in self.__dict__
+        self._init_random_state()
+        saved = self._rng.bit_generator.state
+        try:
+            fresh = {}
+            if not self._fitted:  # the first batch initialises the model here
+                first, first_mask = self._validate_masked(_local(data), _local(mask))
+                fresh = self._initial_state(first, mask=first_mask)
+            fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_",
+                                                       "state_") if k in self.__dict__}, **fresh}
+            sample_shape = fitted["sample_shape_"]
+            if tuple(data.shape[1:]) != tuple(sample_shape):
+                raise ValueError(f"X has samples of shape {tuple(data.shape[1:])}, but this "
+                                 f"learner was fitted on samples of shape {tuple(sample_shape)}")
+            backend, state = fitted["backend_"], fitted["state_"]
+            checks = {"missing": self.missing, "backend": backend, "context": fitted["_context"],
+                      "sample_shape": sample_shape, "nonnegative": self._nonnegative_data()}
+            new, info = self._cluster_step(client, data, mask, checks, backend, state)
+        except BaseException:  # as partial_fit: a refused step leaves the generator as it was
+            self._rng.bit_generator.state = saved
+            if not had_rng:
+                del self._rng
+            raise
         self.__dict__.update(fresh)
         self.state_ = new
+        self.__dict__.pop("_last_codes", None)  # the shards' codes stay on the workers
         self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
         if layout is not None:
             self.layout_ = layout
@@ -1013,9 +1020,10 @@ class OnlineLearner(OnlineEstimator):
                     raise
                 time.sleep(1.0 + attempt)  # the scheduler notices the lost worker meanwhile
 
-    def _initial_state(self, X: Any, algorithm: Algorithm | None = None) -> dict:
+    def _initial_state(self, X: Any, algorithm: Algorithm | None = None,
+                       mask: Any = None) -> dict:
         """The state before the first step, for samples shaped like the validated batch ``X``
-        (draws from the learner's random generator)."""
+        (observed where ``mask`` is True; draws from the learner's random generator)."""
         algorithm = algorithm or self._algorithm()
         self._init_random_state()
         R = check_n_components(self.n_components)
@@ -1023,7 +1031,7 @@ class OnlineLearner(OnlineEstimator):
         with using(backend):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
             sample_shape = tuple(X.shape[1:])
-            loadings = algorithm.initial_loadings(X, context, self._rng)
+            loadings = algorithm.initial_loadings(X, context, self._rng, mask)
             statistics = algorithm.initial_statistics(sample_shape, R, context)
         return {"state_": OnlineState(loadings=loadings, statistics=statistics),
                 "backend_": backend, "sample_shape_": sample_shape, "_context": context}

@@ -210,7 +210,7 @@ class DivergenceCP(Algorithm):
 
     # -- the engine's hooks --------------------------------------------------------------------
 
-    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """i.i.d. U(0, 1) loadings (drawn in numpy with ``rng``), or ``init``."""
         init, R = self.params.init, self.params.n_components
         sample_shape = tuple(X.shape[1:])
@@ -241,9 +241,9 @@ class DivergenceCP(Algorithm):
         return (float(p.code_lower) * scale * (1 + slack),
                 float(p.code_upper) * scale * (1 - slack))
 
-    def scale_sums(self, X: Any) -> tuple[float, float] | None:
+    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
         """The first batch's mean absolute entry, as a sum and a count (None, i.e. 1.0, when
-        ``normalize=False``)."""
+        ``normalize=False``; a divergence loss has no missing entries)."""
         if not self.params.normalize:
             return None
         total = np.sum(np.abs(X.data)) if is_sparse(X) else tl.sum(tl.abs(X))

@@ -36,6 +36,7 @@ import tensorly as tl
 
 from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
 from ..core.backend import to_numpy, using
+from ..core.constraints import project_columns
 from ..core.validation import (
     ARRAY,
     CALLABLE,
@@ -47,6 +48,7 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes
 from ..engine.state import OnlineState
+from ..labels import from_samples
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
@@ -109,6 +111,10 @@ class RobustMatrixLearner(OnlineLearner):
         if not isinstance(self.init, str):
             init_matrix(self.init)  # a list must hold one matrix
         make_weights(self.weights)  # validates the schedule's type (values: at every step)
+        if self.code_tol == 0 and self.code_max_iter is None:
+            raise ValueError("code_tol=0 with code_max_iter=None would code forever (a sample "
+                             "stops when its iterates move by less than code_tol); give a "
+                             "positive code_tol or a code_max_iter")
 
     def _nonnegative_data(self) -> bool:
         return False
@@ -132,26 +138,34 @@ class RobustMatrixLearner(OnlineLearner):
             return tl.transpose(self.loadings_[0])
 
     def outliers(self, X: Any, mask: Any = None) -> Any:
-        """The sparse corruption ``E`` of ``X`` under the learned basis, shape ``(n, p)``.
+        """The sparse corruption ``E`` of ``X`` under the learned basis, shape ``(n, p)``
+        (labelled like ``X`` when it is a DataArray).
 
         Zero at missing entries (nothing is known there).
         """
-        return self._coded_parts(X, mask)[1].outliers
+        _, coded, _, relabel = self._coded_parts(X, mask)
+        return relabel(coded.outliers)
 
     def impute(self, X: Any, mask: Any = None) -> Any:
-        """``X`` with its missing entries replaced by the model's low-rank part ``L r``."""
-        X, coded, mask = self._coded_parts(X, mask)
+        """``X`` with its missing entries replaced by the model's low-rank part ``L r``
+        (labelled like ``X`` when it is a DataArray)."""
+        X, coded, mask, relabel = self._coded_parts(X, mask)
         if mask is None:
-            return X
+            return relabel(X)
         with using(self.backend_):
-            return X * mask + coded.low_rank * (1 - mask)
+            return relabel(X * mask + coded.low_rank * (1 - mask))
 
-    def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, RobustCodes, Any]:
+    def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, RobustCodes, Any, Any]:
+        """The checked samples, their codes, the mask, and the function that labels a result
+        of the samples' shape like ``X`` (the identity for unlabelled ``X``)."""
         self._check_fitted()
-        X, mask = self._validate_masked(X, mask)
+        data, mask, layout = self._checked_input(X, mask)
         with using(self.backend_):
-            coded = self._algorithm().robust_codes(X, self.loadings_[0], self.scale_, mask)
-        return X, coded, mask
+            coded = self._algorithm().robust_codes(data, self.loadings_[0], self.scale_, mask)
+        if layout is None:
+            return data, coded, mask, lambda result: result
+        layout = layout.with_samples(X)
+        return data, coded, mask, lambda result: from_samples(result, layout)
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``g_t`` (eq. (3.1), per-sample mean) at the current basis.
@@ -179,18 +193,36 @@ def init_matrix(init: Any) -> Any:
     return init
 
 
-def sample_scale_sums(X: Any) -> tuple[float, float]:
+def sample_scale_sums(X: Any, mask: Any = None) -> tuple[float, float]:
     """``(sum, count)`` of the samples' median absolute entries: their mean is the data scale.
 
     A median per sample ignores a corruption of fewer than half of its entries (however
     large), and a mean over samples adds up across the shards of a batch on a cluster. A
-    sample whose median is zero (sparse data) counts with its mean absolute entry.
+    sample whose median is zero (sparse data) counts with its mean absolute entry. With a
+    ``mask``, a sample's median and mean are over its observed entries (samples with none
+    do not count).
     """
+    if mask is not None:
+        return _observed_scale_sums(to_numpy(X), to_numpy(mask).astype(bool))
     magnitudes = tl.sort(tl.abs(X), axis=1)
     p = int(tl.shape(X)[1])
     medians = (magnitudes[:, (p - 1) // 2] + magnitudes[:, p // 2]) / 2
     medians = tl.where(medians > 0, medians, tl.mean(magnitudes, axis=1))
     return float(tl.sum(medians)), float(tl.shape(X)[0])
+
+
+def _observed_scale_sums(X: np.ndarray, observed: np.ndarray) -> tuple[float, float]:
+    """:func:`sample_scale_sums` over the observed entries (the first batch only: numpy)."""
+    counts = observed.sum(axis=1)
+    rows = counts > 0
+    magnitudes = np.sort(np.where(observed, np.abs(X), np.inf), axis=1)[rows]
+    counts = counts[rows]
+    low = np.take_along_axis(magnitudes, ((counts - 1) // 2)[:, None], axis=1)[:, 0]
+    high = np.take_along_axis(magnitudes, (counts // 2)[:, None], axis=1)[:, 0]
+    medians = (low + high) / 2
+    means = np.where(observed[rows], np.abs(X[rows]), 0.0).sum(axis=1) / counts
+    medians = np.where(medians > 0, medians, means)
+    return float(medians.sum()), float(rows.sum())
 
 
 _FIRST_STEP = OnlineState(loadings=[], statistics=None)  # what data_scale sees at step 1
@@ -227,6 +259,17 @@ class RobustMatrixAlgorithm(Algorithm):
         bound = self.params.column_bound
         return None if bound is None else float(bound)
 
+    def project_loading(self, U: Any, scale: float) -> Any:
+        """The basis with its columns within the bound, in the data's units."""
+        bound = self.column_bound_of(int(tl.shape(U)[0]))
+        if bound is None:
+            return U
+        return project_columns(U, nonnegative=False, column_bound=bound * scale)
+
+    def reinit_norm(self, scale: float) -> float:
+        """The basis is in the data's units (the initial one is drawn times the scale)."""
+        return scale
+
     def alphas(self, n_features: int) -> tuple[float, float]:
         """``(norm_alpha, outlier_alpha)``; ``outlier_alpha`` in units of the data scale.
         ``None`` is
@@ -241,11 +284,12 @@ class RobustMatrixAlgorithm(Algorithm):
 
     # -- the data scale ------------------------------------------------------------------------
 
-    def scale_sums(self, X: Any) -> tuple[float, float] | None:
-        """``(sum, count)`` of the per-sample median absolute entries (None when declared)."""
+    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
+        """``(sum, count)`` of the per-sample median absolute (observed) entries (None when
+        declared)."""
         if self.params.data_scale != "auto":
             return None
-        return sample_scale_sums(X)
+        return sample_scale_sums(X, mask)
 
     def declared_scale(self) -> float:
         return float(self.params.data_scale)
@@ -283,7 +327,7 @@ class RobustMatrixAlgorithm(Algorithm):
 
     # -- the engine's hooks --------------------------------------------------------------------
 
-    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """U[0, 1] (the authors' Figures 1-4), orth(randn) (their large-scale runs), or the
         given matrix; drawn in numpy so that every backend starts from the same values."""
         p, R, init = X.shape[1], self.params.n_components, self.params.init
@@ -293,7 +337,7 @@ class RobustMatrixAlgorithm(Algorithm):
             else:
                 L = np.linalg.svd(rng.standard_normal((p, R)), full_matrices=False)[0]
             # in units of the data scale, so that fitting c X starts from c L_0
-            return [tl.tensor(L * self.data_scale(X, _FIRST_STEP), **context)]
+            return [tl.tensor(L * self.data_scale(X, _FIRST_STEP, mask), **context)]
         L = np.asarray(to_numpy(init_matrix(init)), dtype=float)
         if L.shape != (p, R) or not np.all(np.isfinite(L)):
             raise ValueError(f"init must be a finite array of shape {(p, R)}, got shape "

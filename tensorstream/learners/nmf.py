@@ -343,9 +343,10 @@ class NMFAlgorithm(SurrogateCP):
 
     # -- the engine's hooks --------------------------------------------------------------------
 
-    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """From an init array or list, or from the first batch: scikit-learn's random scale
-        (drawn in numpy, so every backend starts the same) or NNDSVDa."""
+        (drawn in numpy, so every backend starts the same; the mean of the observed entries)
+        or NNDSVDa (of the batch with its missing entries at zero)."""
         p, R = self.params, self.params.n_components
         sample_shape = tuple(X.shape[1:])
         given = loadings_from_init(p.init, sample_shape, R, tl.get_backend(), context)
@@ -353,7 +354,7 @@ class NMFAlgorithm(SurrogateCP):
             loadings = given
         elif isinstance(p.init, str):
             with_data = tl.tensor(X, **context)
-            loadings = [_random_init(with_data, R, context, rng) if p.init == "random"
+            loadings = [_random_init(with_data, R, context, rng, mask) if p.init == "random"
                         else nndsvda(with_data, R)]
         else:
             loadings = [self.project(U) for U in checked_init(p.init, sample_shape, R, context,
@@ -394,9 +395,15 @@ class NMFAlgorithm(SurrogateCP):
             radius_mode=self.params.radius_mode, n_passes=self.params.dict_passes, l1=l1, l2=l2)
 
 
-def _random_init(X: Any, R: int, context: dict, rng: Any) -> Any:
-    """scikit-learn's random scale; drawn in numpy so every backend starts the same."""
-    scale = float(np.sqrt(max(float(tl.mean(X)), 0.0) / R))
+def _random_init(X: Any, R: int, context: dict, rng: Any, mask: Any = None) -> Any:
+    """scikit-learn's random scale (from the observed entries' mean); drawn in numpy so every
+    backend starts the same."""
+    if mask is None:
+        mean = float(tl.mean(X))
+    else:
+        observed = tl.tensor(mask, **context)
+        mean = float(tl.sum(X * observed)) / max(float(tl.sum(observed)), 1.0)
+    scale = float(np.sqrt(max(mean, 0.0) / R))
     draws = np.abs(rng.standard_normal((R, X.shape[1])))
     return tl.tensor(scale * draws.T, **context)
 

@@ -279,7 +279,7 @@ dict_row_min, normalize
     @property
     def _squared(self) -> bool:
         """True when ``loss`` (with ``loss_params``) is the squared loss, in any spelling."""
-        return is_squared_loss(self.loss, self.loss_params)
+        return is_squared_loss(self.loss) or is_squared_loss(self.loss, self.loss_params)
 
     #: ``alpha`` was weighed against the whole squared error (no 1/2) before
     _rescaled_parameters = {"alpha": 0.5}
@@ -320,8 +320,9 @@ dict_row_min, normalize
             check_at_defaults(self, SQUARED_ONLY, "the squared loss")
             check_divergence_rules(self)
             return
-        # loss_params may spell the squared loss ("beta" with beta=2): not refused then
-        check_at_defaults(self, {k: v for k, v in DIVERGENCE_ONLY.items() if k != "loss_params"},
+        # loss_params may be what spells the squared loss ("beta" with beta=2)
+        needed = () if is_squared_loss(self.loss) else ("loss_params",)
+        check_at_defaults(self, {k: v for k, v in DIVERGENCE_ONLY.items() if k not in needed},
                           "divergence losses")
         make_radius(self.search_radius, make_weights(self.weights))
 
@@ -383,7 +384,7 @@ class SurrogateCP(Algorithm):
         return project_columns(U, nonnegative=self.nonnegative,
                                column_bound=self.params.column_bound)
 
-    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """U[0, 1) entries (drawn in numpy: every backend starts the same), or ``init``."""
         R, init = self.params.n_components, self.params.init
         sample_shape = tuple(X.shape[1:])
@@ -415,7 +416,8 @@ class SurrogateCP(Algorithm):
         """``w_t``; ``w_1 = 1`` whatever the schedule says, so that the statistics are
         averages from the start (otherwise the first batches' are shrunk towards the zero
         ``A_0``, ``B_0``)."""
-        return 1.0 if t == 1 else checked_weight(self.weights, t)
+        w = checked_weight(self.weights, t)  # checked at t = 1 too: a wrong schedule is named
+        return 1.0 if t == 1 else w
 
     def radius_at(self, t: int) -> float | None:
         """The search radius of step ``t`` (None: unrestricted)."""

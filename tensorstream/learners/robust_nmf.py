@@ -131,11 +131,15 @@ def first_batch_scale(X: Any, data_scale: float | str) -> float:
     return usable_scale(float(data_scale) if sums is None else sums[0] / sums[1])
 
 
-def scale_sums(X: Any, data_scale: float | str) -> tuple[float, float] | None:
-    """``(sum, count)`` of :func:`first_batch_scale` over a shard (None when declared)."""
+def scale_sums(X: Any, data_scale: float | str, mask: Any = None) -> tuple[float, float] | None:
+    """``(sum, count)`` of :func:`first_batch_scale` over a shard, observed entries only
+    (None when declared)."""
     if data_scale != "auto":
         return None
-    return float(tl.sum(tl.abs(X))), float(np.prod(tl.shape(X)))
+    if mask is None:
+        return float(tl.sum(tl.abs(X))), float(np.prod(tl.shape(X)))
+    mask = tl.tensor(mask, **tl.context(X))
+    return float(tl.sum(tl.abs(X) * mask)), float(tl.sum(mask))
 
 
 def coding_start(X: Any, R: int, code_init: str, outlier_init: str) -> tuple[Any, Any]:
@@ -392,9 +396,12 @@ class RobustOnlineNMF(OnlineLearner):
 
     @property
     def last_decomposition_(self) -> tuple[Any, Any]:
-        """``(codes, outliers)`` of the most recent coding step (``partial_fit``'s batch)."""
+        """``(codes, outliers)`` of the most recent coding step (``partial_fit``'s batch; not
+        kept after a step taken on a cluster, whose shards are coded on the workers)."""
         if "_last_codes" not in self.__dict__:
-            raise AttributeError("no coding step has run yet")
+            raise AttributeError("no coding step has run in this process yet (a step taken with "
+                                 "client= codes its shards on the workers and keeps no codes: "
+                                 "use transform on the batch)")
         return self._last_codes
 
     @property
@@ -434,9 +441,10 @@ class RobustNMFAlgorithm(SurrogateCP):
             alpha=p.alpha, ridge=p.ridge, group_alpha=p.group_alpha,
             group_size=int(p.group_size))
 
-    def scale_sums(self, X: Any) -> tuple[float, float] | None:
-        """The first batch's mean absolute entry, as a sum and a count (None when declared)."""
-        return scale_sums(X, self.params.data_scale)
+    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
+        """The first batch's mean absolute (observed) entry, as a sum and a count (None when
+        declared)."""
+        return scale_sums(X, self.params.data_scale, mask)
 
     def declared_scale(self) -> float:
         return float(self.params.data_scale)
@@ -448,7 +456,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         ball = project_columns(U, nonnegative=True, column_bound=1.0)
         return dictionary_projection(p.constraint, p.gamma1, p.gamma2)(ball)
 
-    def initial_loadings(self, X: Any, context: dict, rng: Any) -> list:
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """An init array or list, or ``P_C`` of U[0, 1) entries (the paper's ``W_0``)."""
         p = self.params
         loadings = loadings_from_init(p.init, tuple(X.shape[1:]), p.n_components,

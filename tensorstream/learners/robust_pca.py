@@ -253,8 +253,9 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
             Z = tl.tensor(Z, **{**tl.context(Z), "dtype": float_dtype_of(Z, backend)})
             A, E, n_iter = self._solve(Z)
             U, s, Vt = tl.svd(A, full_matrices=False)
-            rank = int(tl.sum(s > max(A.shape) * np.finfo(float).eps * float(s[0]))) \
-                if float(s[0]) > 0 else 0
+            # rounding noise is relative to the working precision (float32: 1e-7, not 1e-16)
+            eps = np.finfo(np.asarray(tl.to_numpy(s)).dtype).eps
+            rank = int(tl.sum(s > max(A.shape) * eps * float(s[0]))) if float(s[0]) > 0 else 0
             d = rank if self.n_components is None else self.n_components
             self.low_rank_, self.sparse_, self.n_iter_ = A, E, n_iter
             self.n_features_in_ = int(Z.shape[1])
