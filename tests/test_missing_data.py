@@ -210,3 +210,15 @@ def test_fit_transform_codes_with_the_mask_it_learned_with(make):
     expected = make().fit(X, mask=M).transform(X, mask=M)
     np.testing.assert_array_equal(make().fit_transform(X, mask=M), expected)
     np.testing.assert_array_equal(make().fit_transform(np.where(M, X, 1e3), mask=M), expected)
+
+
+def test_reconstruct_and_cp_tensor_code_from_the_observed_entries():
+    rng = np.random.default_rng(0)
+    X = rng.random((30, 5, 4))
+    M = rng.random(X.shape) > 0.3
+    model = OnlineCPDL(3, batch_size=10, max_iter=2, random_state=0).fit(X, mask=M)
+    junk = np.where(M, X, 1e3)
+    expected = model.inverse_transform(model.transform(X, mask=M))
+    np.testing.assert_array_equal(model.reconstruct(junk, mask=M), expected)
+    np.testing.assert_allclose(tl.cp_to_tensor(model.to_cp_tensor(junk, mask=M)), expected,
+                               rtol=1e-12)

@@ -1114,15 +1114,20 @@ class OnlineLearner(OnlineEstimator):
             layout = ModeLayout.from_dataarray(template, "sample", None)
         return factors_to_dataset(self.loadings_, layout)
 
-    def to_cp_tensor(self, X: Any):
-        """The batch ``X`` as a TensorLy ``CPTensor``: its codes are the sample-mode factor."""
-        codes = self.transform(X)
+    def to_cp_tensor(self, X: Any, mask: Any = None):
+        """The batch ``X`` as a TensorLy ``CPTensor``: its codes (from the observed entries,
+        ``mask``) are the sample-mode factor."""
+        codes = self.transform(X, **({} if mask is None else {"mask": mask}))
+        if is_labelled(codes):
+            codes = codes.data
         with using(self.backend_):
             return to_cp_tensor(self.loadings_, codes)
 
-    def reconstruct(self, X: Any) -> Any:
-        """``inverse_transform(transform(X))``: the model's approximation of ``X``."""
-        return self.inverse_transform(self.transform(X))
+    def reconstruct(self, X: Any, mask: Any = None) -> Any:
+        """``inverse_transform(transform(X, mask))``: the model's approximation of ``X``, all
+        entries (the missing ones filled in) from the observed ones."""
+        return self.inverse_transform(self.transform(X, **({} if mask is None else
+                                                            {"mask": mask})))
 
 
 def _labelled_like(mask: Any, X: Any) -> Any:
