@@ -153,3 +153,87 @@ def test_inexact_run_matches_exact_solves(digits):
     iterations = [h["code_iterations"] for h in inexact.history_]
     assert np.all(np.diff(iterations) > 0)
     assert inexact.objective(digits) <= exact.objective(digits) + 3e-3
+
+
+# -- found by review (2026-11-26) -----------------------------------------------------------------
+
+
+def test_auto_step_on_a_subsample_of_a_formulation_with_a_dictionary_penalty():
+    """The descent test subtracted psi at the full size n from an objective that added it at
+    the subsample's: for orpca/omrmd no L could pass ('no step descended')."""
+    from tensorstream import VarianceReducedMF
+    from tensorstream.finite.formulations import make_formulation
+    from tensorstream.finite.variance_reduction import FiniteData, estimate_lipschitz
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 20)) @ np.diag(np.linspace(0.5, 3, 20))
+    steps = [VarianceReducedMF(5, formulation="orpca", lam1=1.0, auto_samples=k, n_epochs=1,
+                               random_state=0).fit(X).step_size_ for k in (2000, 1000, 200)]
+    assert max(steps) < 1.5 * min(steps)
+    X0 = np.abs(rng.standard_normal((50, 10)))
+    form = make_formulation("orpca", 10, lam1=5.0, lam2=0.3)
+    W, context = 3 * rng.standard_normal((10, 3)), {"dtype": np.float64}
+    tiled = estimate_lipschitz(form, W, FiniteData(np.tile(X0, (20, 1)), "numpy", context), 1000)
+    alone = estimate_lipschitz(form, W, FiniteData(X0, "numpy", context), 1000)
+    assert tiled[0] == pytest.approx(alone[0], rel=1e-9)
+
+
+def test_partial_fit_continues_after_an_inner_batch_above_n():
+    from tensorstream import VarianceReducedMF
+
+    X = np.abs(np.random.default_rng(0).standard_normal((40, 6)))
+    model = VarianceReducedMF(2, inner_batch=64, n_epochs=1, random_state=0).fit(X)
+    assert model.inner_batch_ == 40
+    model.partial_fit(X)
+    assert model.n_epochs_ == 2
+
+
+@pytest.mark.parametrize("method", ["sgd", "smm"])
+def test_partial_fit_of_sgd_and_smm_checks_the_whole_data_set(method):
+    """Whether a NaN or negative entry was seen depended on the rows the epoch drew."""
+    from tensorstream import VarianceReducedMF
+
+    X = np.abs(np.random.default_rng(0).standard_normal((100, 6)))
+    for row in (0, 15, 90):
+        model = VarianceReducedMF(2, formulation="onmf", method=method, n_epochs=1,
+                                  random_state=0).fit(X)
+        bad = X.copy()
+        bad[row, 2] = np.nan if row % 2 else -5.0
+        with pytest.raises(ValueError):
+            model.partial_fit(bad)
+        assert model.n_epochs_ == 1
+
+
+def test_ssodl_code_ridge_is_lam_as_documented():
+    from tensorstream import VarianceReducedMF
+
+    d = 16
+    X = np.abs(np.random.default_rng(0).standard_normal((100, d)))
+    lap = 2 * np.eye(d) - np.eye(d, k=1) - np.eye(d, k=-1)
+    model = VarianceReducedMF(3, formulation="ssodl", laplacian=lap, lam=5.0, n_epochs=1,
+                              random_state=0).fit(X)
+    assert model.formulation_.lam == 5.0
+    with pytest.raises(ValueError, match="lam2 does not apply"):
+        VarianceReducedMF(3, formulation="ssodl", laplacian=lap, lam2=5.0).fit(X)
+
+
+def test_a_formulation_set_since_the_fit_is_refused_by_name():
+    """orpca -> olrr ran OLRR without its dictionary term (Q was never prepared)."""
+    from tensorstream import VarianceReducedMF
+
+    X = np.abs(np.random.default_rng(0).standard_normal((200, 6)))
+    model = VarianceReducedMF(2, formulation="orpca", n_epochs=1, random_state=0).fit(X)
+    model.set_params(formulation="olrr")
+    with pytest.raises(ValueError, match="formulation='olrr' \\(fitted with 'orpca'\\)"):
+        model.partial_fit(X)
+
+
+def test_inverse_transform_checks_the_codes():
+    from tensorstream import VarianceReducedMF
+
+    X = np.abs(np.random.default_rng(0).standard_normal((50, 4)))
+    model = VarianceReducedMF(2, n_epochs=1, random_state=0).fit(X)
+    for H, message in [(np.ones((3, 5)), "H has 5 features"), (np.ones(2), "H must have shape"),
+                       (np.full((3, 2), np.nan), "H contains NaN")]:
+        with pytest.raises(ValueError, match=message):
+            model.inverse_transform(H)

@@ -369,8 +369,11 @@ def make_formulation(name: str, n_features: int, *, lam: float | None = None,
     if name == "onmf":
         return NMF(nu=nu, lam=pick["lam"])
     if name == "ssodl":
+        if lam2 is not None:  # it was read as the code ridge, and lam ignored
+            raise ValueError("formulation 'ssodl' weighs the codes' ridge by lam (the paper's "
+                             "lam2) and the smoothness by lam1; lam2 does not apply")
         lap = _check_square(laplacian, "laplacian", n_features, required=True)
-        return SmoothSparseDL(nu=nu, lam=pick["lam2"], lam1=pick["lam1"], laplacian=lap)
+        return SmoothSparseDL(nu=nu, lam=pick["lam"], lam1=pick["lam1"], laplacian=lap)
     if name == "orpca":
         return RobustPCA(nu=nu, lam1=pick["lam1"], lam2=pick["lam2"])
     if name == "omrmd":

@@ -281,8 +281,9 @@ def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *
         passes[0] += 1
         Wp = prox_step(form, W, G, 1.0 / L, n)
         D = Wp - W
+        # objective() adds psi at the size of what it read: a subsample's, not n's
         gp = objective(form, Wp, data, chunk_size, solver=solver, tol=tol,
-                       max_iter=max_iter) - form.psi(Wp, n)
+                       max_iter=max_iter) - form.psi(Wp, data.n)
         bound = g0 + float(tl.sum(G * D)) + 0.5 * L * float(tl.sum(D * D))
         return gp <= bound + 1e-12 * max(1.0, abs(g0))
 

@@ -38,6 +38,7 @@ from ..core.validation import (
     Interval,
     Options,
     as_array,
+    check_batch,
     check_overflow,
     check_positive_number,
     is_sparse,
@@ -389,6 +390,11 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                 self._check_fixed_by_state(self.state_)
                 state = dataclasses.replace(
                     self.state_, formulation=self._current_formulation(self.state_))
+                if self.method != "vr":  # as at the start: SGD/SMM read only the rows drawn
+                    data = self._finite_data(X, state.context, state.backend, state.formulation,
+                                             spread, scale=state.scale)
+                    with using(data.backend):
+                        data.map_reduce(chunk_count, self.chunk_size)
             else:
                 state = self._initial_state(X, spread)
             state, info = self._epoch(state, X, spread)
@@ -482,12 +488,20 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
     def _check_fixed_by_state(self, state: FiniteState) -> None:
         """Refuse, by name, a parameter set since the fit that the fitted state fixes (the
-        dictionary's size, the method's step, the batch sizes): ``fit`` starts anew with it."""
+        dictionary's size, the formulation, the method's step, the batch sizes): ``fit``
+        starts anew with it."""
         fixed = {"n_components": int(tl.shape(state.dictionary)[1]),
-                 "inner_batch": state.inner_batch, "epoch_length": state.epoch_length}
+                 "inner_batch": state.inner_batch, "epoch_length": state.epoch_length,
+                 "formulation": state.formulation.name}
+        # the sizes as the fit resolved them (an inner_batch above n is n)
+        inner_batch, epoch_length = default_sizes(state.n_samples, self.inner_batch,
+                                                  self.epoch_length)
+        given = {"n_components": self.n_components, "formulation": self.formulation,
+                 "inner_batch": None if self.inner_batch is None else inner_batch,
+                 "epoch_length": None if self.epoch_length is None else epoch_length}
         changed = [f"{name}={getattr(self, name)!r} (fitted with {value!r})"
                    for name, value in fixed.items()
-                   if getattr(self, name) is not None and getattr(self, name) != value]
+                   if given[name] is not None and given[name] != value]
         if (self.method == "smm") != (state.step_size is None):
             changed.append(f"method={self.method!r} (fitted with "
                            f"{'smm' if state.step_size is None else 'a step size'})")
@@ -698,9 +712,11 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
     def inverse_transform(self, H: Any) -> Any:
         """``H W^T``: the low-rank part of the samples coded ``H``."""
         self._check_fitted()
+        H = check_batch(H, backend=self.backend_, context=self._context,
+                        sample_shape=(int(tl.shape(self._W_output)[1]),), name="H",
+                        owner=type(self).__name__)
         with using(self.backend_):
-            return tl.dot(as_tensor(H, self.backend_, **self._context),
-                          tl.transpose(self._W_output))
+            return tl.dot(H, tl.transpose(self._W_output))
 
     def objective(self, X: Any, *, client: Any = None) -> float:
         """``f(W)`` of the output dictionary on ``X`` (full pass, accurate solves: docs/svrmf.md),
