@@ -13,6 +13,7 @@ learners, so the two spellings give identical results.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import xarray as xr
@@ -85,7 +86,20 @@ class TensorStreamAccessor:
         """
         cls = learner_class(model)
         learner = cls(n_components=n_components, **params)
-        return learner.fit(self._da, sample_dim=sample_dim, modes=modes, n_steps=n_steps)
+        parameters = inspect.signature(learner.fit).parameters.values()
+        if any(p.name == "sample_dim" or p.kind is p.VAR_KEYWORD for p in parameters):
+            return learner.fit(self._da, sample_dim=sample_dim, modes=modes, n_steps=n_steps)
+        # a finite-data or batch learner of matrices: samples first, no modes, no steps
+        name = getattr(cls, "__name__", str(model))
+        for option, value in (("modes", modes), ("n_steps", n_steps)):
+            if value is not None:
+                raise ValueError(f"{option} does not apply to {name}, which factorizes a "
+                                 f"matrix in passes over all its samples")
+        if self._da.ndim != 2:
+            raise ValueError(f"{name} factorizes matrices: give a 2-D DataArray (samples "
+                             f"along {sample_dim!r}, features along the other dim), got dims "
+                             f"{self._da.dims}")
+        return learner.fit(self._da.transpose(sample_dim, ...))
 
     def layout(self, sample_dim: str | None = None, modes: Any = None) -> labels.ModeLayout:
         """The :class:`~tensorstream.labels.ModeLayout` of the array for these modes.

@@ -419,6 +419,23 @@ def _axis_label(var: Any, dim: str) -> str:
 _MAX_BARS = 64
 
 
+def _model_dates(x: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """Dates of a climate model's calendar (cftime objects: noleap, 360_day, ...) as a
+    continuous axis: numpy dates where every date exists in the standard calendar, else
+    days since the first (and that first date, for the label); other values as they are."""
+    if x.dtype.kind != "O" or not len(x) or \
+            not type(x[0]).__module__.startswith("cftime"):
+        return x, None
+    try:
+        return np.array([np.datetime64(d.isoformat()) for d in x]), None
+    except ValueError:  # e.g. February 30 of a 360-day calendar
+        import cftime
+
+        units = f"days since {x[0].isoformat()}"
+        return np.asarray(cftime.date2num(list(x), units, calendar=x[0].calendar)), \
+            x[0].isoformat()
+
+
 def _is_categorical(x: np.ndarray) -> bool:
     """Labels (strings, booleans), or a few integers (months, hours of a day, channels)."""
     return x.dtype.kind in "OUSb" or (x.dtype.kind in "iu" and len(x) <= 12)
@@ -429,6 +446,7 @@ def _plot_lines(sub: Any, var: Any, name: str) -> None:
     (dim,) = [d for d in var.dims if d != _COMPONENT]
     ax = sub.subplots()
     x = var[dim].values if dim in var.coords else np.arange(var.sizes[dim])
+    x, since = _model_dates(x)
     components = var[_COMPONENT].values
     profiles = [var.sel({_COMPONENT: r}).transpose(dim).values for r in components]
     if _is_categorical(x):  # no line between categories: they have no order in between
@@ -453,7 +471,7 @@ def _plot_lines(sub: Any, var: Any, name: str) -> None:
             locator = mdates.AutoDateLocator()
             ax.xaxis.set_major_locator(locator)
             ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    ax.set_xlabel(_axis_label(var, dim))
+    ax.set_xlabel(_axis_label(var, dim) + (f" (days since {since})" if since else ""))
     ax.set_ylabel(name)
     # beside the axes, never on the data
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -480,29 +498,42 @@ def _plot_maps(sub: Any, var: Any, name: str, kind: str, ncols: int) -> None:
             if k == values.shape[0] - 1:
                 bar.set_label("loading", fontsize=8)
         ax.set_title(f"component {var[_COMPONENT].values[k]}", fontsize=8)
-    axes[0].set_ylabel(f"{name}\n{_axis_label(var, dims[0])}", fontsize=8)
+    y_label = _axis_label(var, dims[0]) if kind == "rgb" or _on_coordinates(var, dims) else \
+        f"{dims[0]} (position)"
+    axes[0].set_ylabel(f"{name}\n{y_label}", fontsize=8)
 
 
 def _draw_map(ax: Any, var: Any, dims: list[str], image: np.ndarray, vmax: float) -> Any:
-    """A map on the coordinates when they are numeric and the mode is 2-D, else by position.
+    """A map on the coordinates when the mode is 2-D and they are distinct numbers (in any
+    order: latitudes often run north to south), else by position, labelled so.
 
     Returns the mappable (for its colour bar).
     """
-    coords_ok = len(dims) == 2 and all(
-        d in var.coords and var[d].values.dtype.kind in "iuf" for d in dims)
     vmin = min(float(image.min()), 0.0)
-    if coords_ok:
+    if _on_coordinates(var, dims):
         y, x = (var[d].values for d in dims)
-        if np.all(np.diff(y) > 0) and np.all(np.diff(x) > 0):
-            mesh = ax.pcolormesh(x, y, image, shading="auto", vmin=vmin, vmax=vmax,
-                                 cmap="viridis")
-            ax.set_xlabel(_axis_label(var, dims[1]), fontsize=8)
-            return mesh
+        rows, columns = np.argsort(y), np.argsort(x)
+        mesh = ax.pcolormesh(x[columns], y[rows], image[np.ix_(rows, columns)],
+                             shading="auto", vmin=vmin, vmax=vmax, cmap="viridis")
+        ax.set_xlabel(_axis_label(var, dims[1]), fontsize=8)
+        return mesh
     image = ax.imshow(image, aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis",
                       interpolation="nearest")
-    ax.set_xlabel(_axis_label(var, dims[1]) if len(dims) == 2 else " x ".join(dims[1:]),
+    ax.set_xlabel(f"{dims[1]} (position)" if len(dims) == 2 else " x ".join(dims[1:]),
                   fontsize=8)
     return image
+
+
+def _on_coordinates(var: Any, dims: list[str]) -> bool:
+    """Whether a 2-D mode's maps can be drawn on its coordinates (distinct numbers)."""
+    if len(dims) != 2:
+        return False
+    for d in dims:
+        values = var[d].values if d in var.coords else None
+        if values is None or values.dtype.kind not in "iuf" or \
+                len(np.unique(values)) != len(values):
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------

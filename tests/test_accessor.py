@@ -54,3 +54,15 @@ def test_reshapes_equal_the_label_functions(da):
 
 def test_the_accessor_is_on_every_dataarray():
     assert hasattr(xr.DataArray(np.zeros((2, 2))), "tensorstream")
+
+
+@pytest.mark.parametrize("model", ["vr-mf", "robust-nmf-batch", "robust-pca-batch"])
+def test_the_accessor_fits_the_matrix_learners_of_the_registry(model):
+    """They take no sample_dim: the accessor put samples first for them (a TypeError before)."""
+    da = xr.DataArray(np.random.default_rng(0).random((24, 40)), dims=("x", "time"))
+    learner = da.tensorstream.fit(2, "time", model=model)
+    assert learner.components_.shape == (2, 24)
+    with pytest.raises(ValueError, match="modes does not apply"):
+        da.tensorstream.fit(2, "time", modes=["x"], model=model)
+    with pytest.raises(ValueError, match="factorizes matrices: give a 2-D DataArray"):
+        da.expand_dims(z=2).tensorstream.fit(2, "time", model=model)

@@ -562,3 +562,57 @@ def test_an_unreachable_scheduler_is_one_line(climate_file, tmp_path, capsys, mo
                  "--scheduler", "tcp://127.0.0.1:9"]) != 0
     assert "cannot reach the Dask scheduler" in capsys.readouterr().err
     assert not out.exists()
+
+
+# -- found by review (2026-11-26) -----------------------------------------------------------------
+
+
+def test_resume_without_model_modes_or_sample_dim_takes_the_checkpoints(climate_file, tmp_path):
+    """docs/cli.md: 'options given with --resume must agree with it (leave them out)': left
+    out, --model, --modes and --sample-dim were the defaults, and the checkpoint was refused."""
+    path, _ = climate_file
+    checkpoint, full = tmp_path / "nmf.npz", tmp_path / "full.nc"
+    nmf = ["--var", "obs", "--sample-dim", "time", "--model", "nmf", "--n-components", "3",
+           "--batch-size", "16", "--quiet"]
+    assert main(["fit", str(path), *nmf, "--steps", "6", "--out", str(full)]) == 0
+    assert main(["fit", str(path), *nmf, "--steps", "3", "--checkpoint", str(checkpoint),
+                 "--out", str(tmp_path / "a.nc")]) == 0
+    resumed = tmp_path / "b.nc"
+    assert main(["fit", str(path), "--var", "obs", "--steps", "6", "--quiet", "--checkpoint",
+                 str(checkpoint), "--resume", "--out", str(resumed)]) == 0
+    with xr.open_dataset(full) as a, xr.open_dataset(resumed) as b:
+        for name in a.data_vars:
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+    spaced = tmp_path / "sp.npz"
+    assert main(["fit", str(path), *FIT, "--steps", "3", "--checkpoint", str(spaced),
+                 "--out", str(tmp_path / "c.nc")]) == 0
+    assert main(["fit", str(path), "--var", "obs", "--steps", "6", "--quiet", "--checkpoint",
+                 str(spaced), "--resume", "--out", str(tmp_path / "d.nc")]) == 0
+
+
+@pytest.mark.parametrize("name, clash", [("run.npz", ["--checkpoint", "{out}"]),
+                                         ("f.png", ["--plot", "{out}"])])
+def test_two_outputs_on_one_file_are_refused_before_the_run(climate_file, tmp_path, name, clash,
+                                                              capsys):
+    path, _ = climate_file
+    out = tmp_path / name
+    args = [a.format(out=out) for a in clash]
+    assert main(["fit", str(path), *FIT, "--steps", "2", "--out", str(out), *args]) == 1
+    assert "give each output its own file" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_plot_format_matplotlib_cannot_write_is_refused_before_the_run(climate_file, tmp_path,
+                                                                          capsys):
+    path, _ = climate_file
+    out = tmp_path / "f.nc"
+    assert main(["fit", str(path), *FIT, "--steps", "2", "--out", str(out), "--plot",
+                 str(tmp_path / "f.pnj")]) == 1
+    assert "cannot write --plot" in capsys.readouterr().err and not out.exists()
+
+
+def test_loss_option_takes_a_beta_number(climate_file, tmp_path):
+    path, _ = climate_file
+    out = tmp_path / "f.nc"
+    assert main(["fit", str(path), *FIT, "--steps", "2", "--loss", "1.5", "--out",
+                 str(out)]) == 0

@@ -144,3 +144,43 @@ def test_a_smoothing_window_longer_than_the_run_plots_its_mean():
 
     fig = plot_convergence([{"step": i, "batch_loss": 1 / i} for i in range(1, 6)], smooth=10)
     assert len(fig.axes[0].lines) == 2 and len(fig.axes[0].lines[1].get_xdata()) == 1
+
+
+# -- found by review (2026-11-26) -----------------------------------------------------------------
+
+
+def test_maps_on_descending_or_unsorted_coordinates_are_drawn_on_them():
+    """Latitudes running north to south (ERA5's order) were drawn by position under the
+    coordinates' labels; now any order of distinct numbers is drawn on the coordinates."""
+    lat = np.arange(60.0, -61.0, -15.0)
+    lon = np.arange(0.0, 360.0, 22.5)
+    peak = np.exp(-((lat[:, None] - 45) ** 2 / 200 + (lon[None, :] - 90) ** 2 / 2000))
+    ds = xr.Dataset({"lat_lon_loadings": (("lat", "lon", "component"), peak[..., None])},
+                    coords={"lat": ("lat", lat, {"units": "degrees_north"}),
+                            "lon": ("lon", lon, {"units": "degrees_east"}), "component": [0]})
+    for data in (ds, ds.isel(lat=slice(None, None, -1)), ds.isel(lon=[3, 0, 9, 1, 2, 4, 5, 6,
+                                                                       7, 8, 10, 11, 12, 13,
+                                                                       14, 15])):
+        ax = plot_factors(data).axes[0]
+        assert ax.get_ylim() == (-67.5, 67.5) and ax.get_xlim() == (-11.25, 348.75)
+        mesh = ax.collections[0]
+        # the brightest cell sits at the peak's coordinates (45 N, 90 E)
+        cells = np.asarray(mesh.get_array()).reshape(len(lat), len(lon))
+        row, column = np.unravel_index(np.argmax(cells), cells.shape)
+        assert np.sort(lat)[row] == 45.0 and np.sort(lon)[column] == 90.0
+    repeated = ds.assign_coords(lon=np.r_[lon[:-1], lon[0]])
+    ax = plot_factors(repeated).axes[0]
+    assert ax.get_xlabel() == "lon (position)" and ax.get_ylabel().endswith("lat (position)")
+
+
+@pytest.mark.parametrize("calendar", ["noleap", "360_day"])
+def test_codes_over_a_model_calendar_are_lines(calendar):
+    pytest.importorskip("cftime")
+    t = xr.date_range("2000-01-01", periods=300, calendar=calendar, use_cftime=True)
+    ds = xr.Dataset({"x_loadings": (("x", "component"), np.ones((3, 2))),
+                     "codes": (("time", "component"),
+                               np.random.default_rng(0).random((300, 2)))},
+                    coords={"time": t})
+    ax = plot_factors(ds).axes[-1]
+    assert {line.get_linestyle() for line in ax.get_lines()} == {"-"}
+    assert len(ax.get_xticklabels()) < 20

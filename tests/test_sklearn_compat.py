@@ -61,3 +61,62 @@ def test_dataframes_and_lists_are_one_array():
         assert model.transform(data).shape == (30, 2)
     with pytest.raises(ValueError, match="0 sample"):
         OnlineNMF(2).fit(X[:0])
+
+
+# -- found by review (2026-11-26) -----------------------------------------------------------------
+
+
+def test_not_fitted_is_scikit_learns_error_too():
+    from sklearn.exceptions import NotFittedError as Theirs
+
+    from tensorstream import RobustNMF
+
+    X = np.random.default_rng(0).random((10, 4))
+    with pytest.raises(Theirs, match="call fit or partial_fit first"):
+        OnlineNMF(2).transform(X)
+    with pytest.raises(NotFittedError, match="call fit first"):  # it has no partial_fit
+        RobustNMF(2).transform(X)
+    assert not hasattr(OnlineNMF(2), "components_")
+
+
+def test_a_random_state_instance_is_accepted_and_drawn_from():
+    X = np.random.default_rng(0).random((60, 8))
+    a = OnlineNMF(3, batch_size=10, max_iter=2, random_state=np.random.RandomState(0)).fit(X)
+    b = OnlineNMF(3, batch_size=10, max_iter=2, random_state=np.random.RandomState(0)).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    state = np.random.RandomState(0)
+    with pytest.raises(ValueError):
+        OnlineNMF(3, random_state=state).fit(-X)
+    assert state.randint(1000) == np.random.RandomState(0).randint(1000)  # a refusal: untouched
+
+
+def test_set_params_of_n_components_after_the_fit_is_refused_by_name(tmp_path):
+    X = np.random.default_rng(0).random((40, 6))
+    model = OnlineNMF(3, batch_size=10, random_state=0).partial_fit(X)
+    model.set_params(n_components=4)
+    for call in (lambda: model.partial_fit(X), lambda: model.transform(X),
+                 lambda: model.save(tmp_path / "m")):
+        with pytest.raises(ValueError, match="n_components=4, but this OnlineNMF has 3 atoms"):
+            call()
+    assert not (tmp_path / "m.npz").exists()
+    assert model.set_params(n_components=3).partial_fit(X).n_steps_ == 2
+    assert OnlineNMF(3).fit(X).set_params(n_components=4).fit(X).n_components_ == 4
+
+
+@pytest.mark.parametrize("missing", [None, "nan"])
+def test_no_features_is_said_as_such_with_missing_entries_too(missing):
+    with pytest.raises(ValueError, match=r"0 feature\(s\)"):
+        OnlineNMF(2, missing=missing).fit(np.empty((5, 0)))
+
+
+def test_a_nan_hint_only_where_missing_entries_are_supported():
+    from tensorstream import OnlineDivergenceNMF, RobustNMF
+
+    X = np.random.default_rng(0).random((10, 4))
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="use missing='nan'"):
+        OnlineNMF(2).fit(X)
+    for learner in (RobustNMF(2), OnlineDivergenceNMF(2)):
+        with pytest.raises(ValueError) as raised:
+            learner.fit(X)
+        assert "NaN" in str(raised.value) and "missing='nan'" not in str(raised.value)

@@ -290,9 +290,12 @@ def _run_demo(args: argparse.Namespace) -> int:
 def run_fit(args: argparse.Namespace) -> int:
     """``tensorstream fit``: check everything, stream the batches, write the outputs."""
     plan = _plan(args)
+    saved = plan.get("resumed") and plan["resumed"].__dict__.get("layout_")
+    if saved is not None and args.sample_dim is None:  # --resume: the checkpoint's
+        args.sample_dim = saved.sample_dim
     da = _open(args)
     sample_dim = args.sample_dim or ("sample" if plan["format"] == "npy" else None)
-    modes = _modes(args, da, sample_dim, plan["model"])
+    modes = _modes(args, da, sample_dim, plan["model"], saved)
     layout = _layout(da, sample_dim, modes)
     learner = _resume(args, plan, layout) if args.resume else _new_learner(args, plan)
     history, stopped = train(learner, da, sample_dim, modes, plan, args)
@@ -319,15 +322,19 @@ def _plan(args: argparse.Namespace) -> dict:
                        "(e.g. --n-components 8)")
     if args.resume and not args.checkpoint:
         raise CLIError("--resume needs --checkpoint PATH (the checkpoint to continue from)")
-    name = args.model or "ocpdl"
-    plan = {"model": name, "cls": registry.learner_class(name),
-            "format": data_format(args.input)}
+    plan = {"format": data_format(args.input)}
     source = Path(args.input)
     if not source.exists():
         raise CLIError(f"cannot read INPUT: no such file or folder: {args.input!r}")
+    outputs = {"--out": Path(args.out)}
     _check_writable(args.out, "--out", source)
     if args.plot:
         _check_writable(args.plot, "--plot", source)
+        _check_plot_format(args.plot)
+        plot = Path(args.plot)
+        outputs["--plot"] = plot
+        outputs["--plot (its convergence figure)"] = plot.with_name(
+            f"{plot.stem}_convergence{plot.suffix or '.png'}")
     if args.checkpoint:
         checkpoint = Path(args.checkpoint)
         if checkpoint.suffix != ".npz":
@@ -339,7 +346,40 @@ def _plan(args: argparse.Namespace) -> dict:
             raise CLIError(f"checkpoint {str(checkpoint)!r} already exists: add --resume to "
                            f"continue from it, or remove it to start over")
         plan["checkpoint"] = checkpoint
+        outputs["--checkpoint"] = checkpoint
+    _check_distinct(outputs)
+    if args.resume:  # the checkpoint fixes the model (and the modes, in _modes)
+        from ..io import load_checkpoint
+
+        plan["resumed"] = load_checkpoint(plan["checkpoint"])
+    name = args.model or (registry.entry(type(plan["resumed"]).__name__).name
+                          if args.resume else "ocpdl")
+    plan.update(model=name, cls=registry.learner_class(name))
     return plan
+
+
+def _check_distinct(outputs: dict) -> None:
+    """Two outputs on one file would overwrite each other (a checkpoint with the factors)."""
+    seen: dict = {}
+    for option, path in outputs.items():
+        key = path.resolve()
+        if key in seen:
+            raise CLIError(f"{option} {str(path)!r} is also {seen[key]}; give each output "
+                           f"its own file")
+        seen[key] = option
+
+
+def _check_plot_format(path: str) -> None:
+    """A format matplotlib cannot write is refused now, not after the fit."""
+    suffix = Path(path).suffix.lstrip(".").lower() or "png"
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise CLIError("--plot needs matplotlib: pip install 'tensorstream[plot]'") from None
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in formats:
+        raise CLIError(f"cannot write --plot {path!r}: matplotlib does not write "
+                       f"{suffix!r} files (it writes {', '.join(sorted(formats))})")
 
 
 def _check_writable(path: str | Path, option: str, source: Path) -> None:
@@ -363,12 +403,18 @@ def _open(args: argparse.Namespace) -> Any:
                           chunk_size=args.chunk_size)
 
 
-def _modes(args: argparse.Namespace, da: Any, sample_dim: str | None, model: str) -> Any:
-    """The mode specification: parsed ``--modes``, or the model's default."""
+def _modes(args: argparse.Namespace, da: Any, sample_dim: str | None, model: str,
+           saved: Any = None) -> Any:
+    """The mode specification: parsed ``--modes``, the layout ``saved`` in the checkpoint of
+    ``--resume``, or the model's default."""
     from ..labels import parse_modes
 
     if args.modes:
         return parse_modes(args.modes)
+    if saved is not None:
+        from ..labels import format_modes
+
+        return parse_modes(format_modes(saved.modes))
     if registry.entry(model).matrix:  # a matrix model: every feature dim in one mode
         return [tuple(d for d in da.dims if d != sample_dim)]
     return None
@@ -389,7 +435,8 @@ def _layout(da: Any, sample_dim: str | None, modes: Any) -> Any:
 def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
     """Learner parameters given on the command line (only those given)."""
     model = registry.entry(plan["model"])
-    given = {"n_components": args.n_components, "alpha": args.alpha, "loss": args.loss,
+    loss = args.loss if args.loss is None else _literal(args.loss)  # 1.5: a beta divergence
+    given = {"n_components": args.n_components, "alpha": args.alpha, "loss": loss,
              "missing": args.missing, "backend": args.backend,
              "batch_size": args.batch_size, "random_state": args.seed}
     params = {model.aliases.get(k, k): v for k, v in given.items() if v is not None}
@@ -473,7 +520,7 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
     """The checkpointed learner, checked against the options and the data."""
     from ..io import load_checkpoint
 
-    learner = load_checkpoint(plan["checkpoint"])
+    learner = plan.get("resumed") or load_checkpoint(plan["checkpoint"])
     if type(learner) is not plan["cls"]:
         raise CLIError(f"the checkpoint holds a {type(learner).__name__}, not the "
                        f"{plan['cls'].__name__} of --model {plan['model']}")

@@ -64,6 +64,7 @@ def check_batch(
     nonnegative: bool = False,
     name: str = "X",
     owner: str = "this learner",
+    missing_hint: bool = True,
 ) -> Any:
     """Return ``X`` as a finite float tensor of ``backend`` with samples on the first axis.
 
@@ -105,8 +106,9 @@ def check_batch(
         tensor = as_tensor(X, backend, **context)
     low, high = _extremes(tensor, backend)
     if not (np.isfinite(low) and np.isfinite(high)):
-        raise ValueError(f"{name} contains NaN or infinite values; to treat NaN as missing "
-                         f"entries, use missing='nan' or pass a mask")
+        hint = "; to treat NaN as missing entries, use missing='nan' or pass a mask" \
+            if missing_hint else ""
+        raise ValueError(f"{name} contains NaN or infinite values{hint}")
     if nonnegative and low < 0:
         raise ValueError(f"Negative values in data passed to {name} (min "
                          f"{low:.3g}): {name} has negative entries, but "
@@ -269,6 +271,8 @@ def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
                            nonnegative=nonnegative, name=name, owner=owner), None
     X = densify(X)
     shape = tuple(getattr(X, "shape", np.shape(X)))
+    if len(shape) >= 2:  # no samples or no features: said as without missing entries
+        _check_samples(shape, sample_shape, name, owner)
     observed = _observed(X, mask, missing, shape)
     zeroed = np.where(observed, X, 0.0) if backend_of(X) == "numpy" else _zero_missing(X, observed)
     tensor = check_batch(zeroed, backend=backend, context=context, sample_shape=sample_shape,
@@ -467,7 +471,17 @@ ARRAY = Instance("an array", check=lambda value: hasattr(value, "shape") and
                  not isinstance(value, (str, bytes)))
 SEQUENCE = Instance("a list of arrays", list, tuple)
 RANDOM_STATE = [Interval("int", 0, None), NONE,
-                Instance("a numpy Generator", np.random.Generator)]
+                Instance("a numpy Generator", np.random.Generator),
+                Instance("a numpy RandomState", np.random.RandomState)]
+
+
+def generator_of(random_state: Any) -> np.random.Generator:
+    """The generator a learner draws from: a seed's, a Generator given (drawn from directly),
+    or one on the bit generator of a ``RandomState`` given (as scikit-learn's estimators, the
+    draws advance it)."""
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.Generator(random_state._bit_generator)
+    return np.random.default_rng(random_state)
 BACKEND = [Options("numpy", "pytorch"), NONE]
 
 

@@ -81,7 +81,8 @@ class FiniteData:
 
     def _convert(self, piece: Any) -> Tensor:
         piece = check_batch(densify(piece), backend=self.backend, context=self.context,
-                            sample_shape=(self.d,), nonnegative=self.nonnegative)
+                            sample_shape=(self.d,), nonnegative=self.nonnegative,
+                            missing_hint=False)  # finite data: no missing entries
         return piece if self.scale == 1.0 else piece / self.scale
 
     def rows(self, index: np.ndarray) -> Tensor:

@@ -55,6 +55,7 @@ from ..core.validation import (
     check_positive_int,
     check_sample_weight,
     check_sparse_batch,
+    generator_of,
     is_sparse,
     validate_params,
 )
@@ -209,7 +210,30 @@ def _threads_limited(method: Any) -> Any:
 
 
 class NotFittedError(ValueError, AttributeError):
-    """A learner was used before ``fit`` or ``partial_fit`` (``hasattr`` then returns False)."""
+    """A learner was used before ``fit`` or ``partial_fit`` (``hasattr`` then returns False).
+    Where scikit-learn is installed, what is raised is also its ``NotFittedError``."""
+
+
+@functools.cache
+def _not_fitted_error() -> type:
+    """:class:`NotFittedError`, and scikit-learn's too where it is installed (so that code
+    written for its estimators catches it); imported when first raised, not with the package
+    (scikit-learn's import costs ~0.3 s)."""
+    try:
+        from sklearn.exceptions import NotFittedError as Theirs
+    except ImportError:  # pragma: no cover - scikit-learn comes with the test and docs extras
+        return NotFittedError
+    return type("NotFittedError", (NotFittedError, Theirs),
+                {"__module__": __name__, "__doc__": NotFittedError.__doc__})
+
+
+def _bit_generator_of(random_state: Any) -> Any:
+    """The bit generator a Generator or RandomState draws from (None for anything else)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state.bit_generator
+    if isinstance(random_state, np.random.RandomState):
+        return random_state._bit_generator
+    return None
 
 
 class CheckedParameters:
@@ -245,8 +269,9 @@ class CheckedParameters:
 
     def _check_fitted(self) -> None:
         if not self._fitted:
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit or "
-                                 f"partial_fit first")
+            how = "fit or partial_fit" if hasattr(self, "partial_fit") else "fit"
+            raise _not_fitted_error()(f"this {type(self).__name__} is not fitted yet; call "
+                                      f"{how} first")
 
     def __sklearn_is_fitted__(self) -> bool:
         return self._fitted
@@ -421,16 +446,17 @@ class OnlineEstimator(CheckedParameters):
         # the learner's generator, and a Generator given as random_state, which the learner
         # draws from directly (numpy's default_rng returns it as it is), even before its
         # first step
-        generators = {id(g): g for g in (before.get("_rng"), before.get("random_state"))
-                      if isinstance(g, np.random.Generator)}
-        states = {key: g.bit_generator.state for key, g in generators.items()}
+        generators = {id(g): g for g in map(_bit_generator_of, (before.get("_rng"),
+                                                                 before.get("random_state")))
+                      if g is not None}
+        states = {key: g.state for key, g in generators.items()}
         try:
             yield
         except Exception as error:
             self.__dict__.clear()
             self.__dict__.update(before)
             for key, generator in generators.items():
-                generator.bit_generator.state = states[key]
+                generator.state = states[key]
             error.add_note(f"{type(self).__name__}.{method} was undone: the learner is as it "
                            f"was before the call")
             raise
@@ -563,7 +589,7 @@ class OnlineEstimator(CheckedParameters):
 
     def _init_random_state(self) -> None:
         if getattr(self, "_rng", None) is None:
-            self._rng = np.random.default_rng(self.random_state)
+            self._rng = generator_of(self.random_state)
 
 
 class ArrayCheckpoint:
@@ -737,6 +763,14 @@ class OnlineLearner(OnlineEstimator):
         """Mini-batches learned from (scikit-learn's name for ``n_steps_``)."""
         return self.n_steps_
 
+    def _check_params_against_state(self) -> None:
+        """Refuse, by name, a parameter set since the fit that the learned state fixes (the
+        number of atoms): ``fit`` starts anew with it."""
+        if self._fitted and self.n_components != self.n_components_:
+            raise ValueError(f"n_components={self.n_components!r}, but this "
+                             f"{type(self).__name__} has {self.n_components_} atoms: it was set "
+                             f"since the fit, which fixes it; call fit to start anew with it")
+
     def _reset(self) -> None:
         for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
                      "_last_info", "_last_codes"):
@@ -747,6 +781,7 @@ class OnlineLearner(OnlineEstimator):
     def _checkpoint_contents(self) -> tuple[dict, dict]:
         if not self._fitted:
             raise ValueError("only a fitted learner can be checkpointed; call partial_fit first")
+        self._check_params_against_state()  # a file its loader would refuse is not written
         params = {k: encode_param(k, v) for k, v in self.get_params().items()
                   if k != "callback"}
         state = self.state_
@@ -856,8 +891,11 @@ class OnlineLearner(OnlineEstimator):
         backend = self._backend_for(X)
         check = check_sparse_batch if is_sparse(X) and self._keeps_sparse(X, backend) \
             else check_batch
+        # the hint to use missing='nan' only where there is such a parameter
+        hint = {} if check is check_sparse_batch else {
+            "missing_hint": "missing" in _init_parameter_names(type(self))}
         X = check(X, backend=backend, nonnegative=self._nonnegative_data(), name=name,
-                  **self._checked_against_fit())
+                  **self._checked_against_fit(), **hint)
         self._check_samples(X, name)
         return X
 
@@ -923,6 +961,7 @@ class OnlineLearner(OnlineEstimator):
         generator included) is left as it was.
         """
         self._check_params()
+        self._check_params_against_state()
         if client is not None:
             with connected(client) as open_client:
                 return self._partial_fit_on(open_client, X, mask, sample_dim, modes)
@@ -1046,6 +1085,7 @@ class OnlineLearner(OnlineEstimator):
     def _coded(self, X: Any, mask: Any) -> Codes:
         """The coding step of ``transform`` and ``score`` at the learned dictionary and scale."""
         self._check_params()  # a parameter set since fit is named, not reported by the coder
+        self._check_params_against_state()
         state, algorithm = self.state_, self._coding_algorithm()
         coded = run(self.backend_, lambda X, loadings, mask: algorithm.encode(
             X, loadings, state.scale, mask), X, state.loadings, mask)
@@ -1079,7 +1119,7 @@ class OnlineLearner(OnlineEstimator):
             codes = codes_from_dataarray(codes, layout, self.n_components_)
         codes = check_batch(codes, backend=self.backend_, context=self._context,
                             sample_shape=(self.n_components_,), name="codes",
-                            owner=type(self).__name__)
+                            owner=type(self).__name__, missing_hint=False)
         with using(self.backend_):
             samples = reconstruct(self.loadings_, codes)
         return samples if layout is None else from_samples(samples, layout)

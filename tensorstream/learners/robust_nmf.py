@@ -68,6 +68,7 @@ from ..core.validation import (
     Options,
     check_batch,
     densify,
+    generator_of,
 )
 from ..engine import Codes
 from ..engine.loop import usable_scale
@@ -207,8 +208,8 @@ class RobustOnlineNMF(OnlineLearner):
         2-4); a gross outlier beyond it (1e10 in data of order 1) no longer drags the
         dictionary along.
     data_scale : "auto" or float, default "auto"
-        The unit of the data: ``"auto"`` is the first batch's mean absolute entry (missing
-        entries counting as zeros; a sum, so a cluster finds the same), kept in the
+        The unit of the data: ``"auto"`` is the first batch's mean absolute observed entry
+        (missing entries do not count; a sum, so a cluster finds the same), kept in the
         fitted state (``scale_``) and checkpoints. ``outlier_alpha``, ``outlier_bound``, the
         code penalties, the codes' start and the dictionary penalties are in its units, so the
         learner is scale-free: fitting ``c * X`` gives ``c`` times the codes and outliers of
@@ -567,7 +568,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     history_ : list of dict
         Per iteration: ``seconds`` (of iterations, evaluations excluded), ``objective`` (per
         sample: the batch objective divided by ``n_samples``, the online scale), and for ADMM
-        the relative primal residuals ``residual_H``, ``residual_R``, ``residual_W``.
+        the relative primal residuals ``residual_H``, ``residual_E``, ``residual_W``.
 
     Examples
     --------
@@ -619,7 +620,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         backend = self.backend_ if fitted else (self.backend or backend_of(densify(X)))
         X = check_batch(X, backend=backend, context=self.__dict__.get("_context"),
                         sample_shape=(self.components_.shape[1],) if fitted else None,
-                        nonnegative=True, name=name, owner=type(self).__name__)
+                        nonnegative=True, name=name, owner=type(self).__name__,
+                        missing_hint=False)  # RobustOnlineNMF(missing="nan") has them
         if len(X.shape) != 2:
             raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
                              f"{tuple(X.shape)}")
@@ -663,7 +665,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
             X = tl.tensor(X, **context)
             scale = first_batch_scale(X, self.data_scale)
-            rng = np.random.default_rng(self.random_state)
+            rng = generator_of(self.random_state)
             W = self._initial_dictionary(X, rng, context)
             H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)
             method = self._admm if self.solver == "admm" else self._pgd
@@ -809,7 +811,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """``codes @ components_``: the low-rank part of samples with these codes."""
         self._check_fitted()
         codes = check_batch(codes, backend=self.backend_, context=self._context,
-                            sample_shape=(self.n_components,), name="codes")
+                            sample_shape=(self.n_components,), name="codes",
+                            missing_hint=False)
         with using(self.backend_):
             return tl.dot(codes, self.components_)
 

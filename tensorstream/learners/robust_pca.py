@@ -242,7 +242,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
         """Split ``X`` (``(n_samples, n_features)``) into a low-rank and a sparse part."""
         self._check_params()
         backend = self.backend or backend_of(X)
-        Z = check_batch(X, backend=backend)
+        Z = check_batch(X, backend=backend, missing_hint=False)
         if len(Z.shape) != 2:
             raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
                              f"{tuple(Z.shape)}")

@@ -41,6 +41,7 @@ from ..core.validation import (
     check_batch,
     check_overflow,
     check_positive_number,
+    generator_of,
     is_sparse,
 )
 from ..engine.distributed import SpreadRows, connected
@@ -412,8 +413,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         scale_seconds = time.perf_counter() - start
         data = self._finite_data(X, probe.context, probe.backend, form, spread, scale=scale)
         n, d = data.n, data.d
-        rng = np.random.default_rng(self.random_state) \
-            if not isinstance(self.random_state, np.random.Generator) else self.random_state
+        rng = generator_of(self.random_state)
         b, m = default_sizes(n, self.inner_batch, self.epoch_length)
         if self.method != "vr" and self.epoch_length is None:
             m = -(-n // b)
@@ -714,7 +714,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         self._check_fitted()
         H = check_batch(H, backend=self.backend_, context=self._context,
                         sample_shape=(int(tl.shape(self._W_output)[1]),), name="H",
-                        owner=type(self).__name__)
+                        owner=type(self).__name__, missing_hint=False)
         with using(self.backend_):
             return tl.dot(H, tl.transpose(self._W_output))
 
