@@ -152,16 +152,17 @@ class OnlineNMF(OnlineLearner):
     coder : {"admm", "hals"}, default "admm"
         Solver of the codes: ADMM in the code space, vectorised over the batch (one small
         ``R x R`` product per iteration, from the clipped least-squares codes;
-        :func:`tensorstream.coders.robust.nonnegative_code_admm`), or the engine's exact
-        coordinate descent (HALS, one pass over the components per sweep; what
-        :class:`OnlineCPDL` uses). With missing entries the codes are always HALS's
-        (per-sample Grams).
+        :func:`tensorstream.coders.robust.nonnegative_code_admm`), or (``"hals"``, the name
+        it had) the engine's exact lasso solver, block principal pivoting
+        (:func:`tensorstream.coders.lasso.sparse_code`, what :class:`OnlineCPDL` uses). With
+        missing entries the codes are always the exact solver's (per-sample Grams).
     code_max_iter : int, default 100
         Iteration cap of the coder.
     code_tol : float or None, default None
         Tolerance of the coder, per sample. ADMM: its primal residual ``||h - u||`` and its
-        change ``||u - u_prev||`` relative to ``||u||``; HALS: largest code move relative to
-        the largest code. ``None``: ``1e-2`` for ADMM, ``1e-4`` for HALS (the ADMM's rule is
+        change ``||u - u_prev||`` relative to ``||u||``; the exact solver: its KKT conditions
+        off the support, relative to the sample's largest projection. ``None``: ``1e-2`` for
+        ADMM, ``1e-4`` for the exact solver (the ADMM's rule is
         tested at iterations 8, 12, 16, ... only, from quantities its iteration forms anyway,
         and ``1e-2`` reached the held-out objective of tighter tolerances on the benchmarks of
         ``docs/nmf.md`` at 1.5-2x less time). Online learning tolerates inexact codes;
