@@ -120,3 +120,21 @@ def test_a_nan_hint_only_where_missing_entries_are_supported():
         with pytest.raises(ValueError) as raised:
             learner.fit(X)
         assert "NaN" in str(raised.value) and "missing='nan'" not in str(raised.value)
+
+
+@pytest.mark.parametrize("how", ["fit", "partial_fit"])
+def test_dataframe_columns_are_kept_and_checked_by_name(how):
+    """Columns in another order were read by position: other codes, silently."""
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.default_rng(0).random((60, 6)), columns=list("abcdef"))
+    model = getattr(OnlineNMF(2, batch_size=10, max_iter=2, random_state=0), how)(X)
+    assert list(model.feature_names_in_) == list("abcdef")
+    with pytest.raises(ValueError, match="feature names should match"):
+        model.transform(X[list("fedcba")])
+    with pytest.raises(ValueError, match="feature names should match"):
+        model.partial_fit(X[list("fedcba")])
+    with pytest.warns(UserWarning, match="X has no feature names"):
+        model.transform(X.to_numpy())
+    assert "feature_names_in_" not in vars(OnlineNMF(2, max_iter=1).fit(X.to_numpy()))
+    refit = model.fit(X.to_numpy())
+    assert not hasattr(refit, "feature_names_in_")

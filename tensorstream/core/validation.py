@@ -26,6 +26,15 @@ def as_array(X: Any) -> Any:
     return X
 
 
+def feature_names(X: Any) -> np.ndarray | None:
+    """The column names of a pandas DataFrame whose columns are all named by strings (what
+    scikit-learn keeps as ``feature_names_in_``); None for anything else."""
+    if type(X).__module__.split(".")[0] != "pandas" or not hasattr(X, "columns"):
+        return None
+    names = np.asarray(X.columns, dtype=object)
+    return names if all(isinstance(name, str) for name in names) else None
+
+
 def densify(X: Any) -> Any:
     """Plain array data from the containers the learners accept (sparse, xarray, dask)."""
     X = as_array(X)

@@ -55,6 +55,7 @@ from ..core.validation import (
     check_positive_int,
     check_sample_weight,
     check_sparse_batch,
+    feature_names,
     generator_of,
     is_sparse,
     validate_params,
@@ -431,12 +432,34 @@ class OnlineEstimator(CheckedParameters):
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
         self._check_params()  # before random_state seeds a generator
+        names = feature_names(X)
         X = as_array(X)
         with self._all_or_nothing("fit"):
             if client is None:
-                return self._fit(X, mask, n_steps, sample_dim, modes)
-            with connected(client) as open_client:
-                return self._fit(X, mask, n_steps, sample_dim, modes, open_client)
+                self._fit(X, mask, n_steps, sample_dim, modes)
+            else:
+                with connected(client) as open_client:
+                    self._fit(X, mask, n_steps, sample_dim, modes, open_client)
+            if names is not None:
+                self.feature_names_in_ = names
+        return self
+
+    def _check_feature_names(self, X: Any) -> None:
+        """Data given to a fitted learner have the columns it was fitted with, by name
+        (scikit-learn's rule: a DataFrame with its columns in another order would be read by
+        position, silently); a missing name on either side is warned about."""
+        names, fitted = feature_names(X), self.__dict__.get("feature_names_in_")
+        if names is None or fitted is None:
+            if (names is None) != (fitted is None) and self._fitted:
+                which = "has feature names" if fitted is None else "has no feature names"
+                how = "without" if fitted is None else "with"
+                warnings.warn(f"X {which}, but {type(self).__name__} was fitted {how} feature "
+                              f"names", UserWarning, stacklevel=3)
+            return
+        if len(names) != len(fitted) or np.any(names != fitted):
+            raise ValueError(f"The feature names should match those that were passed during "
+                             f"fit: {type(self).__name__} was fitted with {list(fitted)}, X has "
+                             f"{list(names)}")
 
     @contextlib.contextmanager
     def _all_or_nothing(self, method: str) -> Iterator[None]:
@@ -773,7 +796,7 @@ class OnlineLearner(OnlineEstimator):
 
     def _reset(self) -> None:
         for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
-                     "_last_info", "_last_codes"):
+                     "_last_info", "_last_codes", "feature_names_in_"):
             self.__dict__.pop(name, None)
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -921,6 +944,7 @@ class OnlineLearner(OnlineEstimator):
 
     def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:
         """``(X, mask, layout)`` of data given to a fitted learner's methods."""
+        self._check_feature_names(X)
         data, layout = self._unlabel(X, None, None)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
         return X, mask, layout
@@ -966,6 +990,8 @@ class OnlineLearner(OnlineEstimator):
             with connected(client) as open_client:
                 return self._partial_fit_on(open_client, X, mask, sample_dim, modes)
         algorithm = self._algorithm()
+        self._check_feature_names(X)
+        names = None if self._fitted else feature_names(X)
         data, layout = self._unlabel(X, sample_dim, modes)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
         had_rng = "_rng" in self.__dict__
@@ -985,6 +1011,8 @@ class OnlineLearner(OnlineEstimator):
             raise
         self.__dict__.update(fresh)
         self.state_ = new
+        if names is not None:  # the first step: the columns it was given, as fit keeps them
+            self.feature_names_in_ = names
         self._last_info = info
         self._last_codes = codes
         if layout is not None:
