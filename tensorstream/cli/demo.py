@@ -445,10 +445,12 @@ def run_climate_example(out_dir: str | Path | None = "demo-output", n_steps: int
         plot_factors(factors, title="Labelled factors of climate-like data",
                      path=result["figure"])
         print(f"   factors: {result['netcdf']}, figure: {result['figure']}")
-        print(f"   the same from the command line:\n     tensorstream fit {out / 'climate.nc'} "
-              f"--var obs --sample-dim time --modes 'lat,lon;variable' "
-              f"--n-components {n_components} --epochs 3 --codes --out factors.nc "
-              f"--plot factors.png")
+        # the command shuffles its batches its own way: the same model, not the same numbers
+        print(f"   the same model from the command line (its own batch order):\n     "
+              f"tensorstream fit {out / 'climate.nc'} --var obs --sample-dim time "
+              f"--modes 'lat,lon;variable' --n-components {n_components} "
+              f"--batch-size {batch_size} --steps {n_steps} --epochs {-(-n_steps // per_pass)} "
+              f"--seed {random_state} --codes --out factors.nc --plot factors.png")
     return result
 
 
