@@ -425,3 +425,13 @@ def test_a_refused_first_step_on_a_cluster_leaves_no_generator(cluster):
         with pytest.raises(ValueError, match=r"mask must have the shape of X \(40, 12\), got "
                                              r"\(39, 12\)"):
             model.partial_fit(good, mask=np.ones((39, 12), bool), client=client)
+
+
+def test_a_list_mask_on_a_cluster(cluster):
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 6)) + 0.1
+    mask = (rng.random(X.shape) > 0.3).tolist()
+    single = OnlineNMF(2, random_state=0).partial_fit(X, mask=mask)
+    with _client(cluster, 2) as client:
+        _assert_same(single, OnlineNMF(2, random_state=0).partial_fit(X, mask=mask,
+                                                                      client=client))

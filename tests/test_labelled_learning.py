@@ -163,3 +163,21 @@ def test_a_plain_mask_of_labelled_data_is_read_in_the_datas_dims():
     with pytest.raises(ValueError, match=r"mask must be a DataArray, or an array of X's shape "
                                          r"\(40, 3, 4, 2\)"):
         stepped(M.reshape(40, 12, 2))
+
+
+def test_a_plain_sparse_or_dask_mask_of_labelled_data():
+    """A sparse mask was read by xarray as a 0-d object; a dask one was computed whole."""
+    import scipy.sparse as sp
+
+    da_ = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    X = xr.DataArray(rng.random((40, 6)) + 0.1, dims=("time", "space"))
+    mask = rng.random(X.shape) > 0.3
+    expected = OnlineCPDL(2, random_state=0).partial_fit(X, mask=mask, sample_dim="time")
+    sparse = OnlineCPDL(2, random_state=0).partial_fit(X, mask=sp.csr_matrix(mask),
+                                                       sample_dim="time")
+    np.testing.assert_array_equal(sparse.loadings_[0], expected.loadings_[0])
+    from tensorstream.learners._base import _labelled_like
+
+    lazy = _labelled_like(da_.from_array(mask, chunks=(10, 6)), X)
+    assert type(lazy.data).__module__.startswith("dask")

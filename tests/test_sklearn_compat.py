@@ -138,3 +138,42 @@ def test_dataframe_columns_are_kept_and_checked_by_name(how):
     assert "feature_names_in_" not in vars(OnlineNMF(2, max_iter=1).fit(X.to_numpy()))
     refit = model.fit(X.to_numpy())
     assert not hasattr(refit, "feature_names_in_")
+
+
+def test_feature_names_survive_a_checkpoint(tmp_path):
+    pd = pytest.importorskip("pandas")
+    from tensorstream import load
+
+    X = pd.DataFrame(np.random.default_rng(0).random((64, 6)), columns=list("abcdef"))
+    model = OnlineNMF(3, random_state=0).fit(X)
+    model.save(tmp_path / "m")
+    loaded = load(tmp_path / "m.npz")
+    assert list(loaded.feature_names_in_) == list("abcdef")
+    with pytest.raises(ValueError, match="feature names should match"):
+        loaded.transform(X[list("fedcba")])
+
+
+def test_the_not_fitted_error_pickles():
+    import pickle
+
+    from sklearn.exceptions import NotFittedError as Theirs
+
+    with pytest.raises(NotFittedError) as raised:
+        OnlineNMF(2).transform(np.ones((3, 4)))
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert isinstance(back, NotFittedError) and isinstance(back, Theirs)
+    assert str(back) == str(raised.value)
+
+
+def test_a_learner_given_a_random_state_instance_checkpoints(tmp_path):
+    from tensorstream import OnlineCPDL, VarianceReducedMF, load
+
+    X = np.random.default_rng(0).random((64, 6))
+    for cls in (OnlineNMF, OnlineCPDL, VarianceReducedMF):
+        model = cls(3, random_state=np.random.RandomState(0)).fit(X)
+        model.save(tmp_path / cls.__name__)
+        loaded = load(tmp_path / f"{cls.__name__}.npz")
+        np.testing.assert_array_equal(loaded.components_ if hasattr(loaded, "components_")
+                                      else loaded.loadings_[0],
+                                      model.components_ if hasattr(model, "components_")
+                                      else model.loadings_[0])

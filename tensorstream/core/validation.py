@@ -486,10 +486,11 @@ RANDOM_STATE = [Interval("int", 0, None), NONE,
 
 def generator_of(random_state: Any) -> np.random.Generator:
     """The generator a learner draws from: a seed's, a Generator given (drawn from directly),
-    or one on the bit generator of a ``RandomState`` given (as scikit-learn's estimators, the
-    draws advance it)."""
+    or, for a ``RandomState``, one seeded by a draw from it (as scikit-learn's estimators draw
+    their seeds: the draw advances it). The learner's own generator is a Generator, whose
+    state checkpoints store."""
     if isinstance(random_state, np.random.RandomState):
-        return np.random.Generator(random_state._bit_generator)
+        return np.random.default_rng(int(random_state.randint(np.iinfo(np.int32).max)))
     return np.random.default_rng(random_state)
 BACKEND = [Options("numpy", "pytorch"), NONE]
 

@@ -51,7 +51,8 @@ def encode_param(name: str, value: Any) -> Any:
         return {"__schedule__": type(value).__name__, **fields}
     if isinstance(value, (list, tuple)) and name == "init":
         return "random"  # the initial loadings are superseded by the saved ones
-    if isinstance(value, np.random.Generator) and name == "random_state":
+    if isinstance(value, (np.random.Generator, np.random.RandomState)) and \
+            name == "random_state":
         return None  # a learner that keeps a generator saves its state apart ("rng")
     if isinstance(value, (list, tuple)):  # e.g. index groups (an array stays refused: it is
         return _nested_list(name, value)  # data, such as an initial dictionary)

@@ -55,6 +55,7 @@ from ..core.validation import (
     check_positive_int,
     check_sample_weight,
     check_sparse_batch,
+    densify,
     feature_names,
     generator_of,
     is_sparse,
@@ -219,13 +220,20 @@ class NotFittedError(ValueError, AttributeError):
 def _not_fitted_error() -> type:
     """:class:`NotFittedError`, and scikit-learn's too where it is installed (so that code
     written for its estimators catches it); imported when first raised, not with the package
-    (scikit-learn's import costs ~0.3 s)."""
+    (scikit-learn's import costs ~0.3 s). Pickled as a call that makes it again (another
+    process, a process pool, has not made the class yet)."""
     try:
         from sklearn.exceptions import NotFittedError as Theirs
     except ImportError:  # pragma: no cover - scikit-learn comes with the test and docs extras
         return NotFittedError
     return type("NotFittedError", (NotFittedError, Theirs),
-                {"__module__": __name__, "__doc__": NotFittedError.__doc__})
+                {"__module__": __name__, "__doc__": NotFittedError.__doc__,
+                 "__reduce__": lambda self: (_not_fitted, self.args)})
+
+
+def _not_fitted(*args: Any) -> NotFittedError:
+    """The not-fitted error with ``args`` (what unpickling one calls)."""
+    return _not_fitted_error()(*args)
 
 
 def _bit_generator_of(random_state: Any) -> Any:
@@ -818,6 +826,9 @@ class OnlineLearner(OnlineEstimator):
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
             arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
+        names = self.__dict__.get("feature_names_in_")
+        if names is not None:
+            meta["feature_names"] = [str(name) for name in names]
         layout = self.__dict__.get("layout_")
         if layout is not None:
             meta["layout"], layout_arrays = encode_layout(layout)
@@ -874,9 +885,11 @@ class OnlineLearner(OnlineEstimator):
             loadings = [as_tensor(arrays[f"loading_{k}"], backend, **context)
                         for k in range(meta["n_loadings"])]
             keeps_statistics = learner._algorithm().keeps_statistics
+            # loss='beta' with beta=2 ran the divergence engine (no statistics) before
+            legacy = keeps_statistics and "A" not in arrays and "B" not in arrays
             statistics = {"A": as_tensor(arrays["A"], backend, **context),
                           "B": as_tensor(arrays["B"], backend, **context),
-                          "c": float(meta["c"])} if keeps_statistics else None
+                          "c": float(meta["c"])} if keeps_statistics and not legacy else None
             # before version 3 the data scale of the divergence algorithm was stored as c
             scale = float(meta["scale"] if "scale" in meta else
                           (1.0 if keeps_statistics else meta["c"]))
@@ -886,6 +899,12 @@ class OnlineLearner(OnlineEstimator):
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
+        if legacy:
+            loss = getattr(learner, "loss", None), getattr(learner, "loss_params", None)
+            raise ValueError(f"cannot resume checkpoint {str(path)!r}: it keeps no surrogate "
+                             f"statistics, but its parameters (loss={loss[0]!r}, loss_params="
+                             f"{loss[1]!r}) now run the squared loss's engine, which needs them "
+                             f"(they ran the divergence engine before); fit anew")
         sample_shape = tuple(U.shape[0] for U in loadings)
         _check_state_shapes(loadings, statistics, sample_shape, path)
         _check_restored(learner, meta, loadings, statistics, scale, path)
@@ -897,6 +916,8 @@ class OnlineLearner(OnlineEstimator):
             backend_=backend, sample_shape_=sample_shape, _context=context, _rng=rng)
         if layout is not None:
             learner.layout_ = layout
+        if meta.get("feature_names") is not None:
+            learner.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
         return learner
 
     # -- validation at the boundary ------------------------------------------------------------
@@ -1034,9 +1055,10 @@ class OnlineLearner(OnlineEstimator):
             raise TypeError("client= needs dense batches")
         data, layout = self._unlabel(X, sample_dim, modes)
         mask = self._unlabel_mask(mask, layout, X)
-        if mask is not None and tuple(mask.shape) != tuple(data.shape):  # before it is cut
-            raise ValueError(f"mask must have the shape of X {tuple(data.shape)}, got "
-                             f"{tuple(mask.shape)}")
+        shape = None if mask is None else (tuple(mask.shape) if hasattr(mask, "shape") else
+                                           np.shape(mask))
+        if shape is not None and shape != tuple(data.shape):  # before it is cut
+            raise ValueError(f"mask must have the shape of X {tuple(data.shape)}, got {shape}")
         had_rng = "_rng" in self.__dict__
         self._init_random_state()
         saved = self._rng.bit_generator.state
@@ -1207,7 +1229,11 @@ def _labelled_like(mask: Any, X: Any) -> Any:
     if shape != tuple(X.shape):
         raise ValueError(f"mask must be a DataArray, or an array of X's shape {tuple(X.shape)} "
                          f"(dims {tuple(X.dims)}), got shape {shape}")
-    return xr.DataArray(to_numpy(mask), dims=X.dims, coords=X.coords)
+    if is_sparse(mask):
+        mask = densify(mask)
+    elif backend_of(mask) == "pytorch" or not hasattr(mask, "shape"):  # dask stays lazy
+        mask = to_numpy(mask)
+    return xr.DataArray(mask, dims=X.dims, coords=X.coords)
 
 
 def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
