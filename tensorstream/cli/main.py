@@ -290,7 +290,8 @@ def _run_demo(args: argparse.Namespace) -> int:
 def run_fit(args: argparse.Namespace) -> int:
     """``tensorstream fit``: check everything, stream the batches, write the outputs."""
     plan = _plan(args)
-    saved = plan.get("resumed") and plan["resumed"].__dict__.get("layout_")
+    resumed = plan.get("resumed")
+    saved = None if resumed is None else resumed.__dict__.get("layout_")
     if saved is not None and args.sample_dim is None:  # --resume: the checkpoint's
         args.sample_dim = saved.sample_dim
     da = _open(args)
