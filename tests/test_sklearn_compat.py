@@ -177,3 +177,18 @@ def test_a_learner_given_a_random_state_instance_checkpoints(tmp_path):
                                       else loaded.loadings_[0],
                                       model.components_ if hasattr(model, "components_")
                                       else model.loadings_[0])
+
+
+@pytest.mark.parametrize("name", ["RobustOnlineNMF", "OnlineMaxNormMD", "VarianceReducedMF"])
+def test_a_data_scale_declared_since_the_fit_is_refused_by_name(name):
+    """It was ignored silently (the fitted scale kept), and saved next to it."""
+    import tensorstream
+
+    X = np.random.default_rng(0).random((100, 12))
+    model = getattr(tensorstream, name)(3, random_state=0).fit(X)
+    model.set_params(data_scale=5.0)
+    with pytest.raises(ValueError, match="data_scale=5.0"):
+        model.partial_fit(X)
+    model.set_params(data_scale="auto").partial_fit(X)
+    fixed = getattr(tensorstream, name)(3, data_scale=2.0, random_state=0).fit(X)
+    fixed.partial_fit(X)  # declared at the fit: the same

@@ -797,10 +797,18 @@ class OnlineLearner(OnlineEstimator):
     def _check_params_against_state(self) -> None:
         """Refuse, by name, a parameter set since the fit that the learned state fixes (the
         number of atoms): ``fit`` starts anew with it."""
-        if self._fitted and self.n_components != self.n_components_:
+        if not self._fitted:
+            return
+        if self.n_components != self.n_components_:
             raise ValueError(f"n_components={self.n_components!r}, but this "
                              f"{type(self).__name__} has {self.n_components_} atoms: it was set "
                              f"since the fit, which fixes it; call fit to start anew with it")
+        declared = getattr(self, "data_scale", "auto") \
+            if "data_scale" in _init_parameter_names(type(self)) else "auto"
+        if not isinstance(declared, str) and float(declared) != self.state_.scale:
+            raise ValueError(f"data_scale={declared!r}, but this {type(self).__name__} learned "
+                             f"at the data scale {self.state_.scale!r}: it was set since the "
+                             f"fit, which fixes it; call fit to start anew with it")
 
     def _reset(self) -> None:
         for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",

@@ -492,11 +492,13 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         starts anew with it."""
         fixed = {"n_components": int(tl.shape(state.dictionary)[1]),
                  "inner_batch": state.inner_batch, "epoch_length": state.epoch_length,
-                 "formulation": state.formulation.name}
+                 "formulation": state.formulation.name, "data_scale": state.scale}
         # the sizes as the fit resolved them (an inner_batch above n is n)
         inner_batch, epoch_length = default_sizes(state.n_samples, self.inner_batch,
                                                   self.epoch_length)
         given = {"n_components": self.n_components, "formulation": self.formulation,
+                 "data_scale": None if isinstance(self.data_scale, str) else
+                 float(self.data_scale),
                  "inner_batch": None if self.inner_batch is None else inner_batch,
                  "epoch_length": None if self.epoch_length is None else epoch_length}
         changed = [f"{name}={getattr(self, name)!r} (fitted with {value!r})"
