@@ -58,8 +58,8 @@ class PowerLog:
     def __post_init__(self):
         if not 0.0 < self.beta <= 1.0:
             raise ValueError(f"beta must lie in (0, 1], got {self.beta!r}")
-        if self.delta < 0:
-            raise ValueError(f"delta must be >= 0, got {self.delta!r}")
+        if not (math.isfinite(self.delta) and self.delta >= 0):  # NaN: no w_t; inf: w_t = 0
+            raise ValueError(f"delta must be a finite number >= 0, got {self.delta!r}")
 
     def __call__(self, t: int) -> float:
         return float(t) ** -self.beta * (1.0 + math.log(t)) ** -self.delta

@@ -429,3 +429,27 @@ def test_a_beta_two_checkpoint_of_the_divergence_engine_is_refused_with_its_reas
     write_checkpoint(tmp_path / "old.npz", "OnlineCPDL", meta, arrays)
     with pytest.raises(ValueError, match="keeps no surrogate statistics.*fit anew"):
         load(tmp_path / "old.npz")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"idle_steps": [-100] * 4}, "health.idle_steps"),
+    ({"idle_samples": [2.7] * 4}, "health.idle_samples"),
+    ({"block_means": [float("nan")] * 3}, "health.block_means"),
+    ({"block": [-1e9, -5, -3]}, "health.block"),
+])
+def test_tampered_health_counters_are_refused_naming_the_field(tmp_path, change, field):
+    """Negative counts loaded (delaying the dead-atom check), 2.7 was cut to 2, NaN means
+    switched the rising-objective check off."""
+    from tensorstream.engine.checkpoint import read_checkpoint, write_checkpoint
+
+    D = np.random.default_rng(0).random((300, 20))
+    model = OnlineCPDL(n_components=4, random_state=0)
+    for i in range(6):
+        model.partial_fit(D[i * 50:(i + 1) * 50])
+    model.save(tmp_path / "ck")
+    meta, arrays = read_checkpoint(tmp_path / "ck.npz")
+    meta["health"].update(change)
+    write_checkpoint(tmp_path / "bad.npz", "OnlineCPDL", meta, arrays)
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        load(tmp_path / "bad.npz")
+    load(tmp_path / "ck.npz")

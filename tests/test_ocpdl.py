@@ -390,3 +390,11 @@ def test_beta_two_is_the_squared_loss_in_any_spelling():
     assert beta.surrogate_value() == squared.surrogate_value()
     assert beta.score(X) == squared.score(X)
     OnlineCPDL(3, loss="beta", loss_params={"beta": 2}, alpha=0.1).partial_fit(X)  # accepted
+
+
+@pytest.mark.parametrize("delta", [float("nan"), float("inf")])
+def test_powerlog_refuses_a_delta_that_gives_no_weight(delta):
+    from tensorstream.schedules import PowerLog
+
+    with pytest.raises(ValueError, match="delta must be a finite number"):
+        PowerLog(0.75, delta)

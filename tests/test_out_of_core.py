@@ -147,3 +147,15 @@ def _has_zarr():
     except ImportError:
         return False
     return True
+
+
+@pytest.mark.parametrize("chunk_size", ["3", 2.5, True, 0])
+def test_a_chunk_size_that_is_not_a_positive_integer_is_refused(tmp_path, chunk_size):
+    """'3' was read by dask as bytes (chunks of one sample), 2.5 cut to 2 or refused inside
+    dask."""
+    from tensorstream.io import open_dataarray
+
+    np.save(tmp_path / "x.npy", np.ones((10, 4)))
+    with pytest.raises(ValueError, match="chunk_size must be an integer >= 1"):
+        open_dataarray(tmp_path / "x.npy", chunk_size=chunk_size)
+    assert open_dataarray(tmp_path / "x.npy", chunk_size=np.int64(3)).chunks[0] == (3, 3, 3, 1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import tokenize
 import zipfile
@@ -451,16 +452,31 @@ def decode_health(meta: Any, n_components: int) -> Health | None:
     then start afresh)."""
     if meta is None:
         return None
-    health = Health(idle_steps=tuple(int(v) for v in meta["idle_steps"]),
-                    idle_samples=tuple(int(v) for v in meta["idle_samples"]),
-                    bound_steps=int(meta["bound_steps"]),
-                    block=(float(meta["block"][0]), int(meta["block"][1]),
-                           int(meta["block"][2])),
-                    block_means=tuple(float(v) for v in meta["block_means"]))
+    health = Health(idle_steps=_counts(meta["idle_steps"], "health.idle_steps"),
+                    idle_samples=_counts(meta["idle_samples"], "health.idle_samples"),
+                    bound_steps=_counts([meta["bound_steps"]], "health.bound_steps")[0],
+                    block=(_finite(meta["block"][0], "health.block"),
+                           *_counts(meta["block"][1:3], "health.block")),
+                    block_means=tuple(_finite(v, "health.block_means")
+                                      for v in meta["block_means"]))
     if len(health.idle_steps) != n_components or len(health.idle_samples) != n_components:
         raise ValueError(f"the health counters hold {len(health.idle_steps)} atoms, not "
                          f"{n_components}")
     return health
+
+
+def _counts(values: Any, name: str) -> tuple:
+    """Counters read back: integers >= 0 (a tampered file is refused, not rounded)."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        raise ValueError(f"{name} must hold integers >= 0, got {list(values)!r}")
+    return tuple(int(v) for v in values)
+
+
+def _finite(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value):
+        raise ValueError(f"{name} must hold finite numbers, got {value!r}")
+    return float(value)
 
 
 def encode_health(health: Health | None) -> dict | None:

@@ -7,6 +7,7 @@ netCDF, atomically.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,11 @@ def open_dataarray(path: str | os.PathLike, var: str | None = None, *,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {str(path)!r}")
-    if chunk_size is not None and (isinstance(chunk_size, bool) or int(chunk_size) < 1):
+    if chunk_size is not None and (isinstance(chunk_size, bool) or
+                                   not isinstance(chunk_size, numbers.Integral) or
+                                   chunk_size < 1):  # "3" was dask's bytes, 2.5 cut to 2
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    chunk_size = None if chunk_size is None else int(chunk_size)
     kind = data_format(path)
     if kind == "npy":
         if var is not None:
