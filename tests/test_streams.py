@@ -672,3 +672,10 @@ def test_random_patches_refuse_a_sample_dim_the_image_has():
         RandomPatches(image, (2, 4))
     assert RandomPatches(image, (2, 4), sample_dim="p").next_batch().dims == ("p", "patch", "x",
                                                                               "band")
+
+
+def test_restarted_over_a_chain_without_a_start_law_says_so():
+    """Its samples' law mu P^tau is unknown: refused, not replaced by pi."""
+    stream = Restarted(Ising((3, 3), beta=0.4), tau=2)
+    with pytest.raises(NotImplementedError, match="law of the samples"):
+        stream.stationary_distribution()

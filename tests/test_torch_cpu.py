@@ -258,3 +258,13 @@ def test_variance_reduced_mf_on_backend_pytorch_takes_numpy_data():
     np.testing.assert_allclose(from_numpy.components_.numpy(), from_torch.components_.numpy(),
                                rtol=1e-12, atol=1e-12)
     assert isinstance(from_numpy.transform(X[:3]), torch.Tensor)
+
+
+def test_float_limits_are_read_from_the_dtype_of_either_backend():
+    from tensorstream.core.backend import finfo_of
+
+    assert finfo_of(np.ones(2, np.float32)).eps == np.finfo(np.float32).eps
+    assert finfo_of(torch.ones(2, dtype=torch.float32)).eps == np.finfo(np.float32).eps
+    assert finfo_of(torch.ones(2, dtype=torch.float64)).max == np.finfo(np.float64).max
+    with pytest.raises(ValueError):
+        finfo_of(np.ones(2, dtype=np.int64))

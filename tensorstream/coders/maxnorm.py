@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..core.backend import finfo_of
 from ..core.dictionary import masked_gram
 
 Tensor = Any
@@ -113,8 +114,7 @@ class Spectrum:
             # columns): eigenvalues at round-off level, where c = V^T L^T y is round-off too.
             # The r-step there is 0 (the pseudo-inverse), not c / w: 0/0 without a ridge
             top = tl.max(values, axis=1)[:, None] if self.batched else tl.max(values)
-            eps = float(np.finfo(np.asarray(tl.to_numpy(values[..., :1])).dtype).eps)
-            null = values <= top * (eps * int(tl.shape(values)[-1]))
+            null = values <= top * (float(finfo_of(values).eps) * int(tl.shape(values)[-1]))
             values = tl.where(null, values * 0 + 1, values)
         self.values, self.null = values, null
         self.vectors = vectors

@@ -66,6 +66,12 @@ def context_of(tensor: Any) -> dict:
     return tl.context(tensor)
 
 
+def finfo_of(x: Any) -> np.finfo:
+    """numpy's float limits of ``x``'s dtype, any backend, without reading ``x`` (a GPU
+    tensor stays where it is)."""
+    return np.finfo(str(x.dtype).replace("torch.", ""))
+
+
 def float_dtype_of(x: Any, backend: str) -> Any:
     """Float dtype for new state built from ``x``: keep float32/float64, promote the rest to 64."""
     if backend == "pytorch":

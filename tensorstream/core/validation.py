@@ -482,6 +482,7 @@ SEQUENCE = Instance("a list of arrays", list, tuple)
 RANDOM_STATE = [Interval("int", 0, None), NONE,
                 Instance("a numpy Generator", np.random.Generator),
                 Instance("a numpy RandomState", np.random.RandomState)]
+BACKEND = [Options("numpy", "pytorch"), NONE]
 
 
 def generator_of(random_state: Any) -> np.random.Generator:
@@ -492,7 +493,6 @@ def generator_of(random_state: Any) -> np.random.Generator:
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(int(random_state.randint(np.iinfo(np.int32).max)))
     return np.random.default_rng(random_state)
-BACKEND = [Options("numpy", "pytorch"), NONE]
 
 
 def validate_params(params: dict, constraints: dict, owner: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..core.backend import finfo_of
 from ..core.dictionary import outer_statistic, pairs
 from .state import Codes, Health, OnlineState
 
@@ -227,7 +228,7 @@ def _overflows(X: Any) -> bool:
     values = X.data if hasattr(X, "tocsr") or hasattr(X, "nnz") else X
     largest = float(tl.max(tl.abs(values))) if tl.shape(values)[0] else 0.0
     size = float(np.prod(X.shape[1:]))
-    limit = float(np.finfo(str(X.dtype).replace("torch.", "")).max)
+    limit = float(finfo_of(X).max)
     return not largest * largest * size * _OVERFLOW_MARGIN < limit
 
 

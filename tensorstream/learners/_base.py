@@ -803,8 +803,7 @@ class OnlineLearner(OnlineEstimator):
             raise ValueError(f"n_components={self.n_components!r}, but this "
                              f"{type(self).__name__} has {self.n_components_} atoms: it was set "
                              f"since the fit, which fixes it; call fit to start anew with it")
-        declared = getattr(self, "data_scale", "auto") \
-            if "data_scale" in _init_parameter_names(type(self)) else "auto"
+        declared = getattr(self, "data_scale", "auto")  # the learners that have one
         if not isinstance(declared, str) and float(declared) != self.state_.scale:
             raise ValueError(f"data_scale={declared!r}, but this {type(self).__name__} learned "
                              f"at the data scale {self.state_.scale!r}: it was set since the "
@@ -1063,10 +1062,9 @@ class OnlineLearner(OnlineEstimator):
             raise TypeError("client= needs dense batches")
         data, layout = self._unlabel(X, sample_dim, modes)
         mask = self._unlabel_mask(mask, layout, X)
-        shape = None if mask is None else (tuple(mask.shape) if hasattr(mask, "shape") else
-                                           np.shape(mask))
-        if shape is not None and shape != tuple(data.shape):  # before it is cut
-            raise ValueError(f"mask must have the shape of X {tuple(data.shape)}, got {shape}")
+        if mask is not None and _shape_of(mask) != tuple(data.shape):  # before it is cut
+            raise ValueError(f"mask must have the shape of X {tuple(data.shape)}, got "
+                             f"{_shape_of(mask)}")
         had_rng = "_rng" in self.__dict__
         self._init_random_state()
         saved = self._rng.bit_generator.state
@@ -1215,7 +1213,7 @@ class OnlineLearner(OnlineEstimator):
     def to_cp_tensor(self, X: Any, mask: Any = None):
         """The batch ``X`` as a TensorLy ``CPTensor``: its codes (from the observed entries,
         ``mask``) are the sample-mode factor."""
-        codes = self.transform(X, **({} if mask is None else {"mask": mask}))
+        codes = self.transform(X, mask=mask)
         if is_labelled(codes):
             codes = codes.data
         with using(self.backend_):
@@ -1224,8 +1222,7 @@ class OnlineLearner(OnlineEstimator):
     def reconstruct(self, X: Any, mask: Any = None) -> Any:
         """``inverse_transform(transform(X, mask))``: the model's approximation of ``X``, all
         entries (the missing ones filled in) from the observed ones."""
-        return self.inverse_transform(self.transform(X, **({} if mask is None else
-                                                            {"mask": mask})))
+        return self.inverse_transform(self.transform(X, mask=mask))
 
 
 def _labelled_like(mask: Any, X: Any) -> Any:
@@ -1233,15 +1230,19 @@ def _labelled_like(mask: Any, X: Any) -> Any:
     shape (its dims in ``X``'s order) labelled like ``X``; None stays None."""
     if mask is None or is_labelled(mask):
         return mask
-    shape = tuple(mask.shape) if hasattr(mask, "shape") else np.shape(mask)
-    if shape != tuple(X.shape):
+    if _shape_of(mask) != tuple(X.shape):
         raise ValueError(f"mask must be a DataArray, or an array of X's shape {tuple(X.shape)} "
-                         f"(dims {tuple(X.dims)}), got shape {shape}")
+                         f"(dims {tuple(X.dims)}), got shape {_shape_of(mask)}")
     if is_sparse(mask):
         mask = densify(mask)
     elif backend_of(mask) == "pytorch" or not hasattr(mask, "shape"):  # dask stays lazy
         mask = to_numpy(mask)
     return xr.DataArray(mask, dims=X.dims, coords=X.coords)
+
+
+def _shape_of(array: Any) -> tuple:
+    """The shape of an array of any kind (numpy, torch, dask, sparse) or nested list."""
+    return tuple(array.shape) if hasattr(array, "shape") else np.shape(array)
 
 
 def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:

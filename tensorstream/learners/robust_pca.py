@@ -17,10 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import tensorly as tl
 
-from ..core.backend import backend_of, float_dtype_of, using
+from ..core.backend import backend_of, finfo_of, float_dtype_of, using
 from ..core.constraints import soft_threshold
 from ..core.validation import BACKEND, NONE, Interval, check_batch
 from ..steps.surrogate import penalized_column_bcd
@@ -254,7 +253,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
             A, E, n_iter = self._solve(Z)
             U, s, Vt = tl.svd(A, full_matrices=False)
             # rounding noise is relative to the working precision (float32: 1e-7, not 1e-16)
-            eps = np.finfo(np.asarray(tl.to_numpy(s)).dtype).eps
+            eps = float(finfo_of(s).eps)
             rank = int(tl.sum(s > max(A.shape) * eps * float(s[0]))) if float(s[0]) > 0 else 0
             d = rank if self.n_components is None else self.n_components
             self.low_rank_, self.sparse_, self.n_iter_ = A, E, n_iter
