@@ -86,6 +86,14 @@ from ..labels import (
     from_samples,
     to_samples,
 )
+from ._output import (
+    CONTAINERS,
+    OUTPUT_METHODS,
+    check_container,
+    component_names,
+    configured,
+    input_feature_names,
+)
 
 
 def is_array_like(X: Any) -> bool:
@@ -265,12 +273,20 @@ class CheckedParameters:
         constraints = cls.__dict__.get("_parameter_constraints")
         if constraints is not None and "n_threads" not in constraints:
             cls._parameter_constraints = {**constraints, "n_threads": N_THREADS}
+        for name in OUTPUT_METHODS:  # the container set_output chose
+            method = cls.__dict__.get(name)
+            if inspect.isfunction(method) and not hasattr(method, "_output_configured"):
+                setattr(cls, name, configured(method))
         for name in THREADED_METHODS:
             method = cls.__dict__.get(name)
             if inspect.isfunction(method) and not hasattr(method, "_threads_limited"):
                 setattr(cls, name, _threads_limited(method))
+
     #: the data a learner models must be nonnegative (scikit-learn's ``positive_only`` tag)
     _positive_data = False
+    #: ``fit_transform`` returns the input's own features (not codes): the output features
+    #: are named after the input's
+    _output_follows_input = False
 
     @property
     def _fitted(self) -> bool:
@@ -284,6 +300,97 @@ class CheckedParameters:
 
     def __sklearn_is_fitted__(self) -> bool:
         return self._fitted
+
+    # -- scikit-learn's output API (learners/_output.py) -------------------------------------
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names of the output features of ``transform``: ``<class name><k>`` for the
+        ``k``-th atom's codes (``onlinenmf0``, ``onlinenmf1``, ...), as scikit-learn names a
+        decomposition's; the input's names where the output is the input's own features.
+
+        Parameters
+        ----------
+        input_features : list of str, optional
+            The input features' names, checked against ``feature_names_in_`` (when fitted on
+            a DataFrame) and ``n_features_in_``.
+
+        Returns
+        -------
+        ndarray of str objects
+        """
+        self._check_fitted()
+        names = input_feature_names(self, input_features)
+        if self._output_follows_input:
+            return names
+        n_components = getattr(self, "n_components_", None)  # the batch learners have none
+        return component_names(self, int(self.components_.shape[0]) if n_components is None
+                               else int(n_components))
+
+    def set_output(self, *, transform: str | None = None) -> Any:
+        """Choose the container ``transform`` and ``fit_transform`` return: ``"pandas"`` or
+        ``"polars"`` (a DataFrame whose columns are :meth:`get_feature_names_out`, with the
+        index of a pandas DataFrame given), ``"default"`` (the backend's tensor), or None (no
+        change). Labelled input keeps giving a ``DataArray``. scikit-learn's ``Pipeline`` and
+        ``ColumnTransformer`` call it through their own ``set_output``.
+
+        Returns
+        -------
+        self
+        """
+        if transform is not None:
+            self._sklearn_output_config = {**getattr(self, "_sklearn_output_config", {}),
+                                           "transform": check_container(transform)}
+        return self
+
+    def _check_feature_names(self, X: Any) -> None:
+        """Data given to a fitted learner have the columns it was fitted with, by name
+        (scikit-learn's rule: a DataFrame with its columns in another order would be read by
+        position, silently); a missing name on either side is warned about."""
+        names, fitted = feature_names(X), self.__dict__.get("feature_names_in_")
+        if names is None or fitted is None:
+            if (names is None) != (fitted is None) and self._fitted:
+                which = "has feature names" if fitted is None else "has no feature names"
+                how = "without" if fitted is None else "with"
+                warnings.warn(f"X {which}, but {type(self).__name__} was fitted {how} feature "
+                              f"names", UserWarning, stacklevel=3)
+            return
+        if len(names) != len(fitted) or np.any(names != fitted):
+            raise ValueError(f"The feature names should match those that were passed during "
+                             f"fit: {type(self).__name__} was fitted with {list(fitted)}, X has "
+                             f"{list(names)}")
+
+    def _output_meta(self) -> dict:
+        """What a checkpoint keeps of the output API: the input's feature names (fitted on
+        a DataFrame) and the container ``set_output`` chose (other than the default)."""
+        meta = {}
+        names = self.__dict__.get("feature_names_in_")
+        if names is not None:
+            meta["feature_names"] = [str(name) for name in names]
+        container = getattr(self, "_sklearn_output_config", {}).get("transform", "default")
+        if container != "default":
+            meta["output"] = container
+        return meta
+
+    def _restore_output_meta(self, meta: dict, path: Any) -> None:
+        """Set what :meth:`_output_meta` wrote (nothing for checkpoints written before);
+        a container whose library is missing here is warned about and left at the default:
+        it is a presentation choice, not worth losing the learned state for."""
+        names = meta.get("feature_names")
+        if names is not None:
+            if not (isinstance(names, list) and all(isinstance(n, str) for n in names)
+                    and len(names) == self.n_features_in_):
+                raise ValueError(f"cannot read checkpoint {str(path)!r}: its feature names are "
+                                 f"not {self.n_features_in_} strings")
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        if meta.get("output") is not None:
+            try:
+                self.set_output(transform=meta["output"])
+            except ImportError as error:
+                warnings.warn(f"checkpoint {str(path)!r}: {error}; its learner gives the "
+                              f"default output", UserWarning, stacklevel=4)
+            except ValueError:
+                raise ValueError(f"cannot read checkpoint {str(path)!r}: its output container "
+                                 f"{meta['output']!r} is none of {list(CONTAINERS)}") from None
 
     def __sklearn_tags__(self) -> Any:
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
@@ -451,23 +558,6 @@ class OnlineEstimator(CheckedParameters):
             if names is not None:
                 self.feature_names_in_ = names
         return self
-
-    def _check_feature_names(self, X: Any) -> None:
-        """Data given to a fitted learner have the columns it was fitted with, by name
-        (scikit-learn's rule: a DataFrame with its columns in another order would be read by
-        position, silently); a missing name on either side is warned about."""
-        names, fitted = feature_names(X), self.__dict__.get("feature_names_in_")
-        if names is None or fitted is None:
-            if (names is None) != (fitted is None) and self._fitted:
-                which = "has feature names" if fitted is None else "has no feature names"
-                how = "without" if fitted is None else "with"
-                warnings.warn(f"X {which}, but {type(self).__name__} was fitted {how} feature "
-                              f"names", UserWarning, stacklevel=3)
-            return
-        if len(names) != len(fitted) or np.any(names != fitted):
-            raise ValueError(f"The feature names should match those that were passed during "
-                             f"fit: {type(self).__name__} was fitted with {list(fitted)}, X has "
-                             f"{list(names)}")
 
     @contextlib.contextmanager
     def _all_or_nothing(self, method: str) -> Iterator[None]:
@@ -667,6 +757,7 @@ class ArrayCheckpoint:
                 arrays.update({f"{name}{k}": to_numpy(U) for k, U in enumerate(value)})
             else:
                 arrays[name] = to_numpy(value)
+        meta.update(self._output_meta())
         return meta, {**arrays, **param_arrays}
 
     @classmethod
@@ -692,6 +783,7 @@ class ArrayCheckpoint:
             backend = meta["backend"]
             context = tensor_context(backend, meta["dtype"], meta["device"])
             learner._restore_fitted(meta, arrays, backend, context)
+            learner._restore_output_meta(meta, path)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
@@ -833,9 +925,7 @@ class OnlineLearner(OnlineEstimator):
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
             arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
-        names = self.__dict__.get("feature_names_in_")
-        if names is not None:
-            meta["feature_names"] = [str(name) for name in names]
+        meta.update(self._output_meta())
         layout = self.__dict__.get("layout_")
         if layout is not None:
             meta["layout"], layout_arrays = encode_layout(layout)
@@ -923,8 +1013,7 @@ class OnlineLearner(OnlineEstimator):
             backend_=backend, sample_shape_=sample_shape, _context=context, _rng=rng)
         if layout is not None:
             learner.layout_ = layout
-        if meta.get("feature_names") is not None:
-            learner.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
+        learner._restore_output_meta(meta, path)
         return learner
 
     # -- validation at the boundary ------------------------------------------------------------

@@ -68,6 +68,7 @@ from ..core.validation import (
     Options,
     check_batch,
     densify,
+    feature_names,
     generator_of,
 )
 from ..engine import Codes
@@ -657,8 +658,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def _factorize(self, X: Any) -> RobustNMF:
         self._check_params()
         for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
-                     "_context", "n_features_in_", "scale_"):
+                     "_context", "n_features_in_", "scale_", "feature_names_in_"):
             self.__dict__.pop(name, None)
+        names = feature_names(X)
         X = self._validate(X)
         backend = backend_of(X)
         with using(backend):
@@ -686,6 +688,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                              outliers_=E * scale, n_iter_=len(history), history_=history,
                              backend_=backend, _context=context, n_features_in_=int(X.shape[1]),
                              scale_=scale)
+        if names is not None:
+            self.feature_names_in_ = names
         return self
 
     def _objective(self, X, W, H, E, penalties) -> float:
@@ -780,6 +784,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def decompose(self, X: Any) -> tuple[Any, Any]:
         """``(codes, outliers)`` of new samples against the learned components."""
         self._check_fitted()
+        self._check_feature_names(X)
         X = self._validate(X)
         scale = self.__dict__.get("scale_", 1.0)  # 1.0: pickled before it existed
         penalties = self._penalties(X.shape[1])

@@ -21,7 +21,7 @@ import tensorly as tl
 
 from ..core.backend import backend_of, finfo_of, float_dtype_of, using
 from ..core.constraints import soft_threshold
-from ..core.validation import BACKEND, NONE, Interval, check_batch
+from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
 from ..steps.surrogate import penalized_column_bcd
 from ._base import ArrayCheckpoint, CheckedParameters, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
@@ -214,6 +214,8 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     _renamed_parameters = {"lam": "outlier_alpha"}
     _fitted_arrays = ("low_rank_", "sparse_", "singular_values_", "loadings_", "components_")
     _fitted_values = ("n_iter_", "n_features_in_")
+    #: fit_transform returns the low-rank part of the data: the input's features
+    _output_follows_input = True
 
     # the scikit-learn parameter contract, shared with the online learners
     _param_names = classmethod(OnlineEstimator._param_names.__func__)
@@ -240,6 +242,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     def fit(self, X: Any, y: Any = None) -> RobustPCA:
         """Split ``X`` (``(n_samples, n_features)``) into a low-rank and a sparse part."""
         self._check_params()
+        names = feature_names(X)
         backend = self.backend or backend_of(X)
         Z = check_batch(X, backend=backend, missing_hint=False)
         if len(Z.shape) != 2:
@@ -261,6 +264,9 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
             self.singular_values_ = s[:rank]
             self.loadings_ = [tl.transpose(Vt[:d])]
             self.components_ = Vt[:d]
+        self.__dict__.pop("feature_names_in_", None)
+        if names is not None:
+            self.feature_names_in_ = names
         return self
 
     def _solve(self, Z: Any) -> tuple[Any, Any, int]:

@@ -41,6 +41,7 @@ from ..core.validation import (
     check_batch,
     check_overflow,
     check_positive_number,
+    feature_names,
     generator_of,
     is_sparse,
 )
@@ -356,10 +357,13 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         floating-point sums (:mod:`tensorstream.engine.distributed`).
         """
         self._check_params()
+        names = feature_names(X)
         with self._all_or_nothing("fit"):
             self._forget_fit()  # a fresh start: nothing of a previous fit is kept
             with self._spread(X, client) as spread:
-                return self._fit_epochs(X, spread)
+                self._fit_epochs(X, spread)
+            self._keep_feature_names(names)
+        return self
 
     def _fit_epochs(self, X: Any, spread: SpreadRows | None = None) -> VarianceReducedMF:
         state = self._initial_state(X, spread)
@@ -386,8 +390,12 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         interrupted or checkpointed run resumes exactly. ``client``: its full passes on a
         Dask cluster (see :meth:`fit`)."""
         self._check_params()
+        fitted = "loadings_" in self.__dict__
+        if fitted:
+            self._check_feature_names(X)
+        names = feature_names(X)
         with self._all_or_nothing("partial_fit"), self._spread(X, client) as spread:
-            if "loadings_" in self.__dict__:  # the formulation's parameters set since apply now
+            if fitted:  # the formulation's parameters set since apply now
                 self._check_fixed_by_state(self.state_)
                 state = dataclasses.replace(
                     self.state_, formulation=self._current_formulation(self.state_))
@@ -400,9 +408,16 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                 state = self._initial_state(X, spread)
             state, info = self._epoch(state, X, spread)
             self._commit(state)
+            if not fitted:
+                self._keep_feature_names(names)
         if self.callback is not None:
             self.callback(self, dict(info))
         return self
+
+    def _keep_feature_names(self, names: Any) -> None:
+        """The columns of the DataFrame fitted on, as scikit-learn keeps them."""
+        if names is not None:
+            self.feature_names_in_ = names
 
     def _initial_state(self, X: Any, spread: SpreadRows | None = None) -> FiniteState:
         probe = self._finite_data(X)
@@ -528,10 +543,11 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         self.__dict__.update(self._fitted_attributes(state))
 
     def _forget_fit(self) -> None:
-        """Remove what :meth:`_commit` set (``fit`` starts anew)."""
+        """Remove what :meth:`_commit` set and the feature names (``fit`` starts anew)."""
         if "state_" in self.__dict__:
             for name in self._fitted_attributes(self.state_):
                 del self.__dict__[name]
+        self.__dict__.pop("feature_names_in_", None)
 
     def _fitted_attributes(self, state: FiniteState) -> dict:
         W_out = state.output if self.output == "random" and self.method == "vr" \
@@ -689,6 +705,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
     def _codes(self, X: Any, tol: float, max_iter: int) -> FiniteCodes:
         self._check_fitted()
+        self._check_feature_names(X)
 
         def solve(W: Any, X: Any) -> FiniteCodes:
             data = self._finite_data(X, tl.context(W), tl.get_backend(), self.formulation_,
@@ -726,6 +743,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         data scale). Not counted in ``history_``'s passes or seconds. ``client``: the pass runs
         on a Dask cluster (see :meth:`fit`)."""
         self._check_fitted()
+        self._check_feature_names(X)
         with self._spread(X, client) as spread:
             data = self._finite_data(X, self._context, self.backend_, self.formulation_, spread,
                                      scale=self.scale_)
@@ -743,6 +761,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         ``smm``). ``client``: the pass runs on a Dask cluster (see :meth:`fit`).
         """
         self._check_fitted()
+        self._check_feature_names(X)
         eta = step if step is not None else (self.step_size_ or 1.0)
         eta = check_positive_number(eta, "step")
         with self._spread(X, client) as spread:

@@ -1,0 +1,112 @@
+"""scikit-learn's output API: the names of a learner's output features, and the container that
+``transform`` and ``fit_transform`` return (``set_output``).
+
+A learner's output features are its codes, one per atom, named as scikit-learn names the
+components of its decompositions: the class name in lower case and the atom's number
+(``onlinenmf0``, ``onlinenmf1``, ...). A learner whose ``fit_transform`` returns the data's
+own features (``RobustPCA``'s low-rank part) names them after the input features instead.
+
+``set_output(transform="pandas")`` (or ``"polars"``) makes ``transform`` and ``fit_transform``
+return a DataFrame with those names as columns (and, for a pandas DataFrame given, its index),
+so that a learner fits into a scikit-learn ``Pipeline`` or ``ColumnTransformer`` configured
+with ``set_output``. The setting lives where scikit-learn keeps it,
+``_sklearn_output_config``, so that ``sklearn.base.clone`` and pickling keep it; checkpoints
+keep it too. Labelled input keeps giving labelled output (a ``DataArray`` already names its
+dims and coords), and the default container is the backend's tensor, as before.
+
+scikit-learn itself is not needed: these are plain methods with its names and rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..core.backend import to_numpy
+
+#: the methods whose output ``set_output`` configures
+OUTPUT_METHODS = ("transform", "fit_transform")
+#: the containers ``set_output(transform=...)`` accepts (scikit-learn's names)
+CONTAINERS = ("default", "pandas", "polars")
+
+
+def check_container(container: Any) -> str:
+    """``container`` if it is one of :data:`CONTAINERS` whose library can be imported, else a
+    ``ValueError`` (or ``ImportError``) naming the argument."""
+    if not isinstance(container, str) or container not in CONTAINERS:
+        raise ValueError(f"transform must be one of {list(CONTAINERS)} or None, got "
+                         f"{container!r}")
+    if container != "default":
+        try:
+            importlib.import_module(container)
+        except ImportError:
+            raise ImportError(f"set_output(transform={container!r}) needs {container}; "
+                              f"install it (pip install {container})") from None
+    return container
+
+
+def input_feature_names(learner: Any, input_features: Any) -> np.ndarray:
+    """The input features' names by scikit-learn's rule: ``feature_names_in_`` (or ``x0``,
+    ``x1``, ...) when ``input_features`` is None; else ``input_features``, checked against
+    them."""
+    fitted = learner.__dict__.get("feature_names_in_")
+    n_features = int(learner.n_features_in_)
+    if input_features is None:
+        if fitted is not None:
+            return np.asarray(fitted, dtype=object)
+        return np.asarray([f"x{i}" for i in range(n_features)], dtype=object)
+    names = np.asarray(input_features, dtype=object)
+    if names.ndim != 1:
+        raise ValueError(f"input_features must be a 1-D list of names, got shape {names.shape}")
+    if fitted is not None and (len(names) != len(fitted) or np.any(names != fitted)):
+        raise ValueError(f"input_features is not equal to feature_names_in_: "
+                         f"{list(names)} against {list(fitted)}")
+    if len(names) != n_features:
+        raise ValueError(f"input_features should have length equal to the number of features "
+                         f"({n_features}), got {len(names)}")
+    return names
+
+
+def component_names(learner: Any, n_components: int) -> np.ndarray:
+    """``<class name in lower case><k>`` for the ``n_components`` atoms (scikit-learn's rule
+    for the components of a decomposition)."""
+    prefix = type(learner).__name__.lower()
+    return np.asarray([f"{prefix}{k}" for k in range(n_components)], dtype=object)
+
+
+def configured(method: Any) -> Any:
+    """``method`` (a ``transform`` or ``fit_transform``) returning the container the learner's
+    ``set_output`` chose; its first argument ``X`` gives the pandas index."""
+
+    @functools.wraps(method)
+    def in_configured_container(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, X, *args, **kwargs)
+        container = getattr(self, "_sklearn_output_config", {}).get("transform", "default")
+        if container == "default" or _is_frame(result) or isinstance(result, xr.DataArray):
+            return result  # a DataFrame made by an inner transform, or labelled output
+        return _frame(container, to_numpy(result), self.get_feature_names_out(),
+                      getattr(X, "index", None) if _is_frame(X) else None)
+
+    in_configured_container._output_configured = True
+    return in_configured_container
+
+
+def _is_frame(value: Any) -> bool:
+    return type(value).__module__.split(".")[0] in ("pandas", "polars") and hasattr(
+        value, "columns")
+
+
+def _frame(container: str, data: np.ndarray, columns: np.ndarray, index: Any) -> Any:
+    """``data`` (a matrix) as a pandas or polars DataFrame with these columns."""
+    columns = [str(name) for name in columns]
+    if container == "pandas":
+        import pandas as pd
+
+        return pd.DataFrame(data, columns=columns, index=index)
+    import polars as pl
+
+    return pl.DataFrame(data, schema=columns, orient="row")
