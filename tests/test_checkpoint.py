@@ -436,10 +436,15 @@ def test_a_beta_two_checkpoint_of_the_divergence_engine_is_refused_with_its_reas
     ({"idle_samples": [2.7] * 4}, "health.idle_samples"),
     ({"block_means": [float("nan")] * 3}, "health.block_means"),
     ({"block": [-1e9, -5, -3]}, "health.block"),
+    ({"futile_reinits": [-1] * 4}, "health.futile_reinits"),
+    ({"futile_reinits": [1.5] * 4}, "health.futile_reinits"),
+    ({"futile_reinits": [0] * 3}, "health.futile_reinits"),
+    ({"futile_reinits": 2}, "health.futile_reinits"),
 ])
 def test_tampered_health_counters_are_refused_naming_the_field(tmp_path, change, field):
     """Negative counts loaded (delaying the dead-atom check), 2.7 was cut to 2, NaN means
-    switched the rising-objective check off."""
+    switched the rising-objective check off; futile re-initialisations of the wrong atoms
+    would give up atoms, or re-initialise them for ever."""
     from tensorstream.engine.checkpoint import read_checkpoint, write_checkpoint
 
     D = np.random.default_rng(0).random((300, 20))

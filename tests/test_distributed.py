@@ -359,8 +359,8 @@ def test_dead_atoms_are_reinitialised_on_the_cluster_as_in_one_process(cluster, 
             spread = make().partial_fit(X, client=client)
     _assert_same(straight, spread)
     ours, theirs = spread.state_.health, straight.state_.health
-    assert (ours.idle_steps, ours.idle_samples, ours.bound_steps) == \
-        (theirs.idle_steps, theirs.idle_samples, theirs.bound_steps)
+    assert (ours.idle_steps, ours.idle_samples, ours.bound_steps, ours.futile_reinits) == \
+        (theirs.idle_steps, theirs.idle_samples, theirs.bound_steps, theirs.futile_reinits)
     # the loss sums are added in another order: equal to rounding
     np.testing.assert_allclose(ours.block, theirs.block, rtol=1e-12)
     np.testing.assert_allclose(ours.block_means, theirs.block_means, rtol=1e-12)

@@ -2,13 +2,18 @@
 
 Each warning of the engine's health checks (``engine.loop.check_health``) has a case that
 triggers it and a normal case that does not; dead atoms are re-initialised from the batch
-unless ``reinit_dead_atoms=False``; the counters live in the state and in checkpoints.
+unless ``reinit_dead_atoms=False``, and given up after futile re-initialisations; the counters
+live in the state and in checkpoints.
 """
 
 from __future__ import annotations
 
+import ast
+import collections
+import dataclasses
 import itertools
 import json
+import re
 import warnings
 import zipfile
 
@@ -21,8 +26,10 @@ from tensorstream.engine.loop import (
     BLOCK_STEPS,
     DEAD_ATOM_SAMPLES,
     DEAD_ATOM_STEPS,
+    MAX_FUTILE_REINITS,
     RISE_BLOCKS,
     LearningWarning,
+    check_health,
 )
 from tensorstream.io import load_checkpoint
 from tensorstream.learners import _base
@@ -114,6 +121,7 @@ def test_dead_atoms_without_reinit_only_warn_once():
     assert len(_learning_warnings(record)) == 1
     assert np.allclose(np.asarray(model.loadings_[0])[:4, 1], 0)
     assert model.state_.health.idle_steps[1] == len(batches)
+    assert model.state_.health.futile_reinits == (0, 0)  # nothing re-initialised
 
 
 def test_a_zero_loading_column_is_dead_at_once():
@@ -141,6 +149,100 @@ def test_reinit_is_deterministic_and_rank_one_for_tensors():
     for U, V in zip(runs[0].loadings_, runs[1].loadings_):
         np.testing.assert_array_equal(U, V)
     assert all(np.linalg.norm(U[:, 1]) > 0 and U.min() >= 0 for U in runs[0].loadings_)
+
+
+# -- atoms given up after futile re-initialisations -----------------------------------------
+
+
+def _digits():
+    """The digits as 8 x 8 images in [0, 1]: under ``alpha=5`` no code is ever active."""
+    from sklearn.datasets import load_digits
+
+    return load_digits().data.reshape(-1, 8, 8) / 16
+
+
+def _digit_batches(n_steps):
+    """``n_steps`` batches of 64 digits (at least ``DEAD_ATOM_SAMPLES`` in 10 steps)."""
+    X = _digits()
+    starts = itertools.islice(itertools.cycle(range(0, len(X) - 63, 64)), n_steps)
+    return [X[i:i + 64] for i in starts]
+
+
+def _recorded(model, batches) -> list[str]:
+    """Feed batches; the LearningWarnings they gave, each one however often it repeats."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for batch in batches:
+            model.partial_fit(batch)
+    return _learning_warnings(record)
+
+
+def _times_named(messages, phrase) -> collections.Counter:
+    """How often the messages that hold ``phrase`` name each atom."""
+    counts = collections.Counter()
+    for message in messages:
+        if phrase in message:
+            counts.update(ast.literal_eval(re.search(r"\[[\d, ]*\]", message).group()))
+    return counts
+
+
+def test_atoms_that_die_again_after_futile_reinits_are_given_up_with_one_warning():
+    model = OnlineCPDL(16, alpha=5.0, random_state=0, max_iter=5, batch_size=64)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.fit(_digits())  # 145 steps: the atoms were re-initialised 14 times, each warned
+    messages = _learning_warnings(record)
+    assert _times_named(messages, "re-initialised dead atom") == {
+        r: MAX_FUTILE_REINITS for r in range(16)}
+    given_up = [m for m in messages if "no longer re-initialised" in m]
+    assert len(given_up) == 1
+    assert (f"atom(s) {list(range(16))} died again after being re-initialised "
+            f"{MAX_FUTILE_REINITS} times") in given_up[0]
+    assert "penalty or box may leave them no activity on this data's scale" in given_up[0]
+    assert len(messages) == MAX_FUTILE_REINITS + 2  # and the codes all at zero, once
+    health = model.state_.health
+    assert health.futile_reinits == (MAX_FUTILE_REINITS,) * 16
+    assert min(health.idle_steps) > DEAD_ATOM_STEPS  # given up: left dead, still counted
+
+
+def test_an_atom_active_again_counts_afresh_and_is_re_initialised_again():
+    batches = _digit_batches(4 * DEAD_ATOM_STEPS + 1)
+    model = OnlineCPDL(4, alpha=5.0, random_state=0)
+    given_up = (MAX_FUTILE_REINITS + 1) * DEAD_ATOM_STEPS
+    assert any("no longer re-initialised" in m for m in _recorded(model, batches[:given_up]))
+    assert model.state_.health.futile_reinits == (MAX_FUTILE_REINITS,) * 4
+    model.set_params(alpha=0.01)  # a penalty the data can pay: the codes are active again
+    assert not _recorded(model, batches[given_up:given_up + 1])
+    assert model.state_.health.futile_reinits == (0,) * 4
+    model.set_params(alpha=5.0)
+    messages = _recorded(model, batches[given_up + 1:])
+    assert _times_named(messages, "re-initialised dead atom") == {r: 1 for r in range(4)}
+    assert model.state_.health.futile_reinits == (1,) * 4
+
+
+def test_without_code_counts_no_reinit_is_futile():
+    """``finish_step`` without :func:`code_activity`'s counts (only zero columns are dead)
+    re-initialises as before: no activity is known, so none is known to be missing."""
+    model = OnlineNMF(2, random_state=0).partial_fit(_data())
+    loadings = [np.asarray(U).copy() for U in model.loadings_]
+    loadings[0][:, 1] = 0.0
+    state = dataclasses.replace(model.state_, health=dataclasses.replace(
+        model.state_.health, futile_reinits=(0, MAX_FUTILE_REINITS)))
+    health, loadings, messages = check_health(model._algorithm(), state,
+                                              {"n": 5, "loss": 1.0}, loadings,
+                                              lambda k: np.asarray(_data(k)))
+    assert np.linalg.norm(loadings[0][:, 1]) > 0 and len(messages) == 1
+    assert health.futile_reinits == (0, 1)
+    assert state.health.futile_reinits == (0, MAX_FUTILE_REINITS)  # pure
+
+
+def test_a_normal_fit_gives_no_warning_at_all():
+    from sklearn.datasets import load_digits
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = OnlineNMF(16, random_state=0).fit(load_digits().data)
+    assert model.state_.health.futile_reinits == (0,) * 16
 
 
 # -- (c) the objective rises ------------------------------------------------------------------
@@ -191,6 +293,55 @@ def test_health_survives_checkpoints_and_old_files_load(tmp_path):
     assert restored.state_.health is None
     restored.partial_fit(batches[5])
     assert restored.state_.health.idle_steps == (0, 1)
+
+
+def _without_futile_counts(path, out):
+    """``path`` rewritten as a checkpoint written before ``health.futile_reinits``."""
+    with np.load(path) as archive:
+        arrays = {k: archive[k] for k in archive.files}
+    meta = json.loads(str(arrays.pop("__meta__")))
+    del meta["health"]["futile_reinits"]
+    np.savez(out, __meta__=np.array(json.dumps(meta)), **arrays)
+    return out
+
+
+def test_futile_counts_survive_checkpoints_and_resume_alike(tmp_path):
+    batches = _digit_batches(3 * DEAD_ATOM_STEPS + 5)
+    straight = OnlineCPDL(4, alpha=5.0, random_state=0)
+    straight_messages = _recorded(straight, batches)
+    interrupted = OnlineCPDL(4, alpha=5.0, random_state=0)
+    _recorded(interrupted, batches[:DEAD_ATOM_STEPS + 5])
+    assert interrupted.state_.health.futile_reinits == (1,) * 4
+    resumed = load_checkpoint(interrupted.save(tmp_path / "run.npz"))
+    assert resumed.state_.health == interrupted.state_.health
+    messages = _recorded(resumed, batches[DEAD_ATOM_STEPS + 5:])
+    assert messages == straight_messages[-2:]  # one more re-initialisation, then given up
+    assert "no longer re-initialised" in messages[-1]
+    assert resumed.state_.health == straight.state_.health
+    for a, b in zip(resumed.loadings_, straight.loadings_):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoints_without_futile_counts_load_with_zero_counts(tmp_path):
+    batches = _digit_batches(3 * DEAD_ATOM_STEPS + 5)
+    straight = OnlineCPDL(4, alpha=5.0, random_state=0)
+    _recorded(straight, batches)
+    early = OnlineCPDL(4, alpha=5.0, random_state=0)
+    _recorded(early, batches[:5])  # no atom re-initialised yet: the old file loses nothing
+    resumed = load_checkpoint(_without_futile_counts(early.save(tmp_path / "early.npz"),
+                                                     tmp_path / "old_early.npz"))
+    assert resumed.state_.health == early.state_.health
+    _recorded(resumed, batches[5:])
+    assert resumed.state_.health == straight.state_.health
+    for a, b in zip(resumed.loadings_, straight.loadings_):
+        np.testing.assert_array_equal(a, b)
+    # after a re-initialisation the old file lacks its count: it starts at zero
+    later = OnlineCPDL(4, alpha=5.0, random_state=0)
+    _recorded(later, batches[:DEAD_ATOM_STEPS + 5])
+    loaded = load_checkpoint(_without_futile_counts(later.save(tmp_path / "later.npz"),
+                                                    tmp_path / "old_later.npz"))
+    assert loaded.state_.health == dataclasses.replace(later.state_.health,
+                                                       futile_reinits=(0,) * 4)
 
 
 def test_a_failed_step_leaves_the_counters():

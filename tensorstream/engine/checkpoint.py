@@ -449,7 +449,8 @@ def json_safe(value: Any) -> Any:
 
 def decode_health(meta: Any, n_components: int) -> Health | None:
     """The counters :func:`encode_health` stored (None in files before version 4: the checks
-    then start afresh)."""
+    then start afresh; files without ``futile_reinits``, written before it was kept, start it
+    at zero)."""
     if meta is None:
         return None
     health = Health(idle_steps=_counts(meta["idle_steps"], "health.idle_steps"),
@@ -458,17 +459,23 @@ def decode_health(meta: Any, n_components: int) -> Health | None:
                     block=(_finite(meta["block"][0], "health.block"),
                            *_counts(meta["block"][1:3], "health.block")),
                     block_means=tuple(_finite(v, "health.block_means")
-                                      for v in meta["block_means"]))
+                                      for v in meta["block_means"]),
+                    futile_reinits=_counts(meta.get("futile_reinits", [0] * n_components),
+                                           "health.futile_reinits"))
     if len(health.idle_steps) != n_components or len(health.idle_samples) != n_components:
         raise ValueError(f"the health counters hold {len(health.idle_steps)} atoms, not "
+                         f"{n_components}")
+    if len(health.futile_reinits) != n_components:
+        raise ValueError(f"health.futile_reinits holds {len(health.futile_reinits)} atoms, not "
                          f"{n_components}")
     return health
 
 
 def _counts(values: Any, name: str) -> tuple:
     """Counters read back: integers >= 0 (a tampered file is refused, not rounded)."""
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-        raise ValueError(f"{name} must hold integers >= 0, got {list(values)!r}")
+    if not isinstance(values, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        raise ValueError(f"{name} must hold integers >= 0, got {values!r}")
     return tuple(int(v) for v in values)
 
 

@@ -136,7 +136,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         Validation of the shards on the workers (see :func:`shard_sums`).
     reinit_dead_atoms : bool
         Re-initialise dead atoms from the batch's worst-explained samples, as one process
-        would (the shards are coded again for them, only at a step that has dead atoms).
+        would (the shards are coded again for them, only at a step that re-initialises atoms).
 
     Returns
     -------

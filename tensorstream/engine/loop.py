@@ -136,7 +136,7 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
 
     ``info["warnings"]`` lists what the health checks found (:func:`check_health`); dead atoms
     are re-initialised from the batch's worst-explained samples unless ``reinit_dead_atoms``
-    is False.
+    is False (or the atom was given up after ``MAX_FUTILE_REINITS`` futile ones).
 
     Raises (and changes nothing: the state is immutable) ``ValueError`` when the batch's
     values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
@@ -281,6 +281,13 @@ DEAD_ATOM_STEPS = 10
 #: ... holding at least this many samples (so that one-sample steps do not call an atom dead
 #: after ten samples), or when one of its loading columns is zero
 DEAD_ATOM_SAMPLES = 500
+#: a dead atom re-initialised this many times in a row, none of its codes active in between,
+#: is given up (warned about once, no longer re-initialised): when the codes' penalty or box
+#: leaves it no activity on the data's scale, every new atom dies again, and re-initialising
+#: it every ``DEAD_ATOM_STEPS`` steps for ever is futile work that moves the dictionary and
+#: warns each time. Two, so that one unlucky pick (a batch's worst-explained samples may be
+#: outliers) does not give an atom up
+MAX_FUTILE_REINITS = 2
 #: the losses are averaged over blocks of at least this many steps and samples (so that the
 #: noise of small batches averages out) ...
 BLOCK_STEPS = 10
@@ -293,7 +300,7 @@ RISE_FACTOR = 2.0
 
 class LearningWarning(UserWarning):
     """A learner cannot learn: its codes are all at a bound, atoms died (and were
-    re-initialised), or its objective rises."""
+    re-initialised, or given up after futile re-initialisations), or its objective rises."""
 
 
 def code_activity(algorithm: Algorithm, codes: Any, scale: float) -> dict:
@@ -332,9 +339,11 @@ def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings:
 
     Warns, each time the condition begins, when (a) every code of the batch is at a bound
     while the batch is not explained (positive loss), (b) atoms die: no active code for
-    ``DEAD_ATOM_STEPS`` steps and ``DEAD_ATOM_SAMPLES`` samples, or a zero loading column,
-    (c) the objective rises over blocks of steps (``BLOCK_STEPS``, ``RISE_BLOCKS``). Pure:
-    nothing but the returned values changes.
+    ``DEAD_ATOM_STEPS`` steps and ``DEAD_ATOM_SAMPLES`` samples, or a zero loading column
+    (an atom that dies again after ``MAX_FUTILE_REINITS`` re-initialisations with no active
+    code in between is given up: warned about once, and no longer re-initialised until one
+    of its codes is active again), (c) the objective rises over blocks of steps
+    (``BLOCK_STEPS``, ``RISE_BLOCKS``). Pure: nothing but the returned values changes.
     """
     R = int(tl.shape(loadings[0])[1])
     before = state.health if state.health is not None and len(
@@ -342,27 +351,30 @@ def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings:
     n, loss = sums["n"], sums["loss"] / sums["n"]
     messages = []
     idle_steps, idle_samples = np.array(before.idle_steps), np.array(before.idle_samples)
+    futile = _futile_reinits(before, R)
     bound_steps = before.bound_steps
     if "active_codes" in sums:
         idle = np.asarray(sums["active_codes"]) == 0
         idle_steps = np.where(idle, idle_steps + 1, 0)
         idle_samples = np.where(idle, idle_samples + n, 0)
+        futile = np.where(idle, futile, 0)  # active again: its re-initialisations helped
         all_at_bound = sums["codes_at_bound"] == n * R and loss > 0
         bound_steps = bound_steps + 1 if all_at_bound else 0
         if bound_steps == 1:
             messages.append(f"every code of the batch at step {state.n_steps + 1} is at a "
                             f"bound (zero, or an end of the coder's box): the model cannot fit it. "
                             f"The codes' penalty or box may not suit the data's scale")
+    else:  # without code counts no re-initialisation is known to be futile
+        futile = np.zeros(R, dtype=np.int64)
     dead = (_zero_columns(loadings) | ((idle_steps >= DEAD_ATOM_STEPS) &
                                        (idle_samples >= DEAD_ATOM_SAMPLES)))
     if dead.any():
-        loadings, message = _handle_dead(algorithm, loadings, dead, candidates,
-                                         _was_dead(before, state.loadings), scale)
-        if candidates is not None:
-            idle_steps, idle_samples = np.where(dead, 0, idle_steps), np.where(dead, 0,
-                                                                               idle_samples)
-        if message:
-            messages.append(message)
+        loadings, renewed, found = _handle_dead(algorithm, loadings, dead, futile, candidates,
+                                                _was_dead(before, state.loadings), scale)
+        idle_steps = np.where(renewed, 0, idle_steps)
+        idle_samples = np.where(renewed, 0, idle_samples)
+        futile = futile + renewed
+        messages.extend(found)
     block, means = _blocks(before, sums["loss"], n)
     if _rising(means) and not _rising(before.block_means):
         messages.append(f"the objective rose over the last {RISE_BLOCKS} blocks of "
@@ -371,8 +383,17 @@ def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings:
                         f"large, or the stream drifted")
     health = Health(idle_steps=tuple(int(v) for v in idle_steps),
                     idle_samples=tuple(int(v) for v in idle_samples), bound_steps=bound_steps,
-                    block=block, block_means=means)
+                    block=block, block_means=means,
+                    futile_reinits=tuple(int(v) for v in futile))
     return health, loadings, messages
+
+
+def _futile_reinits(health: Health, R: int) -> np.ndarray:
+    """The futile re-initialisations of the ``R`` atoms: zero where the counters predate
+    them (a state or checkpoint written before they were kept)."""
+    if len(health.futile_reinits) != R:
+        return np.zeros(R, dtype=np.int64)
+    return np.array(health.futile_reinits, dtype=np.int64)
 
 
 def _blocks(before: Health, loss_sum: float, n: int) -> tuple[tuple, tuple]:
@@ -404,22 +425,38 @@ def _rising(means: tuple) -> bool:
     return bool(increasing and means[0] > 0 and means[-1] > RISE_FACTOR * means[0])
 
 
-def _handle_dead(algorithm: Algorithm, loadings: list, dead: np.ndarray,
+def _handle_dead(algorithm: Algorithm, loadings: list, dead: np.ndarray, futile: np.ndarray,
                  candidates: Callable | None, was_dead: np.ndarray,
-                 scale: float) -> tuple[list, str]:
-    """Re-initialise the dead atoms (where ``candidates`` is given), or report them once."""
-    atoms = [int(r) for r in np.flatnonzero(dead)]
+                 scale: float) -> tuple[list, np.ndarray, list]:
+    """Re-initialise the dead atoms (where ``candidates`` is given) but those given up after
+    ``MAX_FUTILE_REINITS`` futile re-initialisations, or report them once:
+    ``(loadings, the atoms re-initialised, messages)``."""
     why = (f"their codes were zero for {DEAD_ATOM_STEPS} steps and {DEAD_ATOM_SAMPLES} "
            f"samples, or a loading column is zero")
     if candidates is None:
         if not (dead & ~was_dead).any():
-            return loadings, ""
-        return loadings, (f"atom(s) {atoms} are dead ({why}): the dictionary collapsed; "
-                          f"reinit_dead_atoms=True re-initialises them from the data")
-    samples = candidates(len(atoms))
-    return reinitialised(algorithm, loadings, atoms, samples, scale), (
-        f"re-initialised dead atom(s) {atoms} from the batch's worst-explained samples "
-        f"({why}); reinit_dead_atoms=False turns this off")
+            return loadings, np.zeros_like(dead), []
+        return loadings, np.zeros_like(dead), [
+            f"atom(s) {_atoms(dead)} are dead ({why}): the dictionary collapsed; "
+            f"reinit_dead_atoms=True re-initialises them from the data"]
+    given_up = dead & (futile >= MAX_FUTILE_REINITS)
+    renewed, messages = dead & ~given_up, []
+    if renewed.any():  # the batch is coded again for its samples on a cluster: only if needed
+        atoms = _atoms(renewed)
+        loadings = reinitialised(algorithm, loadings, atoms, candidates(len(atoms)), scale)
+        messages.append(f"re-initialised dead atom(s) {atoms} from the batch's worst-explained "
+                        f"samples ({why}); reinit_dead_atoms=False turns this off")
+    if (given_up & ~was_dead).any():  # a given-up atom stays dead: said once
+        messages.append(f"atom(s) {_atoms(given_up & ~was_dead)} died again after being "
+                        f"re-initialised {MAX_FUTILE_REINITS} times, none of their codes "
+                        f"active in between: the codes' penalty or box may leave them no "
+                        f"activity on this data's scale. They are no longer re-initialised")
+    return loadings, renewed, messages
+
+
+def _atoms(mask: np.ndarray) -> list:
+    """The atoms a per-atom mask holds, as plain ints (for messages and indexing)."""
+    return [int(r) for r in np.flatnonzero(mask)]
 
 
 def reinitialised(algorithm: Algorithm, loadings: list, atoms: list, samples: Any,

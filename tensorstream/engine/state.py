@@ -89,6 +89,10 @@ class Health:
     block_means : tuple of float
         Mean loss per sample of the last completed blocks (at most ``RISE_BLOCKS``), newest
         last.
+    futile_reinits : tuple of int
+        Per atom, its re-initialisations since one of its codes was last active: futile ones,
+        which gave it no activity (at ``MAX_FUTILE_REINITS`` it is no longer re-initialised).
+        Empty in states and checkpoints from before this counter: zero for every atom.
     """
 
     idle_steps: tuple = ()
@@ -96,8 +100,10 @@ class Health:
     bound_steps: int = 0
     block: tuple = (0.0, 0, 0)
     block_means: tuple = ()
+    futile_reinits: tuple = ()
 
     @classmethod
     def start(cls, n_components: int) -> Health:
         """The counters before the first step."""
-        return cls(idle_steps=(0,) * n_components, idle_samples=(0,) * n_components)
+        zeros = (0,) * n_components
+        return cls(idle_steps=zeros, idle_samples=zeros, futile_reinits=zeros)

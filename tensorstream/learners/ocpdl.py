@@ -221,8 +221,9 @@ dict_row_min, normalize
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
     reinit_dead_atoms : bool, default True
         Re-initialise dead atoms (no active code for many steps, or a zero loading column)
-        from the batch's worst-explained samples, with a ``LearningWarning``; False only warns
-        (see the user guide's "Out of the box" page).
+        from the batch's worst-explained samples, with a ``LearningWarning``, but give up an
+        atom that dies again after two re-initialisations with no active code in between
+        (warned once); False only warns (see the user guide's "Out of the box" page).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
