@@ -222,3 +222,27 @@ def test_a_refused_fit_keeps_the_names():
     with pytest.raises(ValueError):
         model.fit(bad.rename(columns=str.upper))
     assert list(model.feature_names_in_) == COLUMNS
+
+
+def test_scikit_learns_global_output_setting_is_followed():
+    """``sklearn.set_config(transform_output="pandas")`` makes every scikit-learn transformer
+    give DataFrames; ours gave arrays. The learner's own choice comes first."""
+    import sklearn
+    from sklearn.utils.estimator_checks import check_global_output_transform_pandas
+
+    check_global_output_transform_pandas("OnlineNMF", ts.OnlineNMF(2, random_state=0))
+    with sklearn.config_context(transform_output="pandas"):
+        model = ts.OnlineNMF(2, random_state=0)
+        assert isinstance(model.fit_transform(frame()), pd.DataFrame)
+        model.set_output(transform="default")
+        assert isinstance(model.transform(frame()), np.ndarray)
+    assert isinstance(ts.OnlineNMF(2, random_state=0).fit_transform(frame()), np.ndarray)
+
+
+@pytest.mark.parametrize("learner", LEARNERS, ids=lambda m: type(m).__name__)
+def test_scikit_learns_own_output_checks(learner):
+    from sklearn.utils import estimator_checks as checks
+
+    for check in (checks.check_set_output_transform, checks.check_set_output_transform_pandas,
+                  checks.check_global_output_transform_pandas):
+        quiet(check, type(learner).__name__, clone(learner))

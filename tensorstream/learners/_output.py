@@ -9,10 +9,12 @@ own features (``RobustPCA``'s low-rank part) names them after the input features
 ``set_output(transform="pandas")`` (or ``"polars"``) makes ``transform`` and ``fit_transform``
 return a DataFrame with those names as columns (and, for a pandas DataFrame given, its index),
 so that a learner fits into a scikit-learn ``Pipeline`` or ``ColumnTransformer`` configured
-with ``set_output``. The setting lives where scikit-learn keeps it,
-``_sklearn_output_config``, so that ``sklearn.base.clone`` and pickling keep it; checkpoints
-keep it too. Labelled input keeps giving labelled output (a ``DataArray`` already names its
-dims and coords), and the default container is the backend's tensor, as before.
+with ``set_output``; a learner without its own choice follows scikit-learn's global
+``sklearn.set_config(transform_output=...)``, as scikit-learn's transformers do. The setting
+lives where scikit-learn keeps it, ``_sklearn_output_config``, so that ``sklearn.base.clone``
+and pickling keep it; checkpoints keep it too. Labelled input keeps giving labelled output
+(a ``DataArray`` already names its dims and coords), and the default container is the
+backend's tensor, as before.
 
 scikit-learn itself is not needed: these are plain methods with its names and rules.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from typing import Any
 
 import numpy as np
@@ -85,7 +88,7 @@ def configured(method: Any) -> Any:
     @functools.wraps(method)
     def in_configured_container(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
         result = method(self, X, *args, **kwargs)
-        container = getattr(self, "_sklearn_output_config", {}).get("transform", "default")
+        container = chosen_container(self)
         if container == "default" or _is_frame(result) or isinstance(result, xr.DataArray):
             return result  # a DataFrame made by an inner transform, or labelled output
         return _frame(container, to_numpy(result), self.get_feature_names_out(),
@@ -93,6 +96,19 @@ def configured(method: Any) -> Any:
 
     in_configured_container._output_configured = True
     return in_configured_container
+
+
+def chosen_container(learner: Any) -> str:
+    """The learner's ``set_output`` choice; without one, scikit-learn's global
+    ``set_config(transform_output=...)`` where scikit-learn is in use (imported), as its own
+    transformers follow it; else the default."""
+    container = getattr(learner, "_sklearn_output_config", {}).get("transform")
+    if container is not None:
+        return container
+    sklearn = sys.modules.get("sklearn")
+    if sklearn is None:  # not imported: nobody set its global configuration
+        return "default"
+    return sklearn.get_config().get("transform_output", "default")
 
 
 def _is_frame(value: Any) -> bool:
