@@ -11,7 +11,12 @@ from tensorstream import load
 from tensorstream.core.backend import to_numpy
 from tensorstream.datasets.outliers import contaminate, normalize_unit_max, psnr, replicate
 from tensorstream.learners.nmf import OnlineNMF
-from tensorstream.learners.robust_nmf import AUTO_OUTLIER_ALPHA, RobustNMF, RobustOnlineNMF
+from tensorstream.learners.robust_nmf import (
+    AUTO_OUTLIER_ALPHA,
+    MAX_RESIDUAL_SCALE,
+    RobustNMF,
+    RobustOnlineNMF,
+)
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
     not importlib.util.find_spec("torch"), reason="needs torch"))]
@@ -145,9 +150,16 @@ def test_robust_beats_plain_online_nmf_on_faces_in_the_papers_three_settings(set
 
 
 def test_auto_lam_is_documented_in_units_of_the_scale():
+    """Before a residual scale is learned (and at most): ``outlier_alpha_scale`` times 2.5
+    residual scales of 0.2 data units; then 2.5 learned residual scales, capped there."""
     model = RobustOnlineNMF(3, outlier_alpha_scale=2.0, random_state=0).fit(_outlier_data())
     penalties = model._algorithm().penalties(20)
-    assert penalties.outlier_alpha == pytest.approx(2.0 * AUTO_OUTLIER_ALPHA)
+    assert penalties.outlier_alpha == pytest.approx(2.0 * AUTO_OUTLIER_ALPHA * MAX_RESIDUAL_SCALE)
+    assert penalties.outlier_alpha == pytest.approx(1.0)
+    learned = model._algorithm().at_state(model.state_).penalties(20).outlier_alpha
+    assert learned == pytest.approx(
+        2.0 * AUTO_OUTLIER_ALPHA * min(model.residual_scale_ / model.scale_, MAX_RESIDUAL_SCALE))
+    assert model.outlier_alpha_ == pytest.approx(learned * model.scale_)
 
 
 def test_a_checkpoint_from_before_data_scale_resumes_as_before(tmp_path):

@@ -143,6 +143,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     (OnlineState, dict)
         The state after the step and the step's info, as :func:`online_step` gives them.
     """
+    algorithm = algorithm.at_state(state)  # as online_step codes
     scale = state.scale
     if state.n_steps == 0:  # the first batch's scale, as Algorithm.data_scale on one process
         parts = client.gather([client.submit(shard_scale_sums, algorithm, X, mask, checks,

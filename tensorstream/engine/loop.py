@@ -43,6 +43,13 @@ class Algorithm:
         (observed where ``mask`` is True: what is missing must not shape it either)."""
         raise NotImplementedError
 
+    def at_state(self, state: OnlineState) -> Algorithm:
+        """The algorithm as it codes at ``state``: itself, unless its coding depends on
+        something it learns besides the dictionary and the data scale (the robust learner's
+        residual scale, kept in the statistics), which a copy then carries. Every coding step
+        (a step, a shard's, ``transform``) runs the algorithm at the state it codes for."""
+        return self
+
     def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> dict | None:
         """Zero surrogate statistics (None for algorithms that keep none)."""
         return {"A": tl.zeros((R, R), **context), "B": tl.zeros((*sample_shape, R), **context),
@@ -141,6 +148,7 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
     Raises (and changes nothing: the state is immutable) ``ValueError`` when the batch's
     values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
     """
+    algorithm = algorithm.at_state(state)
     scale = algorithm.data_scale(X, state, mask)
     coded = algorithm.encode(X, state.loadings, scale, mask)
     sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),

@@ -925,6 +925,8 @@ class OnlineLearner(OnlineEstimator):
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
             arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
+            if "residual_scale" in state.statistics:  # the robust learner's, learned
+                meta["residual_scale"] = float(state.statistics["residual_scale"])
         meta.update(self._output_meta())
         layout = self.__dict__.get("layout_")
         if layout is not None:
@@ -987,6 +989,8 @@ class OnlineLearner(OnlineEstimator):
             statistics = {"A": as_tensor(arrays["A"], backend, **context),
                           "B": as_tensor(arrays["B"], backend, **context),
                           "c": float(meta["c"])} if keeps_statistics and not legacy else None
+            if statistics is not None and "residual_scale" in meta:
+                statistics["residual_scale"] = _checked_residual_scale(meta["residual_scale"])
             # before version 3 the data scale of the divergence algorithm was stored as c
             scale = float(meta["scale"] if "scale" in meta else
                           (1.0 if keeps_statistics else meta["c"]))
@@ -1231,7 +1235,8 @@ class OnlineLearner(OnlineEstimator):
         """The coding step of ``transform`` and ``score`` at the learned dictionary and scale."""
         self._check_params()  # a parameter set since fit is named, not reported by the coder
         self._check_params_against_state()
-        state, algorithm = self.state_, self._coding_algorithm()
+        state = self.state_
+        algorithm = self._coding_algorithm().at_state(state)
         coded = run(self.backend_, lambda X, loadings, mask: algorithm.encode(
             X, loadings, state.scale, mask), X, state.loadings, mask)
         check_overflow((coded.codes, coded.losses), "X")
@@ -1344,6 +1349,15 @@ def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
                                        reinit_dead_atoms=reinit_dead_atoms)
         return new, (coded.codes, coded.outliers), info
     return step
+
+
+def _checked_residual_scale(value: Any) -> float:
+    """A checkpoint's residual scale: a positive finite number (else ``ValueError``, which the
+    loader reports as a corrupt checkpoint)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0 < float(value) < float("inf")):
+        raise ValueError(f"residual_scale must be a positive finite number, got {value!r}")
+    return float(value)
 
 
 def _check_state_shapes(loadings: list, statistics: dict | None, sample_shape: tuple,
