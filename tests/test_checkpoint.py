@@ -269,7 +269,9 @@ def test_a_compressed_member_is_refused_without_expanding_it(saved, tmp_path):
     (lambda m: m.update(dtype="float16"), "float32 or float64"),
     (lambda m: m.update(scale=-1.0), "scale"),
     (lambda m: m["params"].update(alpha=-1.0), "invalid parameters"),
-    (lambda m: m["health"].update(idle_steps=[0]), "health counters hold 1 atoms, not 3"),
+    (lambda m: m["health"].update(idle_steps=[0]), "health.idle_steps holds 1 atoms, not 3"),
+    (lambda m: m["health"].update(idle_samples=[0, 0]),
+     "health.idle_samples holds 2 atoms, not 3"),
     (lambda m: m["health"].pop("block"), "block"),
 ])
 def test_invalid_metadata_is_refused_naming_the_field(saved, tmp_path, change, match):

@@ -462,12 +462,10 @@ def decode_health(meta: Any, n_components: int) -> Health | None:
                                       for v in meta["block_means"]),
                     futile_reinits=_counts(meta.get("futile_reinits", [0] * n_components),
                                            "health.futile_reinits"))
-    if len(health.idle_steps) != n_components or len(health.idle_samples) != n_components:
-        raise ValueError(f"the health counters hold {len(health.idle_steps)} atoms, not "
-                         f"{n_components}")
-    if len(health.futile_reinits) != n_components:
-        raise ValueError(f"health.futile_reinits holds {len(health.futile_reinits)} atoms, not "
-                         f"{n_components}")
+    for name in ("idle_steps", "idle_samples", "futile_reinits"):
+        held = len(getattr(health, name))
+        if held != n_components:
+            raise ValueError(f"health.{name} holds {held} atoms, not {n_components}")
     return health
 
 
