@@ -435,3 +435,17 @@ def test_a_list_mask_on_a_cluster(cluster):
     with _client(cluster, 2) as client:
         _assert_same(single, OnlineNMF(2, random_state=0).partial_fit(X, mask=mask,
                                                                       client=client))
+
+
+def test_a_cluster_step_keeps_and_checks_the_columns(cluster):
+    """partial_fit(client=...) kept no feature names and read a DataFrame whose columns were
+    reordered by position, silently; the step in one process refuses it."""
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.default_rng(0).random((40, 6)) + 0.1, columns=list("abcdef"))
+    with _client(cluster, 2) as client:
+        model = OnlineNMF(2, random_state=0).partial_fit(X, client=client)
+        assert list(model.feature_names_in_) == list("abcdef")
+        before = model.components_.copy()
+        with pytest.raises(ValueError, match="feature names should match"):
+            model.partial_fit(X[list("fedcba")], client=client)
+    np.testing.assert_array_equal(model.components_, before)

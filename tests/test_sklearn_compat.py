@@ -192,3 +192,23 @@ def test_a_data_scale_declared_since_the_fit_is_refused_by_name(name):
     model.set_params(data_scale="auto").partial_fit(X)
     fixed = getattr(tensorstream, name)(3, data_scale=2.0, random_state=0).fit(X)
     fixed.partial_fit(X)  # declared at the fit: the same
+
+
+def test_a_dataframe_mask_is_an_array_matched_by_column():
+    """fit(X_df, mask=X_df.notna()) raised a KeyError (the mask DataFrame was indexed by the
+    shuffled rows' positions as labels); a mask whose columns are in another order would mark
+    other entries."""
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.default_rng(0).random((40, 6)), columns=list("abcdef"))
+    mask = X.notna()
+    mask.iloc[::3, 1] = False
+    by_array = OnlineNMF(2, batch_size=10, max_iter=2, random_state=0).fit(
+        X, mask=mask.to_numpy())
+    by_frame = OnlineNMF(2, batch_size=10, max_iter=2, random_state=0).fit(X, mask=mask)
+    np.testing.assert_array_equal(by_frame.components_, by_array.components_)
+    np.testing.assert_array_equal(by_frame.transform(X, mask=mask),
+                                  by_array.transform(X, mask=mask.to_numpy()))
+    for call in (OnlineNMF(2, random_state=0).fit, OnlineNMF(2, random_state=0).partial_fit,
+                 by_frame.transform):
+        with pytest.raises(ValueError, match="a DataFrame mask must name X's columns"):
+            call(X, mask=mask[list("fedcba")])

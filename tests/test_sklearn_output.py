@@ -246,3 +246,62 @@ def test_scikit_learns_own_output_checks(learner):
     for check in (checks.check_set_output_transform, checks.check_set_output_transform_pandas,
                   checks.check_global_output_transform_pandas):
         quiet(check, type(learner).__name__, clone(learner))
+
+
+# -- review fixes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "pytorch"])
+def test_the_librarys_own_transform_calls_get_tensors_whatever_the_output(backend):
+    """to_cp_tensor and reconstruct call transform for themselves: a DataFrame of codes made
+    a CPTensor with a DataFrame factor (numpy) or failed (torch)."""
+    if backend == "pytorch":
+        pytest.importorskip("torch")
+    import sklearn
+
+    X = frame()
+    model = quiet(ts.OnlineNMF(2, random_state=0, backend=backend).fit, X)
+    expected = model.to_cp_tensor(X)
+
+    def check():
+        cp = model.to_cp_tensor(X)
+        assert [type(f) for f in cp.factors] == [type(f) for f in expected.factors]
+        np.testing.assert_array_equal(np.asarray(cp.factors[0]), np.asarray(expected.factors[0]))
+        assert type(model.reconstruct(X)) is type(expected.factors[1])
+        assert isinstance(model.transform(X), pd.DataFrame)  # the user's call: as chosen
+
+    with sklearn.config_context(transform_output="pandas"):  # the global choice
+        check()
+    model.set_output(transform="pandas")  # the learner's own
+    check()
+
+
+def test_an_explicit_default_output_survives_a_checkpoint(tmp_path):
+    """set_output(transform="default") opts out of scikit-learn's global pandas output;
+    clone and pickling kept it, a checkpoint dropped it."""
+    import sklearn
+
+    X = frame().to_numpy()
+    for learner in (ts.OnlineNMF(2, random_state=0), ts.RobustNMF(2, max_iter=5,
+                                                                     random_state=0)):
+        model = quiet(learner.set_output(transform="default").fit, X)
+        loaded = ts.load(model.save(tmp_path / f"{type(model).__name__}.npz"))
+        with sklearn.config_context(transform_output="pandas"):
+            assert isinstance(loaded.transform(X), np.ndarray)
+            assert isinstance(pickle.loads(pickle.dumps(model)).transform(X), np.ndarray)
+
+
+def test_a_pipeline_set_to_polars_hands_our_learners_polars_frames():
+    """scikit-learn's steps give a polars DataFrame, which has a shape but iterates over its
+    columns: it was read as a stream of one-dimensional batches."""
+    pytest.importorskip("polars")
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    X = frame()
+    for learner, columns in ((ts.OnlineNMF(2, random_state=0), ["onlinenmf0", "onlinenmf1"]),
+                             (ts.RobustPCA(), COLUMNS)):
+        pipeline = make_pipeline(MinMaxScaler(), learner).set_output(transform="polars")
+        out = quiet(pipeline.fit_transform, X)
+        assert out.columns == columns
+        assert list(pipeline[-1].feature_names_in_) == COLUMNS

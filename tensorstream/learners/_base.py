@@ -93,6 +93,7 @@ from ._output import (
     component_names,
     configured,
     input_feature_names,
+    plain_output,
 )
 
 
@@ -361,13 +362,15 @@ class CheckedParameters:
 
     def _output_meta(self) -> dict:
         """What a checkpoint keeps of the output API: the input's feature names (fitted on
-        a DataFrame) and the container ``set_output`` chose (other than the default)."""
+        a DataFrame) and the container ``set_output`` chose (``"default"`` included: an explicit
+        choice overrides scikit-learn's global one)."""
         meta = {}
         names = self.__dict__.get("feature_names_in_")
         if names is not None:
             meta["feature_names"] = [str(name) for name in names]
-        container = getattr(self, "_sklearn_output_config", {}).get("transform", "default")
-        if container != "default":
+        # any explicit choice, "default" included: it overrides scikit-learn's global one
+        container = getattr(self, "_sklearn_output_config", {}).get("transform")
+        if container is not None:
             meta["output"] = container
         return meta
 
@@ -548,6 +551,7 @@ class OnlineEstimator(CheckedParameters):
             n_steps = check_positive_int(n_steps, "n_steps")
         self._check_params()  # before random_state seeds a generator
         names = feature_names(X)
+        mask = _mask_of_frame(mask, X)
         X = as_array(X)
         with self._all_or_nothing("fit"):
             if client is None:
@@ -1066,6 +1070,7 @@ class OnlineLearner(OnlineEstimator):
     def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:
         """``(X, mask, layout)`` of data given to a fitted learner's methods."""
         self._check_feature_names(X)
+        mask = _mask_of_frame(mask, X)
         data, layout = self._unlabel(X, None, None)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
         return X, mask, layout
@@ -1107,11 +1112,12 @@ class OnlineLearner(OnlineEstimator):
         """
         self._check_params()
         self._check_params_against_state()
+        self._check_feature_names(X)  # on a cluster too: columns are matched by name
+        mask = _mask_of_frame(mask, X)
         if client is not None:
             with connected(client) as open_client:
                 return self._partial_fit_on(open_client, X, mask, sample_dim, modes)
         algorithm = self._algorithm()
-        self._check_feature_names(X)
         names = None if self._fitted else feature_names(X)
         data, layout = self._unlabel(X, sample_dim, modes)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
@@ -1153,6 +1159,7 @@ class OnlineLearner(OnlineEstimator):
         are validated and coded there (dask-backed data read there too)."""
         if is_sparse(X):
             raise TypeError("client= needs dense batches")
+        names = None if self._fitted else feature_names(X)
         data, layout = self._unlabel(X, sample_dim, modes)
         mask = self._unlabel_mask(mask, layout, X)
         if mask is not None and _shape_of(mask) != tuple(data.shape):  # before it is cut
@@ -1183,6 +1190,8 @@ class OnlineLearner(OnlineEstimator):
             raise
         self.__dict__.update(fresh)
         self.state_ = new
+        if names is not None:  # the first step: the columns it was given, as fit keeps them
+            self.feature_names_in_ = names
         self.__dict__.pop("_last_codes", None)  # the shards' codes stay on the workers
         self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
         if layout is not None:
@@ -1307,7 +1316,8 @@ class OnlineLearner(OnlineEstimator):
     def to_cp_tensor(self, X: Any, mask: Any = None):
         """The batch ``X`` as a TensorLy ``CPTensor``: its codes (from the observed entries,
         ``mask``) are the sample-mode factor."""
-        codes = self.transform(X, mask=mask)
+        with plain_output():
+            codes = self.transform(X, mask=mask)
         if is_labelled(codes):
             codes = codes.data
         with using(self.backend_):
@@ -1316,7 +1326,22 @@ class OnlineLearner(OnlineEstimator):
     def reconstruct(self, X: Any, mask: Any = None) -> Any:
         """``inverse_transform(transform(X, mask))``: the model's approximation of ``X``, all
         entries (the missing ones filled in) from the observed ones."""
-        return self.inverse_transform(self.transform(X, mask=mask))
+        with plain_output():
+            codes = self.transform(X, mask=mask)
+        return self.inverse_transform(codes)
+
+
+def _mask_of_frame(mask: Any, X: Any) -> Any:
+    """A mask given as a DataFrame (``X.notna()``) as an array, its columns matched to a
+    DataFrame ``X``'s by name (in another order they would mark other entries, silently)."""
+    names = feature_names(mask)
+    if names is None:
+        return mask
+    columns = feature_names(X)
+    if columns is not None and (len(names) != len(columns) or np.any(names != columns)):
+        raise ValueError(f"mask has the columns {list(names)}, X has {list(columns)}: a "
+                         f"DataFrame mask must name X's columns in X's order")
+    return as_array(mask)
 
 
 def _labelled_like(mask: Any, X: Any) -> Any:

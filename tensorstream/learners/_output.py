@@ -21,6 +21,8 @@ scikit-learn itself is not needed: these are plain methods with its names and ru
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib
 import sys
@@ -81,6 +83,22 @@ def component_names(learner: Any, n_components: int) -> np.ndarray:
     return np.asarray([f"{prefix}{k}" for k in range(n_components)], dtype=object)
 
 
+#: set while the library calls ``transform`` for its own use (``to_cp_tensor``,
+#: ``reconstruct``): the codes stay the backend's tensors whatever ``set_output`` chose
+_PLAIN = contextvars.ContextVar("tensorstream_plain_output", default=False)
+
+
+@contextlib.contextmanager
+def plain_output():
+    """``transform`` and ``fit_transform`` give the backend's tensors inside the block (the
+    library's own calls: a DataFrame of codes is for the user, not for the next step)."""
+    token = _PLAIN.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
+
+
 def configured(method: Any) -> Any:
     """``method`` (a ``transform`` or ``fit_transform``) returning the container the learner's
     ``set_output`` chose; its first argument ``X`` gives the pandas index."""
@@ -88,7 +106,7 @@ def configured(method: Any) -> Any:
     @functools.wraps(method)
     def in_configured_container(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
         result = method(self, X, *args, **kwargs)
-        container = chosen_container(self)
+        container = "default" if _PLAIN.get() else chosen_container(self)
         if container == "default" or _is_frame(result) or isinstance(result, xr.DataArray):
             return result  # a DataFrame made by an inner transform, or labelled output
         return _frame(container, to_numpy(result), self.get_feature_names_out(),

@@ -350,9 +350,10 @@ class RobustOnlineNMF(OnlineLearner):
     outlier_alpha_ : float
         The outlier weight the learner codes with now, in the data's units.
     residual_scale_ : float or None
-        With ``outlier_alpha="auto"``: the learned residual scale, in the data's units (None
-        for a given weight, or a checkpoint of an earlier version, which keeps the fixed
-        weight it was trained with).
+        With ``outlier_alpha="auto"``: the learned residual scale, in the data's units. None
+        for a given weight, and for a state that holds none: a checkpoint of an earlier
+        version, or a learner fitted with a given weight and set to ``"auto"`` since, which
+        keep the fixed weight of 0.5 data units (``fit`` anew to learn one).
     last_decomposition_ : (codes, outliers) of the most recent coding step (after
         ``partial_fit``: the batch's online ``h_t`` and ``r_t``)
 
