@@ -212,3 +212,34 @@ def test_a_dataframe_mask_is_an_array_matched_by_column():
                  by_frame.transform):
         with pytest.raises(ValueError, match="a DataFrame mask must name X's columns"):
             call(X, mask=mask[list("fedcba")])
+
+
+def test_a_dataframe_mask_with_unnamed_columns_is_an_array_too():
+    """A mask DataFrame whose columns are not strings (pd.DataFrame(array).notna(): integer
+    labels) stayed a DataFrame: fit took its batches by row position, which indexed its
+    columns (a KeyError, or with one batch of a square X a column-permuted mask, silently)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    for shape, batch_size in (((40, 6), 10), ((8, 8), 8)):
+        X = rng.random(shape)
+        mask = rng.random(shape) > 0.3
+        by_array = OnlineNMF(2, batch_size=batch_size, max_iter=2, random_state=0).fit(
+            X, mask=mask)
+        for data in (X, pd.DataFrame(X)):
+            by_frame = OnlineNMF(2, batch_size=batch_size, max_iter=2, random_state=0).fit(
+                data, mask=pd.DataFrame(mask))
+            np.testing.assert_array_equal(by_frame.components_, by_array.components_)
+
+
+def test_divergence_transform_with_init_checks_the_feature_names():
+    """transform(X, init=...) skipped the check transform(X) makes: a DataFrame with its
+    columns in another order was coded by position, silently."""
+    pd = pytest.importorskip("pandas")
+    from tensorstream import OnlineDivergenceNMF
+
+    X = pd.DataFrame(np.random.default_rng(0).random((40, 4)) + 0.1, columns=list("abcd"))
+    model = OnlineDivergenceNMF(2, random_state=0).fit(X)
+    init = np.asarray(model.transform(X))
+    np.testing.assert_allclose(model.transform(X, init=init), model.transform(X, init=init))
+    with pytest.raises(ValueError, match="feature names should match"):
+        model.transform(X[list("dcba")], init=init)

@@ -28,6 +28,12 @@ def as_array(X: Any) -> Any:
     return X
 
 
+def is_data_frame(X: Any) -> bool:
+    """True for a pandas or polars DataFrame, whatever its column labels."""
+    return (type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns")
+            and hasattr(X, "to_numpy")) or _is_polars_frame(X)
+
+
 def _is_polars_frame(X: Any) -> bool:
     return type(X).__module__.split(".")[0] == "polars" and hasattr(X, "columns") and hasattr(
         X, "to_numpy")

@@ -58,6 +58,7 @@ from ..core.validation import (
     densify,
     feature_names,
     generator_of,
+    is_data_frame,
     is_sparse,
     validate_params,
 )
@@ -1334,11 +1335,13 @@ class OnlineLearner(OnlineEstimator):
 def _mask_of_frame(mask: Any, X: Any) -> Any:
     """A mask given as a DataFrame (``X.notna()``) as an array, its columns matched to a
     DataFrame ``X``'s by name (in another order they would mark other entries, silently)."""
-    names = feature_names(mask)
-    if names is None:
+    if not is_data_frame(mask):
         return mask
-    columns = feature_names(X)
-    if columns is not None and (len(names) != len(columns) or np.any(names != columns)):
+    # a frame whatever its column labels (pd.DataFrame(array).notna() has integers): fit takes
+    # its batches by row position, which label-indexes a DataFrame's columns
+    names, columns = feature_names(mask), feature_names(X)
+    if names is not None and columns is not None and (
+            len(names) != len(columns) or np.any(names != columns)):
         raise ValueError(f"mask has the columns {list(names)}, X has {list(columns)}: a "
                          f"DataFrame mask must name X's columns in X's order")
     return as_array(mask)

@@ -503,6 +503,7 @@ class OnlineDivergenceNMF(OnlineLearner):
             return super().transform(X, mask)
         self._check_fitted()
         self._check_params()
+        self._check_feature_names(X)  # as transform without init: columns matched by name
         if mask is not None:
             raise ValueError(f"{type(self).__name__} does not support missing entries (mask)")
         X = self._validate(X)

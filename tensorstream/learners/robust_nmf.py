@@ -667,10 +667,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     ``kappa / ||H^T H||_F``, ``rho``). Only the parameter contract of the online learners is
     shared; this estimator holds the whole data.
 
-    The default is BPGD, run until the objective's relative change falls below ``1e-4``
-    (scikit-learn's ``NMF`` rule) or for 1,000 iterations. BADMM with the paper's fixed
-    ``rho = 1`` oscillates on a few hundred samples (the W-step's curvature ``H^T H`` grows
-    with the samples, ``rho`` does not): on the lfw faces with outliers its objective went
+    The default is BPGD, run until the objective's relative change between iterations falls
+    below ``1e-4`` (scikit-learn's ``NMF`` has the same default tolerance) or for 1,000
+    iterations. BADMM with the paper's fixed ``rho = 1`` oscillates on a few hundred samples
+    (the W-step's curvature ``H^T H`` grows with the samples, ``rho`` does not): on the lfw
+    faces with outliers its objective went
     15.8, 8.4, 32.8, 13.3, 15.9 at iterations 1, 50, 200, 500, 1000, and its codes ``codes_``
     reconstructed the faces at 10 dB (docs/nmf.md). ``paper_params`` keep BADMM.
 
@@ -687,8 +688,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     max_iter : int, default 1000
         Iterations.
     tol : float, default 1e-4
-        Stop when the objective's relative change falls below ``tol`` (0: never; the
-        paper's BADMM is not monotone, so ``paper_params`` set 0).
+        Stop when the objective's relative change falls below ``tol`` (0: never); BADMM,
+        whose objective is not monotone, also needs its relative primal residuals below
+        ``tol`` (``paper_params`` set 0).
     max_time : float or None
         Stop after this many seconds of iterations (the paper compares at equal time).
     code_tol, code_max_iter : float, int, default 1e-6, 1000
@@ -854,8 +856,12 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             if self.max_time is not None and seconds >= self.max_time:
                 break
             current = info["objective"]
+            # BADMM's objective is not monotone: a small change is also a turning point of an
+            # oscillation, so it stops only once its relative primal residuals are below tol
+            residuals = [info[k] for k in ("residual_H", "residual_E", "residual_W") if k in info]
             if self.tol and previous is not None and \
-                    abs(current - previous) / max(abs(previous), 1e-300) < self.tol:
+                    abs(current - previous) / max(abs(previous), 1e-300) < self.tol and \
+                    all(r < self.tol for r in residuals):
                 break
             previous = current
         return state, history
