@@ -389,10 +389,11 @@ def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings:
                         f"{BLOCK_STEPS}+ steps (mean loss per sample "
                         f"{' -> '.join(f'{m:.4g}' for m in means)}): the steps may be too "
                         f"large, or the stream drifted")
-    health = Health(idle_steps=tuple(int(v) for v in idle_steps),
-                    idle_samples=tuple(int(v) for v in idle_samples), bound_steps=bound_steps,
-                    block=block, block_means=means,
-                    futile_reinits=tuple(int(v) for v in futile))
+    # plain ints (JSON in checkpoints), converted in one call per counter, not one per atom
+    health = Health(idle_steps=tuple(np.asarray(idle_steps, dtype=np.int64).tolist()),
+                    idle_samples=tuple(np.asarray(idle_samples, dtype=np.int64).tolist()),
+                    bound_steps=bound_steps, block=block, block_means=means,
+                    futile_reinits=tuple(np.asarray(futile, dtype=np.int64).tolist()))
     return health, loadings, messages
 
 
