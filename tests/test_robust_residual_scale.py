@@ -131,7 +131,7 @@ def test_a_checkpoint_of_an_earlier_version_keeps_its_fixed_weight(tmp_path):
     X = _low_rank_with_outliers()
     model = RobustOnlineNMF(3, batch_size=10, random_state=0).partial_fit(X[:10])
     path = model.save(tmp_path / "old")
-    _rewritten(path, lambda meta: meta.pop("residual_scale"))
+    _rewritten(path, lambda meta: meta.pop("statistics"))
     old = load(path)
     assert old.residual_scale_ is None
     for start in range(10, 50, 10):
@@ -140,11 +140,35 @@ def test_a_checkpoint_of_an_earlier_version_keeps_its_fixed_weight(tmp_path):
     assert old.residual_scale_ is None
 
 
-@pytest.mark.parametrize("value", [-0.1, 0.0, float("nan"), "0.1", True])
-def test_a_tampered_residual_scale_is_refused(value, tmp_path):
+@pytest.mark.parametrize("stored", [{"residual_scale": -0.1}, {"residual_scale": 0.0},
+                                    {"residual_scale": float("nan")}, {"residual_scale": "0.1"},
+                                    {"residual_scale": True}, {"residual_scale": 0.1, "x": 1.0},
+                                    [0.1]])
+def test_a_tampered_residual_scale_is_refused(stored, tmp_path):
     X = _low_rank_with_outliers()
     path = RobustOnlineNMF(3, batch_size=10, random_state=0).partial_fit(X[:10]).save(
         tmp_path / "m")
-    _rewritten(path, lambda meta: meta.update(residual_scale=value))
+    _rewritten(path, lambda meta: meta.update(statistics=stored))
     with pytest.raises(ValueError, match="cannot read checkpoint"):
         load(path)
+
+
+def test_other_learners_keep_no_scalar_statistics(tmp_path):
+    """Only the robust learner declares one; a file giving another learner one is refused."""
+    from tensorstream import OnlineNMF
+
+    X = _low_rank_with_outliers()
+    path = OnlineNMF(3, batch_size=10, random_state=0).partial_fit(X[:10]).save(tmp_path / "n")
+    _rewritten(path, lambda meta: meta.update(statistics={"residual_scale": 0.1}))
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+        load(path)
+
+
+def test_the_fitted_weight_needs_a_fit():
+    from tensorstream import NotFittedError
+
+    model = RobustOnlineNMF(3)
+    for name in ("outlier_alpha_", "residual_scale_"):
+        with pytest.raises(NotFittedError):
+            getattr(model, name)
+        assert not hasattr(model, name)

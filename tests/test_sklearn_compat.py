@@ -240,6 +240,8 @@ def test_divergence_transform_with_init_checks_the_feature_names():
     X = pd.DataFrame(np.random.default_rng(0).random((40, 4)) + 0.1, columns=list("abcd"))
     model = OnlineDivergenceNMF(2, random_state=0).fit(X)
     init = np.asarray(model.transform(X))
-    np.testing.assert_allclose(model.transform(X, init=init), model.transform(X, init=init))
+    # warm-started at the converged codes, the coder stays there (measured 4e-5 relative)
+    np.testing.assert_allclose(model.transform(X, init=init), init, rtol=0,
+                               atol=1e-3 * np.abs(init).max())
     with pytest.raises(ValueError, match="feature names should match"):
         model.transform(X[list("dcba")], init=init)

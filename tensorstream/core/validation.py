@@ -16,10 +16,10 @@ from .backend import as_tensor, backend_of, float_dtype_of, is_real_dtype, numpy
 def as_array(X: Any) -> Any:
     """One array from what scikit-learn accepts as one: a pandas or polars DataFrame (its
     values; a polars DataFrame has a shape but iterates over its columns, so it must not be
-    read as a stream), an object with ``__array__`` but no shape, a nested list of numbers.
-    Anything else (arrays, tensors, DataArrays, streams, lists of batches) is returned as it
-    is."""
-    if type(X).__module__.split(".")[0] == "pandas" or _is_polars_frame(X):
+    read as a stream) or a pandas Series, an object with ``__array__`` but no shape, a nested
+    list of numbers. Anything else (arrays, tensors, DataArrays, streams, lists of batches) is
+    returned as it is."""
+    if is_data_frame(X) or _library_of(X) == "pandas":
         return X.to_numpy()
     if hasattr(X, "__array__") and not hasattr(X, "shape"):
         return np.asarray(X)
@@ -30,20 +30,18 @@ def as_array(X: Any) -> Any:
 
 def is_data_frame(X: Any) -> bool:
     """True for a pandas or polars DataFrame, whatever its column labels."""
-    return (type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns")
-            and hasattr(X, "to_numpy")) or _is_polars_frame(X)
-
-
-def _is_polars_frame(X: Any) -> bool:
-    return type(X).__module__.split(".")[0] == "polars" and hasattr(X, "columns") and hasattr(
+    return _library_of(X) in ("pandas", "polars") and hasattr(X, "columns") and hasattr(
         X, "to_numpy")
 
 
+def _library_of(X: Any) -> str:
+    return type(X).__module__.split(".")[0]
+
+
 def feature_names(X: Any) -> np.ndarray | None:
-    """The column names of a pandas (or polars) DataFrame whose columns are all named by
+    """The column names of a pandas or polars DataFrame whose columns are all named by
     strings (what scikit-learn keeps as ``feature_names_in_``); None for anything else."""
-    if not ((type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns"))
-            or _is_polars_frame(X)):
+    if not is_data_frame(X):
         return None
     names = np.asarray(X.columns, dtype=object)
     return names if all(isinstance(name, str) for name in names) else None

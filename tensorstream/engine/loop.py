@@ -37,6 +37,9 @@ class Algorithm:
     keeps_statistics = True
     #: what to try when the algorithm diverges (part of the error message)
     divergence_hint = ""
+    #: names of the positive scalars the algorithm keeps in its statistics besides ``A``,
+    #: ``B`` and ``c`` (the robust learner's residual scale); checkpoints store them
+    scalar_statistics: tuple = ()
 
     def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """The dictionary before the first step, for samples shaped like the batch ``X``
@@ -389,12 +392,16 @@ def check_health(algorithm: Algorithm, state: OnlineState, sums: dict, loadings:
                         f"{BLOCK_STEPS}+ steps (mean loss per sample "
                         f"{' -> '.join(f'{m:.4g}' for m in means)}): the steps may be too "
                         f"large, or the stream drifted")
-    # plain ints (JSON in checkpoints), converted in one call per counter, not one per atom
-    health = Health(idle_steps=tuple(np.asarray(idle_steps, dtype=np.int64).tolist()),
-                    idle_samples=tuple(np.asarray(idle_samples, dtype=np.int64).tolist()),
+    health = Health(idle_steps=_plain(idle_steps), idle_samples=_plain(idle_samples),
                     bound_steps=bound_steps, block=block, block_means=means,
-                    futile_reinits=tuple(np.asarray(futile, dtype=np.int64).tolist()))
+                    futile_reinits=_plain(futile))
     return health, loadings, messages
+
+
+def _plain(counts: Any) -> tuple:
+    """Per-atom counts as a tuple of plain ints (JSON in checkpoints), in one call, not one
+    per atom (this runs at every step)."""
+    return tuple(np.asarray(counts, dtype=np.int64).tolist())
 
 
 def _futile_reinits(health: Health, R: int) -> np.ndarray:

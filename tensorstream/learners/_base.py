@@ -53,6 +53,7 @@ from ..core.validation import (
     check_n_components,
     check_overflow,
     check_positive_int,
+    check_positive_number,
     check_sample_weight,
     check_sparse_batch,
     densify,
@@ -930,8 +931,10 @@ class OnlineLearner(OnlineEstimator):
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
             arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
-            if "residual_scale" in state.statistics:  # the robust learner's, learned
-                meta["residual_scale"] = float(state.statistics["residual_scale"])
+            scalars = {name: float(value) for name, value in state.statistics.items()
+                       if name not in ("A", "B", "c")}  # an algorithm's own (Algorithm)
+            if scalars:
+                meta["statistics"] = scalars
         meta.update(self._output_meta())
         layout = self.__dict__.get("layout_")
         if layout is not None:
@@ -994,8 +997,9 @@ class OnlineLearner(OnlineEstimator):
             statistics = {"A": as_tensor(arrays["A"], backend, **context),
                           "B": as_tensor(arrays["B"], backend, **context),
                           "c": float(meta["c"])} if keeps_statistics and not legacy else None
-            if statistics is not None and "residual_scale" in meta:
-                statistics["residual_scale"] = _checked_residual_scale(meta["residual_scale"])
+            if statistics is not None:
+                statistics.update(_scalar_statistics(meta.get("statistics", {}),
+                                                     learner._algorithm()))
             # before version 3 the data scale of the divergence algorithm was stored as c
             scale = float(meta["scale"] if "scale" in meta else
                           (1.0 if keeps_statistics else meta["c"]))
@@ -1379,13 +1383,15 @@ def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
     return step
 
 
-def _checked_residual_scale(value: Any) -> float:
-    """A checkpoint's residual scale: a positive finite number (else ``ValueError``, which the
-    loader reports as a corrupt checkpoint)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            0 < float(value) < float("inf")):
-        raise ValueError(f"residual_scale must be a positive finite number, got {value!r}")
-    return float(value)
+def _scalar_statistics(stored: Any, algorithm: Algorithm) -> dict:
+    """A checkpoint's scalar statistics besides ``c``: the algorithm's
+    (``Algorithm.scalar_statistics``), each a positive finite number; anything else raises
+    (the loader reports a corrupt checkpoint)."""
+    if not isinstance(stored, dict) or not set(stored) <= set(algorithm.scalar_statistics):
+        raise ValueError(f"statistics must hold {list(algorithm.scalar_statistics)}, got "
+                         f"{stored!r}")
+    return {name: check_positive_number(value, f"statistics.{name}")
+            for name, value in stored.items()}
 
 
 def _check_state_shapes(loadings: list, statistics: dict | None, sample_shape: tuple,

@@ -32,6 +32,7 @@ import numpy as np
 import xarray as xr
 
 from ..core.backend import to_numpy
+from ..core.validation import is_data_frame
 
 #: the methods whose output ``set_output`` configures
 OUTPUT_METHODS = ("transform", "fit_transform")
@@ -107,10 +108,10 @@ def configured(method: Any) -> Any:
     def in_configured_container(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
         result = method(self, X, *args, **kwargs)
         container = "default" if _PLAIN.get() else chosen_container(self)
-        if container == "default" or _is_frame(result) or isinstance(result, xr.DataArray):
+        if container == "default" or is_data_frame(result) or isinstance(result, xr.DataArray):
             return result  # a DataFrame made by an inner transform, or labelled output
         return _frame(container, to_numpy(result), self.get_feature_names_out(),
-                      getattr(X, "index", None) if _is_frame(X) else None)
+                      getattr(X, "index", None) if is_data_frame(X) else None)
 
     in_configured_container._output_configured = True
     return in_configured_container
@@ -127,11 +128,6 @@ def chosen_container(learner: Any) -> str:
     if sklearn is None:  # not imported: nobody set its global configuration
         return "default"
     return sklearn.get_config().get("transform_output", "default")
-
-
-def _is_frame(value: Any) -> bool:
-    return type(value).__module__.split(".")[0] in ("pandas", "polars") and hasattr(
-        value, "columns")
 
 
 def _frame(container: str, data: np.ndarray, columns: np.ndarray, index: Any) -> Any:

@@ -156,12 +156,12 @@ def residual_sums(residuals: Any, mask: Any, sigma: float) -> dict:
     (observed entries only)."""
     limit = RESIDUAL_WINSOR * sigma
     squares = tl.clip(residuals * residuals, None, limit * limit)
-    if mask is not None:
-        squares = squares * tl.tensor(mask, **tl.context(squares))
-        count = float(tl.sum(tl.tensor(mask, **tl.context(squares))))
-    else:
-        count = float(np.prod(tl.shape(residuals)))
-    return {"residual_sq": float(tl.sum(squares)), "residual_count": count}
+    if mask is None:
+        return {"residual_sq": float(tl.sum(squares)),
+                "residual_count": float(np.prod(tl.shape(residuals)))}
+    observed = tl.tensor(mask, **tl.context(squares))
+    return {"residual_sq": float(tl.sum(squares * observed)),
+            "residual_count": float(tl.sum(observed))}
 
 
 def next_residual_scale(sigma: float, sums: dict) -> float:
@@ -518,6 +518,7 @@ class RobustNMFAlgorithm(SurrogateCP):
     """
 
     nonnegative = True
+    scalar_statistics = ("residual_scale",)
 
     def __init__(self, params: Any, residual_scale: float | None = None):
         self.params = params
