@@ -362,6 +362,12 @@ class CheckedParameters:
                              f"fit: {type(self).__name__} was fitted with {list(fitted)}, X has "
                              f"{list(names)}")
 
+    def _keep_feature_names(self, names: Any) -> None:
+        """Keep the columns of the DataFrame fitted on (``names``: :func:`feature_names` of
+        the data; None keeps nothing), as scikit-learn keeps ``feature_names_in_``."""
+        if names is not None:
+            self.feature_names_in_ = names
+
     def _output_meta(self) -> dict:
         """What a checkpoint keeps of the output API: the input's feature names (fitted on
         a DataFrame) and the container ``set_output`` chose (``"default"`` included: an explicit
@@ -561,8 +567,7 @@ class OnlineEstimator(CheckedParameters):
             else:
                 with connected(client) as open_client:
                     self._fit(X, mask, n_steps, sample_dim, modes, open_client)
-            if names is not None:
-                self.feature_names_in_ = names
+            self._keep_feature_names(names)
         return self
 
     @contextlib.contextmanager
@@ -1143,8 +1148,7 @@ class OnlineLearner(OnlineEstimator):
             raise
         self.__dict__.update(fresh)
         self.state_ = new
-        if names is not None:  # the first step: the columns it was given, as fit keeps them
-            self.feature_names_in_ = names
+        self._keep_feature_names(names)  # the first step's columns, as fit keeps them
         self._last_info = info
         self._last_codes = codes
         if layout is not None:
@@ -1195,8 +1199,7 @@ class OnlineLearner(OnlineEstimator):
             raise
         self.__dict__.update(fresh)
         self.state_ = new
-        if names is not None:  # the first step: the columns it was given, as fit keeps them
-            self.feature_names_in_ = names
+        self._keep_feature_names(names)  # the first step's columns, as fit keeps them
         self.__dict__.pop("_last_codes", None)  # the shards' codes stay on the workers
         self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
         if layout is not None:

@@ -834,8 +834,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                              outliers_=E * scale, n_iter_=len(history), history_=history,
                              backend_=backend, _context=context, n_features_in_=int(X.shape[1]),
                              scale_=scale)
-        if names is not None:
-            self.feature_names_in_ = names
+        self._keep_feature_names(names)
         return self
 
     def _objective(self, X, W, H, E, penalties) -> float:

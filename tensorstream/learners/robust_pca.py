@@ -265,8 +265,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
             self.loadings_ = [tl.transpose(Vt[:d])]
             self.components_ = Vt[:d]
         self.__dict__.pop("feature_names_in_", None)
-        if names is not None:
-            self.feature_names_in_ = names
+        self._keep_feature_names(names)
         return self
 
     def _solve(self, Z: Any) -> tuple[Any, Any, int]:

@@ -414,11 +414,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             self.callback(self, dict(info))
         return self
 
-    def _keep_feature_names(self, names: Any) -> None:
-        """The columns of the DataFrame fitted on, as scikit-learn keeps them."""
-        if names is not None:
-            self.feature_names_in_ = names
-
     def _initial_state(self, X: Any, spread: SpreadRows | None = None) -> FiniteState:
         probe = self._finite_data(X)
         form = self._make_formulation(probe.d)
