@@ -169,8 +169,10 @@ def _components(model) -> np.ndarray:
 
 
 def _coding(args) -> dict:
-    """The coding step's options given on the command line (else the learners' defaults)."""
-    options = {"code_tol": args.code_tol, "code_max_iter": args.code_max_iter}
+    """The coding step's and rounds' options given on the command line (else the learners'
+    defaults)."""
+    options = {"code_tol": args.code_tol, "code_max_iter": args.code_max_iter,
+               "dict_rounds": args.dict_rounds}
     return {key: value for key, value in options.items() if value is not None}
 
 
@@ -356,6 +358,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="the online learners' code_tol (default: theirs)")
     parser.add_argument("--code-max-iter", type=int, default=None,
                         help="the online learners' code_max_iter (default: theirs)")
+    parser.add_argument("--dict-rounds", type=lambda v: v if v == "auto" else int(v),
+                        default=None, help="the online learners' dict_rounds (default: theirs)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--budget", type=float, default=120.0,
                         help="training seconds per method and data set")

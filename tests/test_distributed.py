@@ -36,6 +36,8 @@ LEARNERS = {
              (90, 6, 5)),
     "cpdl-kl": (lambda **kw: OnlineCPDL(3, loss="kl", batch_size=20, max_iter=2,
                                         random_state=0, **kw), (90, 6, 5)),
+    "cpdl-kl-rounds": (lambda **kw: OnlineCPDL(3, loss="kl", dict_rounds=4, batch_size=20,
+                                               max_iter=2, random_state=0, **kw), (90, 6, 5)),
     "nmf-admm": (lambda **kw: OnlineNMF(3, batch_size=20, max_iter=2, random_state=0, **kw),
                  (90, 12)),
     "robust-nmf": (lambda **kw: RobustOnlineNMF(3, batch_size=20, max_iter=2, random_state=0,

@@ -268,7 +268,7 @@ def test_mu_step_at_unit_step_is_one_kl_multiplicative_update():
     rng = np.random.default_rng(0)
     X = rng.poisson(3.0, (20, 8)).astype(float) + 0.5
     model = OnlineDivergenceNMF(3, dict_step="mu", normalize=False, step_a=1.0, step_b=1.0,
-                                step_tau=0.0, dict_upper=1e9, random_state=0,
+                                step_tau=0.0, dict_upper=1e9, dict_rounds=1, random_state=0,
                                 **TRAINING_CODES)
     model.partial_fit(X[:10])
     U = np.array(model.loadings_[0])

@@ -114,12 +114,12 @@ def _robust_masked(backend):
             "codes": model.transform(_as_backend(X[:4], backend), mask=mask[:4])}
 
 
-def _divergence(backend, loss, dict_step):
+def _divergence(backend, loss, dict_step, **options):
     from tensorstream import OnlineDivergenceNMF
 
     X = _as_backend(np.random.default_rng(6).poisson(4.0, (50, 8)).astype(float) + 0.5, backend)
     model = OnlineDivergenceNMF(2, loss=loss, dict_step=dict_step, batch_size=10, max_iter=1,
-                                code_max_iter=30, random_state=0).fit(X)
+                                code_max_iter=30, random_state=0, **options).fit(X)
     return {"components": model.components_, "codes": model.transform(X[:4])}
 
 
@@ -181,6 +181,8 @@ CASES = {
     "robust_masked": _robust_masked,
     "divergence_kl_sgd": lambda backend: _divergence(backend, "kl", "sgd"),
     "divergence_kl_mu": lambda backend: _divergence(backend, "kl", "mu"),
+    "divergence_kl_mu_one_round": lambda backend: _divergence(backend, "kl", "mu",
+                                                              dict_rounds=1),
     "divergence_beta": lambda backend: _divergence(backend, 1.5, "sgd"),
     "maxnorm_authors": lambda backend: _maxnorm(backend, "authors"),
     "maxnorm_paper": lambda backend: _maxnorm(backend, "paper"),

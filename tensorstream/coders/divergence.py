@@ -574,6 +574,7 @@ def code_divergence(
     max_iter: int = 200,
     tol: float = 1e-4,
     callback: Callable[[int, Tensor, Tensor], bool | None] | None = None,
+    evaluate: bool = True,
 ) -> tuple[Tensor, dict]:
     """Codes of a batch under a general divergence, by batched projected (sub)gradient descent.
 
@@ -618,6 +619,11 @@ def code_divergence(
         (``sum|Δh| / sum h``), a test that costs no objective evaluation.
     callback : callable, optional
         ``callback(iteration, H, objective)`` after every iteration; returning True stops.
+    evaluate : bool, default True
+        False skips the per-sample objective that the multiplicative update evaluates once,
+        at the end (``info["objective"]`` is then None): for callers that need the codes and
+        the model only (a dictionary round of the online learner, where the objective would
+        cost a fifth of the round).
 
     Returns
     -------
@@ -667,7 +673,7 @@ def code_divergence(
     Y = problem.forward(H)
     _check_model_shape(Y, V)
     if isinstance(rule, MultiplicativeStep):
-        return _iterate_mu(problem, rule, H, Y, max_iter, float(tol), callback)
+        return _iterate_mu(problem, rule, H, Y, max_iter, float(tol), callback, evaluate)
     f = problem.objective(H, Y)
     g = problem.gradient(H, Y)
     if tuple(tl.shape(g)) != (b, R):
@@ -711,7 +717,7 @@ def _iterate(problem, rule, H, Y, f, g, max_iter, tol, callback):
     return H, info
 
 
-def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
+def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback, evaluate=True):
     """The multiplicative-update loop: per-sample stop on the relative change of the codes.
 
     Rows never mix (every operation is per sample), so a sample's codes do not depend on its
@@ -767,7 +773,8 @@ def _iterate_mu(problem, rule, H, Y, max_iter, tol, callback):
         problem, H, Y, converged, counts = batch.whole(H, Y, converged, counts)
     info = {"n_iter": n_iter, "iterations": tl.to_numpy(counts).astype(np.int64),
             "converged": converged,
-            "objective": problem.objective(H, Y), "model": Y, "step": rule}
+            "objective": problem.objective(H, Y) if evaluate else None, "model": Y,
+            "step": rule}
     return H, info
 
 
@@ -1144,12 +1151,12 @@ def code_divergence_sparse(
 def solve_sparse_kl(kl: SparseKL, step: str | StepRule = "auto", *, init: Any = None,
                     lower: float = CODE_LOWER, upper: float | None = CODE_UPPER,
                     ridge: float = 0.0, max_iter: int = 200, tol: float = 1e-4,
-                    callback: Callable | None = None) -> tuple[Any, dict]:
+                    callback: Callable | None = None, evaluate: bool = True) -> tuple[Any, dict]:
     """:func:`code_divergence_sparse` on a built :class:`SparseKL`, without the checks.
 
     For callers that have validated the data, the dictionary and the options already (a
     learner's step) and keep ``kl`` for the dictionary gradient. ``info["model"]`` is the
-    model on the support (``kl.model(H)``).
+    model on the support (``kl.model(H)``); ``evaluate`` as in :func:`code_divergence`.
     """
     rule = _resolve_step(step, get_loss("kl"), None, ridge, lower)
     b, R = kl.b, int(kl.W.shape[1])
@@ -1161,7 +1168,7 @@ def solve_sparse_kl(kl: SparseKL, step: str | StepRule = "auto", *, init: Any = 
     H = problem.project(np.asarray(init))
     Y = problem.forward(H)
     if isinstance(rule, MultiplicativeStep):
-        return _iterate_mu(problem, rule, H, Y, max_iter, tol, callback)
+        return _iterate_mu(problem, rule, H, Y, max_iter, tol, callback, evaluate)
     return _iterate(problem, rule, H, Y, problem.objective(H, Y), problem.gradient(H, Y),
                     max_iter, tol, callback)
 

@@ -31,7 +31,7 @@ import tensorly as tl
 
 from ..core.backend import no_grad, using
 from ..core.validation import check_masked_batch
-from .loop import Algorithm, add_sums, code_activity, finish_step, worst_explained
+from .loop import Algorithm, add_sums, alternate, code_activity, finish_step, worst_explained
 from .state import OnlineState
 
 
@@ -69,9 +69,10 @@ def lazy(X: Any) -> bool:
     return type(X).__module__.startswith("dask")
 
 
-def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-               checks: dict, rows: tuple[int, int]) -> dict:
-    """On a worker: validate and code one shard, return its sums.
+def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
+                checks: dict, rows: tuple[int, int]) -> tuple:
+    """On a worker: validate and code one shard; ``(X, codes, sums)``, kept on the worker
+    (further rounds move its codes, :func:`shard_recoded`).
 
     ``checks`` are :func:`~tensorstream.core.validation.check_masked_batch`'s keyword
     arguments (backend, context, sample shape, sign, missing entries); ``rows`` the shard's
@@ -84,8 +85,22 @@ def shard_sums(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: f
                           f"batch; sample numbers count from its first row)") from None
     with using(checks["backend"]), no_grad(checks["backend"]):
         coded = algorithm.encode(X, loadings, scale, mask)
-        return {**algorithm.batch_sums(X, coded, mask, loadings, scale),
-                **code_activity(algorithm, coded.codes, scale)}
+        return X, coded, {**algorithm.batch_sums(X, coded, mask, loadings, scale),
+                          **code_activity(algorithm, coded.codes, scale)}
+
+
+def shard_recoded(algorithm: Algorithm, kept: tuple, loadings: list, scale: float,
+                  backend: str) -> tuple:
+    """On a worker: a shard's codes moved towards the round's ``loadings``
+    (:meth:`Algorithm.recode`); ``(X, codes, sums)`` as :func:`shard_coded` gives them."""
+    X, coded, _ = kept
+    with using(backend), no_grad(backend):
+        return (X, *algorithm.recode(X, coded, loadings, scale))
+
+
+def sums_of(kept: tuple) -> dict:
+    """A shard's sums, out of what :func:`shard_coded` keeps on the worker."""
+    return kept[2]
 
 
 def shard_worst(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
@@ -133,7 +148,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     state : OnlineState
         The state before the step (its loadings are broadcast to the workers).
     checks : dict
-        Validation of the shards on the workers (see :func:`shard_sums`).
+        Validation of the shards on the workers (see :func:`shard_coded`).
     reinit_dead_atoms : bool
         Re-initialise dead atoms from the batch's worst-explained samples, as one process
         would (the shards are coded again for them, only at a step that re-initialises atoms).
@@ -153,10 +168,23 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
                                               float(np.sum([p[1] for p in parts])))
         scale = algorithm.first_scale(sums)
     loadings = client.scatter(list(state.loadings), broadcast=True, hash=False)
-    futures = [client.submit(shard_sums, algorithm, X, mask, loadings, scale, checks, rows,
-                             pure=False, **_on(worker))
-               for X, mask, rows, worker in shards]
-    sums = add_sums(client.gather(futures))
+    kept = [client.submit(shard_coded, algorithm, X, mask, loadings, scale, checks, rows,
+                          pure=False, **_on(worker))
+            for X, mask, rows, worker in shards]
+
+    def total() -> dict:
+        return add_sums(client.gather([client.submit(sums_of, part, pure=False)
+                                       for part in kept]))
+
+    def recode(at: list) -> dict:
+        nonlocal kept
+        broadcast = client.scatter(list(at), broadcast=True, hash=False)
+        kept = [client.submit(shard_recoded, algorithm, part, broadcast, scale,
+                              checks["backend"], pure=False, **_on(worker))
+                for part, (_, _, _, worker) in zip(kept, shards)]
+        return total()
+
+    sums = alternate(algorithm, total(), state.loadings, recode)
     return finish_step(algorithm, state, sums, scale,
                        candidates=lambda k: _batch_worst(client, algorithm, shards, loadings,
                                                          scale, checks, k),

@@ -121,6 +121,24 @@ class Algorithm:
         return {"n": n, "loss": float(tl.sum(coded.losses)), "constant": coded.constant * n,
                 "HH": HH, "XH": outer_statistic(coded.explained, H)}
 
+    def rounds(self, sums: dict) -> int:
+        """How many alternating rounds a step makes on its batch, from the batch's sums
+        (1: the dictionary moves once, from the batch's first codes). Each further round moves
+        the batch's own dictionary (:meth:`round_dictionary`) and then its codes
+        (:meth:`recode`); :meth:`update` then moves the learner's dictionary towards it."""
+        return 1
+
+    def round_dictionary(self, sums: dict, loadings: list) -> list:
+        """The batch's own dictionary after one more round: a step from ``loadings`` with the
+        batch's sums taken at them (only called when :meth:`rounds` is above 1)."""
+        raise NotImplementedError
+
+    def recode(self, X: Any, coded: Codes, loadings: list, scale: float) -> tuple[Codes, dict]:
+        """The batch's codes moved towards ``loadings`` from ``coded``, and the sums at them
+        that the next round and :meth:`update` read (they replace the batch's sums of the
+        same names; its loss, sample count and code activity stay those of its first codes)."""
+        raise NotImplementedError
+
     def accumulate(self, statistics: dict | None, sums: dict, w: float | None) -> dict | None:
         """The statistics after step ``t``: the weighted running means of the surrogate."""
         return surrogate_statistics(statistics, sums, w)
@@ -160,6 +178,7 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
         # finite data whose squares overflow (e.g. entries near 1e160)
         raise ValueError(_TOO_LARGE)
     try:
+        sums = alternate(algorithm, sums, state.loadings, _recoder(algorithm, X, coded, scale))
         new, info = finish_step(algorithm, state, sums, scale,
                                 candidates=lambda k: worst_explained(coded, k),
                                 reinit_dead_atoms=reinit_dead_atoms)
@@ -168,6 +187,32 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
             raise ValueError(_TOO_LARGE) from None
         raise
     return new, coded, info
+
+
+def alternate(algorithm: Algorithm, sums: dict, loadings: list,
+              recode: Callable[[list], dict]) -> dict:
+    """The batch's sums after the algorithm's further rounds (:meth:`Algorithm.rounds`), with
+    ``"round_loadings"``, the batch's own dictionary they were taken at, when there were any;
+    ``sums`` as they are otherwise. ``recode(loadings)`` moves the batch's codes towards
+    ``loadings`` and returns the sums at them (:meth:`Algorithm.recode`; on a cluster, on
+    the workers that hold the shards)."""
+    at = loadings
+    for _ in range(algorithm.rounds(sums) - 1):
+        at = algorithm.round_dictionary(sums, at)
+        sums = {**sums, **recode(at)}
+    return sums if at is loadings else {**sums, "round_loadings": at}
+
+
+def _recoder(algorithm: Algorithm, X: Any, coded: Codes, scale: float) -> Callable:
+    """:func:`alternate`'s ``recode`` for a batch in this process (its codes kept between
+    rounds)."""
+    current = coded
+
+    def recode(at: list) -> dict:
+        nonlocal current
+        current, fresh = algorithm.recode(X, current, at, scale)
+        return fresh
+    return recode
 
 
 def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict, scale: float,

@@ -70,7 +70,8 @@ SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
 DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau": None,
                    "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
                    "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True, "transform_tol": 1e-8, "transform_max_iter": 1000}
+                   "normalize": True, "transform_tol": 1e-8, "transform_max_iter": 1000,
+                   "dict_rounds": "auto"}
 """Parameters of the divergence (OL) algorithm, with their defaults."""
 
 DICT_STEPS = {"squared": ("auto", "columns", "fista"), "divergence": ("auto", "sgd", "mu")}
@@ -200,7 +201,7 @@ class OnlineCPDL(OnlineLearner):
         Relative tolerance of the coding step's optimality test (see
         :func:`tensorstream.coders.lasso.sparse_code`).
     step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
-dict_row_min, normalize
+dict_row_min, normalize, dict_rounds
         Divergence losses only: see
         :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
     transform_tol : float, default 1e-8
@@ -265,7 +266,8 @@ dict_row_min, normalize
                  code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000,
-                 dict_step: str = "auto", random_state=None, backend: str | None = None,
+                 dict_rounds: int | str = "auto", dict_step: str = "auto", random_state=None,
+                 backend: str | None = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self._keep_parameters(locals())
