@@ -7,14 +7,17 @@ lowers the batch's objective; one round is the single MU step; what a step repor
 before it learns; ``"auto"`` makes 4 rounds per nonzero of the batch per entry of a matrix
 dictionary (1 to 20), 1 on tensors;
 more rounds fit dense Poisson data better in the same passes; bad values are refused by name.
-(The cluster, sparse input, torch and checkpoints run the default, several rounds, in
-``test_distributed.py``, ``test_divergence_sparse.py``, ``test_divergence_nmf.py`` and the
-checkpoint tests.)
+A resumed checkpoint continues as the uninterrupted run; a sparse batch with stored zeros
+takes the rounds of the same dense batch. (The cluster, sparse input and torch run the default,
+several rounds, in ``test_distributed.py``, ``test_divergence_sparse.py`` and
+``test_divergence_nmf.py``.)
 """
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
+import tensorstream
 from tensorstream import OnlineCPDL, OnlineDivergenceNMF
 from tensorstream.learners.divergence_nmf import auto_rounds
 
@@ -136,7 +139,6 @@ def test_auto_makes_one_round_on_sparse_batches_and_tensors():
     X = _documents(60, 30, words=1)  # 20 nonzeros per batch of 20, 90 entries: 1 round
     _assert_same_loadings(_fits(X), _fits(X, dict_rounds=1))
     assert not np.allclose(_fits(X).components_, _fits(X, dict_rounds=3).components_)
-    import scipy.sparse as sp
     _assert_same_loadings(_fits(sp.csr_matrix(X)), _fits(sp.csr_matrix(X), dict_rounds=1))
     T = _counts((60, 4, 3))
     _assert_same_loadings(_fits(T, OnlineCPDL, loss="kl"),
@@ -209,3 +211,30 @@ def test_a_refused_batch_in_a_rounds_step_changes_nothing():
         model.partial_fit(bad)
     np.testing.assert_array_equal(model.loadings_[0], before[0])
     assert model.n_steps_ == before[1]
+
+
+@pytest.mark.parametrize("rounds", [4, "auto"])
+def test_a_resumed_checkpoint_continues_the_rounds_as_the_uninterrupted_run(tmp_path, rounds):
+    X = _counts((80, 9))
+    straight = OnlineDivergenceNMF(3, batch_size=20, dict_rounds=rounds, random_state=0)
+    for start in range(0, 80, 20):
+        straight.partial_fit(X[start:start + 20])
+    first = OnlineDivergenceNMF(3, batch_size=20, dict_rounds=rounds, random_state=0)
+    for start in range(0, 40, 20):
+        first.partial_fit(X[start:start + 20])
+    resumed = tensorstream.load(first.save(tmp_path / "rounds.npz"))
+    assert resumed.dict_rounds == rounds
+    for start in range(40, 80, 20):
+        resumed.partial_fit(X[start:start + 20])
+    np.testing.assert_array_equal(resumed.components_, straight.components_)
+
+
+def test_stored_zeros_of_a_sparse_batch_do_not_count_as_nonzeros():
+    X = _documents(60, 30, words=4)  # 80 nonzeros per batch of 20, 90 entries: 3 rounds
+    stored = sp.csr_matrix(X + 1.0)
+    stored.data -= 1.0  # the same matrix, its zeros stored (as thresholding leaves them)
+    assert stored.nnz == X.size and np.array_equal(stored.toarray(), X)
+    np.testing.assert_allclose(_fits(stored).components_, _fits(X).components_, rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_array_equal(_fits(stored).components_,
+                                  _fits(stored, dict_rounds=3).components_)

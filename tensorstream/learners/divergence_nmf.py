@@ -85,8 +85,9 @@ def _scaled(X: Any, scale: float) -> Any:
 
 
 def _nonzeros(X: Any) -> int:
-    """The number of nonzero entries of a batch (dense or sparse)."""
-    return int(X.nnz) if is_sparse(X) else int((X != 0).sum())
+    """The number of nonzero entries of a batch, dense or sparse (a sparse matrix's stored
+    zeros, which ``nnz`` counts, are not: the same data count the same either way)."""
+    return int(np.count_nonzero(X.data)) if is_sparse(X) else int((X != 0).sum())
 
 
 #: The parameters of the divergence (OL) algorithm and what they may be.
@@ -370,7 +371,8 @@ class DivergenceCP(Algorithm):
                                       self.project)
 
     def recode(self, X: Any, coded: Codes, loadings: list, scale: float) -> tuple[Codes, dict]:
-        """One multiplicative update of the batch's codes at ``loadings``, from ``coded``'s."""
+        """One iteration of the coding step (``code_step``: one multiplicative update by
+        default) of the batch's codes at ``loadings``, from ``coded``'s."""
         Xn, H, info, kl = self._solve(X, loadings, scale, coded.codes, 1,
                                       normalized=coded.work[0], evaluate=False)
         moved = dataclasses.replace(coded, codes=H * scale, work=(Xn, H, info["model"], kl))
