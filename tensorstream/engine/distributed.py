@@ -1,22 +1,26 @@
 """Data-parallel steps on a Dask cluster: the same step, its batch coded on several workers.
 
 A step of :func:`~tensorstream.engine.loop.online_step` splits where the work splits: each
-worker validates and codes its shard of the batch with the current dictionary (broadcast: the
-loadings are small) and returns the shard's additive sums (code products, data-code products,
-losses, gradients); the driver adds them up and takes the dictionary step
-(:func:`~tensorstream.engine.loop.finish_step`), exactly as one process would on the whole
-batch. The data never pass through the driver when they live in a chunked store: a dask-backed
-shard travels as its task graph (:class:`WorkerRead`, a few kilobytes naming the store's chunks
-and the rows to take) and the worker reads it itself; in-memory arrays are scattered.
+worker validates and codes its shard of the batch with the current dictionary (sent with the
+shard's task: the loadings are small, and a task's arguments are sent again if its worker dies,
+where a broadcast to a worker that had just died waited for it for ever) and returns the
+shard's additive sums (code products, data-code products, losses, gradients); the driver adds
+them up and takes the dictionary step (:func:`~tensorstream.engine.loop.finish_step`), exactly
+as one process would on the whole batch. A step of several rounds
+(:meth:`~tensorstream.engine.loop.Algorithm.rounds`) is one such map-reduce per round, the
+shards' codes kept on their workers in between. The data never pass through the driver when
+they live in a chunked store: a dask-backed shard travels as its task graph
+(:class:`WorkerRead`, a few kilobytes naming the store's chunks and the rows to take) and the
+worker reads it itself; in-memory arrays are scattered.
 
 The full passes of a finite data set (:class:`SpreadRows`: the full gradient, the objective and
 the snapshot codes of :class:`~tensorstream.VarianceReducedMF`) are a map-reduce: each worker
 reduces the chunks of its contiguous block of rows, the driver adds the workers' sums.
 
-What crosses the network per step: the loadings out (``R sum I_k`` numbers per worker) and the
-sums back (``R^2 + R prod I_k`` per worker, the size of the statistics), whatever the batch
-size. Dask retries a shard whose worker died, so a killed worker costs a recomputation, not the
-run.
+What crosses the network per step (and round): the loadings out (``R sum I_k`` numbers per
+worker) and the sums back (``R^2 + R prod I_k`` per worker, the size of the statistics),
+whatever the batch size. Dask retries a shard whose worker died, so a killed worker costs a
+recomputation, not the run.
 """
 
 from __future__ import annotations
@@ -146,7 +150,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         The batch's shards, in order: arrays, dask arrays or futures (``mask`` may be None),
         and the address of the worker that holds (or reads) it (None: any).
     state : OnlineState
-        The state before the step (its loadings are broadcast to the workers).
+        The state before the step (its loadings go to the workers with the shards' tasks).
     checks : dict
         Validation of the shards on the workers (see :func:`shard_coded`).
     reinit_dead_atoms : bool
@@ -167,7 +171,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         sums = None if parts[0] is None else (float(np.sum([p[0] for p in parts])),
                                               float(np.sum([p[1] for p in parts])))
         scale = algorithm.first_scale(sums)
-    loadings = client.scatter(list(state.loadings), broadcast=True, hash=False)
+    loadings = list(state.loadings)
     kept = [client.submit(shard_coded, algorithm, X, mask, loadings, scale, checks, rows,
                           pure=False, **_on(worker))
             for X, mask, rows, worker in shards]
@@ -178,8 +182,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
 
     def recode(at: list) -> dict:
         nonlocal kept
-        broadcast = client.scatter(list(at), broadcast=True, hash=False)
-        kept = [client.submit(shard_recoded, algorithm, part, broadcast, scale,
+        kept = [client.submit(shard_recoded, algorithm, part, list(at), scale,
                               checks["backend"], pure=False, **_on(worker))
                 for part, (_, _, _, worker) in zip(kept, shards)]
         return total()
