@@ -6,7 +6,13 @@ Two data sets, each split into training and held-out documents (10%, at most 200
     ``--n-docs`` x ``--n-words`` (default 50,000 x 5,000) at about ``--density`` nonzeros
     (default 0.5%), ``--rank`` planted topics, as scipy.sparse CSR;
 (b) ``dense``: Zhao, Tan & Xu's synthetic KL data (section VIII-D, scaled): ``W``, ``H`` shifted
-    half-normal, counts ``Poisson(W H)`` (``--dense-docs`` x ``--dense-features``).
+    half-normal, counts ``Poisson(W H)`` (``--dense-docs`` x ``--dense-features``);
+(c) ``tensor``: a count tensor, ``--tensor-samples`` samples of shape ``--tensor-shape``,
+    Poisson counts (mean 3) of a planted nonnegative CP model of rank ``--rank`` with gamma(0.5)
+    factors. ``OnlineCPDL(loss="kl")`` learns CP atoms from the tensor samples; the other
+    methods see the unfolded matrix (samples x ``I J``), and every dictionary is evaluated as
+    that matrix's components (a CP atom unfolded: ``vec(u o v)``). ``OnlineCPDL`` starts from
+    its own random loadings (a CP dictionary cannot start from the others' matrix).
 
 All methods learn ``--rank`` components. ``OnlineDivergenceNMF`` streams CSR (or dense)
 mini-batches through ``partial_fit`` for up to ``--epochs`` passes; ``MiniBatchNMF.fit`` and
@@ -91,6 +97,18 @@ def dense_kl_data(n_docs: int, n_features: int, rank: int, seed: int) -> np.ndar
     return rng.poisson(10 * mean / mean.mean()).astype(float)
 
 
+def count_tensor(n: int, shape: tuple, rank: int, seed: int) -> np.ndarray:
+    """Poisson counts (mean 3) of a planted nonnegative CP model with gamma(0.5) factors,
+    ``n`` samples of ``shape``."""
+    rng = np.random.default_rng(seed)
+    factors = [rng.gamma(0.5, 1.0, (size, rank)) for size in (n, *shape)]
+    mean = factors[0]
+    for U in factors[1:]:
+        mean = np.einsum("n...r,ir->n...ir", mean, U)
+    mean = mean.sum(axis=-1)
+    return rng.poisson(3.0 * mean / mean.mean()).astype(float)
+
+
 # -- evaluator ------------------------------------------------------------------------------------
 
 
@@ -138,9 +156,10 @@ def refit_kl(components: np.ndarray, X, tol: float = 1e-7, max_iter: int = 2000)
 # -- runs -----------------------------------------------------------------------------------------
 
 
-def run_online(train, test, args, components0, make=None):
-    """Stream ``train``; trace of (training seconds, held-out KL), samples/s and the model."""
-    model = (make or make_online)(args, components0)
+def run_online(train, test, args, components0, make=None, sample_shape=None):
+    """Stream ``train`` (each batch's samples reshaped to ``sample_shape`` where given); trace of
+    (training seconds, held-out KL), samples/s and the model."""
+    model = (make or make_online)(args, components0, sample_shape)
     n, bs = train.shape[0], args.batch_size
     steps = -(-n // bs) * args.epochs
     checkpoints = set(np.unique(np.geomspace(1, steps, args.n_evals).astype(int)).tolist())
@@ -150,6 +169,8 @@ def run_online(train, test, args, components0, make=None):
         order = rng.permutation(n)
         for start in range(0, n, bs):
             batch = train[order[start:start + bs]]
+            if sample_shape is not None:
+                batch = batch.reshape(-1, *sample_shape)
             begin = time.perf_counter()
             model.partial_fit(batch)
             seconds += time.perf_counter() - begin
@@ -162,9 +183,14 @@ def run_online(train, test, args, components0, make=None):
 
 
 def _components(model) -> np.ndarray:
-    """``(rank, n_words)`` of any method (OnlineCPDL keeps loadings only)."""
+    """``(rank, n_words)`` of any method (OnlineCPDL keeps loadings only; a CP dictionary's
+    atoms unfolded as the samples are, ``vec(u o v)``)."""
     if hasattr(model, "loadings_"):
-        return np.asarray(model.loadings_[0]).T
+        loadings = [np.asarray(U) for U in model.loadings_]
+        atoms = loadings[0].T
+        for U in loadings[1:]:
+            atoms = np.einsum("ri,rj->rij", atoms, U.T).reshape(atoms.shape[0], -1)
+        return atoms
     return np.asarray(model.components_)
 
 
@@ -176,20 +202,22 @@ def _coding(args) -> dict:
     return {key: value for key, value in options.items() if value is not None}
 
 
-def make_online(args, components0):
-    """OnlineDivergenceNMF with its defaults (or ``--dict-step`` / ``--step-a``)."""
+def make_online(args, components0, sample_shape=None):
+    """OnlineDivergenceNMF with its defaults (or ``--dict-step`` / ``--step-a``), on the
+    (unfolded) matrix."""
     return OnlineDivergenceNMF(components0.shape[0], loss="kl", batch_size=args.batch_size,
                                step_a=args.step_a, dict_step=args.dict_step,
                                init=[components0.T / components0.max()],
                                random_state=args.seed, **_coding(args))
 
 
-def make_cpdl(args, components0):
-    """OnlineCPDL(loss="kl") with its defaults (a matrix is a one-mode tensor)."""
+def make_cpdl(args, components0, sample_shape=None):
+    """OnlineCPDL(loss="kl") with its defaults (a matrix is a one-mode tensor, started from
+    ``components0``; tensor samples start from its own random loadings)."""
+    init = [components0.T / components0.max()] if sample_shape is None else "random"
     return OnlineCPDL(components0.shape[0], loss="kl", batch_size=args.batch_size,
-                      step_a=args.step_a, dict_step=args.dict_step,
-                      init=[components0.T / components0.max()], random_state=args.seed,
-                      **_coding(args))
+                      step_a=args.step_a, dict_step=args.dict_step, init=init,
+                      random_state=args.seed, **_coding(args))
 
 
 def run_restarted(make, train, test, args, schedule):
@@ -216,10 +244,11 @@ def peak_memory(run) -> int:
         tracemalloc.stop()
 
 
-def _online_peak(train, args, components0, make=None):
-    model = (make or make_online)(args, components0)
+def _online_peak(train, args, components0, make=None, sample_shape=None):
+    model = (make or make_online)(args, components0, sample_shape)
     for start in range(0, min(5 * args.batch_size, train.shape[0]), args.batch_size):
-        model.partial_fit(train[start:start + args.batch_size])
+        batch = train[start:start + args.batch_size]
+        model.partial_fit(batch if sample_shape is None else batch.reshape(-1, *sample_shape))
 
 
 def time_to(trace, target):
@@ -232,8 +261,10 @@ def purity(components, topic_words, top: int = 8) -> float:
     return float(match(np.asarray(components), topic_words, top=top)[1].mean())
 
 
-def compare(name: str, X, args, topic_words=None) -> dict:
-    """Every method on one split of ``X``; prints the side-by-side table and the ratios."""
+def compare(name: str, X, args, topic_words=None, sample_shape=None) -> dict:
+    """Every method on one split of ``X``; prints the side-by-side table and the ratios.
+    ``sample_shape``: the rows of ``X`` are unfolded tensor samples (OnlineCPDL sees them as
+    such)."""
     rng = np.random.default_rng(args.seed)
     order = rng.permutation(X.shape[0])
     n_test = min(max(X.shape[0] // 10, 50), 2000)
@@ -257,9 +288,10 @@ def compare(name: str, X, args, topic_words=None) -> dict:
 
     results, peaks = {}, {}
     for label, make in (("OnlineDivergenceNMF", make_online), ("OnlineCPDL(kl)", make_cpdl)):
-        results[label] = run_online(train, test, args, components0, make)
-        peaks[label] = peak_memory(lambda make=make: _online_peak(train, args, components0,
-                                                                   make))
+        shape = sample_shape if make is make_cpdl else None  # the others see the matrix
+        results[label] = run_online(train, test, args, components0, make, shape)
+        peaks[label] = peak_memory(lambda make=make, shape=shape: _online_peak(
+            train, args, components0, make, shape))
     for label, make in (("MiniBatchNMF", make_minibatch), ("NMF(mu)", make_mu)):
         results[label] = run_restarted(make, train, test, args, schedule)
         peaks[label] = peak_memory(lambda make=make: make(1).fit(train))
@@ -338,12 +370,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (< 1 min)")
     parser.add_argument("--datasets", nargs="+", default=["sparse", "dense"],
-                        choices=["sparse", "dense"])
+                        choices=["sparse", "dense", "tensor"])
     parser.add_argument("--n-docs", type=int, default=50000)
     parser.add_argument("--n-words", type=int, default=5000)
     parser.add_argument("--density", type=float, default=0.005)
     parser.add_argument("--dense-docs", type=int, default=20000)
     parser.add_argument("--dense-features", type=int, default=200)
+    parser.add_argument("--tensor-samples", type=int, default=20000)
+    parser.add_argument("--tensor-shape", type=int, nargs=2, default=[30, 30])
     parser.add_argument("--rank", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=500,
                         help="every method's batch size (the paper's 10 is per-batch-overhead "
@@ -372,6 +406,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.n_docs, args.n_words, args.density = 3000, 500, 0.02
         args.dense_docs, args.dense_features, args.rank = 2000, 50, 5
+        args.tensor_samples, args.tensor_shape = 2000, [8, 6]
         args.budget, args.n_evals, args.epochs = min(args.budget, 3.0), 6, 2
     warnings.simplefilter("ignore", ConvergenceWarning)
     print(f"BLAS threads {args.threads}; OnlineDivergenceNMF and OnlineCPDL(kl) "
@@ -388,6 +423,11 @@ def main(argv: list[str] | None = None) -> dict:
         if "dense" in args.datasets:
             X = dense_kl_data(args.dense_docs, args.dense_features, args.rank, args.seed)
             out["dense"] = compare("dense Poisson (VIII-D)", X, args)
+        if "tensor" in args.datasets:
+            shape = tuple(args.tensor_shape)
+            X = count_tensor(args.tensor_samples, shape, args.rank, args.seed)
+            out["tensor"] = compare(f"count tensor {shape}, unfolded for the matrix methods",
+                                    X.reshape(len(X), -1), args, sample_shape=shape)
     return out
 
 
