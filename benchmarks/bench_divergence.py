@@ -368,7 +368,8 @@ class _Custom:
 def main(argv: list[str] | None = None) -> dict:
     """Run the benchmark; returns the table rows per data set."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (< 1 min)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (< 1 min) for the sizes not given")
     parser.add_argument("--datasets", nargs="+", default=["sparse", "dense"],
                         choices=["sparse", "dense", "tensor"])
     parser.add_argument("--n-docs", type=int, default=50000)
@@ -403,11 +404,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.n_docs, args.n_words, args.density = 3000, 500, 0.02
-        args.dense_docs, args.dense_features, args.rank = 2000, 50, 5
-        args.tensor_samples, args.tensor_shape = 2000, [8, 6]
-        args.budget, args.n_evals, args.epochs = min(args.budget, 3.0), 6, 2
+    if args.quick:  # small sizes, for the options not given on the command line
+        quick = {"n_docs": 3000, "n_words": 500, "density": 0.02, "dense_docs": 2000,
+                 "dense_features": 50, "rank": 5, "tensor_samples": 2000,
+                 "tensor_shape": [8, 6], "budget": 3.0, "n_evals": 6, "epochs": 2}
+        for name, value in quick.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
     warnings.simplefilter("ignore", ConvergenceWarning)
     print(f"BLAS threads {args.threads}; OnlineDivergenceNMF and OnlineCPDL(kl) "
           f"(dict_step={args.dict_step!r}, step_a={args.step_a}) batches of {args.batch_size}, "

@@ -94,10 +94,12 @@ def test_benchmark_runs_tiny(capsys):
     bench = _load("benchmarks/bench_divergence.py")
     out = bench.main(["--quick", "--n-docs", "400", "--n-words", "120", "--density", "0.1",
                       "--dense-docs", "300", "--dense-features", "20", "--rank", "3",
-                      "--epochs", "1", "--budget", "0.5"])
+                      "--datasets", "sparse", "dense", "tensor", "--tensor-samples", "300",
+                      "--tensor-shape", "5", "4", "--epochs", "1", "--budget", "0.5"])
     printed = capsys.readouterr().out
-    assert printed.count("| OnlineDivergenceNMF |") == 2
-    assert printed.count("| OnlineCPDL(kl) |") == 2 and "epoch-time ratio" in printed
+    assert printed.count("| OnlineDivergenceNMF |") == 3
+    assert printed.count("| OnlineCPDL(kl) |") == 3 and "epoch-time ratio" in printed
+    assert "count tensor (5, 4)" in printed and sorted(out) == ["dense", "sparse", "tensor"]
     for result in out.values():
         # the target is the peer's best, so the peer reaches it
         peer = result["rows"]["MiniBatchNMF"]
