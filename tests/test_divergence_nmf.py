@@ -93,8 +93,8 @@ def test_heldout_refit_objective_drops_is():
 
     X = divergence_synthetic(20, 1100, 3, noise="is", random_state=0).X
     held, train = X[:100], X[100:]
-    model = OnlineDivergenceNMF(3, loss="is", step_a=200.0, step_b=200.0, random_state=0,
-                                code_max_iter=50)
+    model = OnlineDivergenceNMF(3, loss="is", step_a=200.0, step_b=200.0, batch_size=10,
+                                random_state=0, code_max_iter=50)
     model.partial_fit(train[:10])
     checkpoints = [-model.score(held)]
     for start in range(10, len(train), 10):

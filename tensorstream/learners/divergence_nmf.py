@@ -469,8 +469,14 @@ class OnlineDivergenceNMF(OnlineLearner):
         Optional ``ridge/2 ||h||^2`` in the code problems (normalized scale).
     normalize : bool, default True
         Divide the data by the first batch's mean absolute entry (kept in ``scale_``).
-    batch_size : int, default 10
-        Samples per mini-batch in ``fit`` (the paper's ``tau``).
+    batch_size : int, default 100
+        Samples per mini-batch in ``fit`` (the paper's ``tau``, 10 in ``paper_params``). At
+        equal CPU time batches of 100 gave the lowest held-out KL (or within 1% of it) on
+        image patches, digits and faces as counts, dense Poisson data and sparse topic corpora,
+        and found more topics than batches of 10 (held-out KL after 5 s on 8 x 8 patches: 30.4
+        with 10, 20.1 with 100, 21.3 with 500; topic purity 0.78-0.79 with 10, 0.86-1.00 with
+        100; docs/losses.md): a batch of 10 costs nearly as much Python as one of 100, and
+        gives the dictionary step (and its rounds) little to go on.
     max_iter : int or "auto", default "auto"
         Passes over an array given to ``fit``; ``"auto"``: 10, or more on a small array so
         that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
@@ -552,7 +558,7 @@ class OnlineDivergenceNMF(OnlineLearner):
                  code_lower: float = CODE_LOWER,
                  code_upper: float = CODE_UPPER, dict_upper: float = 1.0,
                  dict_row_min: float = 1e-8, ridge: float = 0.0, normalize: bool = True,
-                 batch_size: int = 10, max_iter: int | str = "auto", init="random",
+                 batch_size: int = 100, max_iter: int | str = "auto", init="random",
                  code_max_iter: int = 100, code_tol: float = 1e-4,
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000,
                  dict_rounds: int | str = "auto", random_state=None,
