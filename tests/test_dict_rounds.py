@@ -238,3 +238,4 @@ def test_stored_zeros_of_a_sparse_batch_do_not_count_as_nonzeros():
                                atol=1e-12)
     np.testing.assert_array_equal(_fits(stored).components_,
                                   _fits(stored, dict_rounds=3).components_)
+

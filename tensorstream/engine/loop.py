@@ -148,8 +148,9 @@ class Algorithm:
         """The dictionary after step ``t`` (``scale``: the data scale the batch was coded at)."""
         raise NotImplementedError
 
-    def info(self, t: int, w: float | None) -> dict:
-        """What a progress bar or callback learns about step ``t`` (besides the batch loss)."""
+    def info(self, t: int, w: float | None, n: int) -> dict:
+        """What a progress bar or callback learns about step ``t`` on a batch of ``n`` samples
+        (besides the batch loss)."""
         return {}
 
 
@@ -245,7 +246,8 @@ def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict, scale: flo
                                               candidates if reinit_dead_atoms else None, scale)
     new = OnlineState(loadings=loadings, statistics=statistics, scale=scale, n_steps=t,
                       n_samples_seen=state.n_samples_seen + n, health=health)
-    info = {"step": t, **algorithm.info(t, w), "batch_loss": sums["loss"] / n, "n_samples": n}
+    info = {"step": t, **algorithm.info(t, w, n), "batch_loss": sums["loss"] / n,
+            "n_samples": n}
     if messages:
         info["warnings"] = messages
     return new, info

@@ -17,7 +17,9 @@ No statistics are kept: only the loadings and the data scale.
 
 :class:`DivergenceCP` is this algorithm as a configuration of the engine, once, for every
 learner that runs it: ``OnlineCPDL(loss=...)`` with a loss other than the squared one, and
-:class:`OnlineDivergenceNMF` (which always runs it, with the paper's defaults).
+:class:`OnlineDivergenceNMF` (which always runs it, with its own defaults, the paper's in
+``paper_params``). The step size counts the samples seen (``step_tau=None``), so that a stream of
+batches of any size steps as ``fit`` does.
 
 Deviation for tensors: the step of loading ``k`` is divided by the number of entries one of its
 rows touches, ``prod_{l != k} I_l`` (1 for a matrix, so the matrix case is the paper's step);
@@ -209,9 +211,15 @@ class DivergenceCP(Algorithm):
     keeps_statistics = False
     nonnegative = True  # the constraint set C is in the nonnegative orthant
 
-    def __init__(self, params: Any, loss: Divergence):
+    def __init__(self, params: Any, loss: Divergence, samples_seen: int = 0):
         self.params = params
         self.loss = loss
+        # before the batch being learned (at_state gives it): what the step size counts
+        self.samples_seen = samples_seen
+
+    def at_state(self, state: Any) -> DivergenceCP:
+        """The algorithm stepping from ``state``: its step size counts the samples seen."""
+        return DivergenceCP(self.params, self.loss, int(state.n_samples_seen))
 
     def dict_step(self) -> str:
         """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
@@ -221,21 +229,29 @@ class DivergenceCP(Algorithm):
             return "mu" if self.loss.name == "kl" else "sgd"
         return step
 
-    def step_size(self, t: int) -> float:
-        """``eta_t = step_a / (step_tau t + step_b)`` (``step_tau`` defaults to the batch size).
+    def step_size(self, t: int, n: int | None = None) -> float:
+        """``eta_t = step_a / (step_tau t + step_b)`` for step ``t`` on a batch of ``n``.
 
-        ``step_a=None``: ``step_b`` for the paper's step; for the MU step
-        ``step_b min(1, step_tau / MU_REFERENCE_BATCH)``, so that ``eta_t`` is a function of the
-        number of samples seen and a batch's weight is proportional to its size (a full
-        multiplicative update on a batch of 10 documents overfits it).
+        ``step_tau=None`` counts samples: ``step_tau t`` is the number of samples seen with
+        this batch (``samples_seen + n``; ``batch_size t`` when ``n`` is not given), so that a
+        stream of batches of any size (``partial_fit``) steps as ``fit`` does. ``step_a=None``:
+        ``step_b`` for the paper's step; for the MU step ``step_b min(1, n / 100)``
+        (:data:`MU_REFERENCE_BATCH`; ``step_tau`` in place of ``n`` where given), so that a
+        batch's weight is proportional to its size (a full multiplicative update on a batch of
+        10 documents overfits it).
         """
         p = self.params
-        tau = float(p.batch_size if p.step_tau is None else p.step_tau)
+        if p.step_tau is None:
+            size = float(p.batch_size if n is None else n)
+            seen = size * t if n is None else float(self.samples_seen + n)
+        else:
+            size = float(p.step_tau)
+            seen = size * t
         a = p.step_a
         if a is None:
-            shrink = min(1.0, tau / MU_REFERENCE_BATCH) if self.dict_step() == "mu" else 1.0
+            shrink = min(1.0, size / MU_REFERENCE_BATCH) if self.dict_step() == "mu" else 1.0
             a = float(p.step_b) * shrink
-        denominator = tau * t + float(p.step_b)
+        denominator = seen + float(p.step_b)
         return float(a) / denominator if denominator > 0 else float("inf")
 
     @staticmethod
@@ -386,7 +402,7 @@ class DivergenceCP(Algorithm):
                scale: float) -> list:
         """One projected stochastic-gradient step on every loading, at the normalized scale
         (the paper's step, or the MU-preconditioned one with ``dict_step="mu"``)."""
-        eta, B = self.step_size(t), sums["gradient"]
+        eta, B = self.step_size(t, sums["n"]), sums["gradient"]
         if self.dict_step() == "mu":
             at = sums.get("round_loadings")
             if at is None:  # one round: the step from the batch's first codes
@@ -398,8 +414,8 @@ class DivergenceCP(Algorithm):
             B = B / sums["n"]
         return projected_gradient_step(B, loadings, eta, self.project)
 
-    def info(self, t: int, w: None) -> dict:
-        return {"step_size": self.step_size(t)}
+    def info(self, t: int, w: None, n: int) -> dict:
+        return {"step_size": self.step_size(t, n)}
 
 class OnlineDivergenceNMF(OnlineLearner):
     """Online NMF (and nonnegative CP) under a general divergence ``d(v || W h)``.
@@ -410,7 +426,8 @@ class OnlineDivergenceNMF(OnlineLearner):
     tensors. Codes are solved per batch by projected gradient, the loadings take one projected
     stochastic-gradient step per batch (module docstring). The algorithm is the one
     ``OnlineCPDL(loss=...)`` runs for a non-squared loss (:class:`DivergenceCP`); this class
-    has the paper's defaults and runs it for every loss, the squared one included.
+    has defaults of its own (the paper's are in ``paper_params``) and runs it for every loss,
+    the squared one included.
 
     Parameters
     ----------
@@ -425,13 +442,17 @@ class OnlineDivergenceNMF(OnlineLearner):
     step_a : float or None, default None
         Dictionary step ``eta_t = step_a / (step_tau * t + step_b)``. ``None``: ``step_b`` for
         ``dict_step="sgd"`` (the paper's canonical ``a = b``); for ``dict_step="mu"``
-        ``step_b * min(1, step_tau / 100)``, so that ``eta_t`` depends on the number of samples
-        seen and not on how they are batched (:data:`MU_REFERENCE_BATCH`). Scale-free: the MU
-        step is invariant to the data's scale, the SGD step sees normalized data.
+        ``step_b * min(1, n / 100)`` for a batch of ``n`` samples, so that ``eta_t`` depends on
+        the number of samples seen and not on how they are batched (:data:`MU_REFERENCE_BATCH`).
+        Scale-free: the MU step is invariant to the data's scale, the SGD step sees normalized
+        data.
     step_b : float, default 2e4
-        The ``b`` of the step (in samples when ``step_tau`` is the batch size).
+        The ``b`` of the step (in samples when ``step_tau`` is None).
     step_tau : float, optional
-        The ``tau`` of the step; default ``batch_size``.
+        The ``tau`` of the step. None (default): ``step_tau * t`` is the number of samples seen
+        with the batch, whatever the batches' sizes (``partial_fit`` on batches of 10 steps as
+        ``fit`` with ``batch_size=10`` does, whatever ``batch_size`` is); a number fixes it
+        (``step_tau`` in place of ``n`` above too).
     grad_reduction : {"mean", "sum"}, default "mean"
         Mean or sum over the batch of the per-sample dictionary gradients (the paper, VIII-B,
         does not say which; the MU

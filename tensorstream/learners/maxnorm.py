@@ -366,7 +366,7 @@ class RobustMatrixAlgorithm(Algorithm):
         return [self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa,
                                 None if bound is None else bound * scale)]
 
-    def info(self, t: int, w: float | None) -> dict:
+    def info(self, t: int, w: float | None, n: int) -> dict:
         return {"weight": w, "radius": None}
 
 

@@ -436,7 +436,7 @@ class SurrogateCP(Algorithm):
             method="fista" if self.params.dict_step == "fista" else "columns",
             max_iter=self.params.dict_max_iter, tol=self.params.dict_tol)
 
-    def info(self, t: int, w: float | None) -> dict:
+    def info(self, t: int, w: float | None, n: int) -> dict:
         return {"weight": w, "radius": self.radius_at(t)}
 
 

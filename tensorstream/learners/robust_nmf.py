@@ -650,7 +650,7 @@ class RobustNMFAlgorithm(SurrogateCP):
             radius=None, radius_mode="frobenius")
         return new
 
-    def info(self, t: int, w: float | None) -> dict:
+    def info(self, t: int, w: float | None, n: int) -> dict:
         return {"weight": w, "radius": None}
 
 
