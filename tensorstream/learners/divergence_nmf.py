@@ -503,9 +503,9 @@ class OnlineDivergenceNMF(OnlineLearner):
         that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
         :func:`~tensorstream.learners._base.fit_passes`). The paper's single pass is in
         ``paper_params``: on 1,400 digits as pixel counts (16 components, one thread), one pass
-        ends at a held-out KL of 35.5 per sample (46.3 in batches of 10), the default 14 passes
-        at 31.4 in 0.7 s (33.1 in 1.1 s in batches of 10), MiniBatchNMF(KL)'s 200 at 35.4 in
-        0.24 s.
+        ends at a held-out KL of 35.5 per sample (46.3 in batches of 10), the default 15 passes
+        at 31.4 in 0.7 s (10 passes of batches of 10: 33.1 in 1.1 s), MiniBatchNMF(KL)'s 200
+        at 35.4 in 0.24 s.
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. U(0, 1) entries (already in C), or given ``(I_k, R)`` arrays.
     code_max_iter : int, default 100
