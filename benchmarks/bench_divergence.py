@@ -61,6 +61,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from tensorstream.coders.divergence import code_divergence_matrix, code_divergence_sparse
+from tensorstream.core.dictionary import dictionary_matrix
 from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
 from tensorstream.learners.ocpdl import OnlineCPDL
 
@@ -186,11 +187,7 @@ def _components(model) -> np.ndarray:
     """``(rank, n_words)`` of any method (OnlineCPDL keeps loadings only; a CP dictionary's
     atoms unfolded as the samples are, ``vec(u o v)``)."""
     if hasattr(model, "loadings_"):
-        loadings = [np.asarray(U) for U in model.loadings_]
-        atoms = loadings[0].T
-        for U in loadings[1:]:
-            atoms = np.einsum("ri,rj->rij", atoms, U.T).reshape(atoms.shape[0], -1)
-        return atoms
+        return np.asarray(dictionary_matrix([np.asarray(U) for U in model.loadings_])).T
     return np.asarray(model.components_)
 
 

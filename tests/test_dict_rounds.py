@@ -96,14 +96,16 @@ def test_one_round_is_the_single_multiplicative_step():
 
 def test_a_step_reports_the_loss_of_its_first_codes():
     X = _counts((40, 8))
-    losses = {}
-    for rounds in (1, 4):
-        model = OnlineDivergenceNMF(3, dict_rounds=rounds, random_state=0).partial_fit(X[:20])
-        first = OnlineDivergenceNMF(3, dict_rounds=rounds, random_state=0).partial_fit(X[:20])
-        np.testing.assert_array_equal(first.loadings_[0], model.loadings_[0])
-        losses[rounds] = model._last_info["batch_loss"]
-    # the first step's loss is measured before anything is learned from the batch
-    assert losses[1] == losses[4]
+    model = OnlineDivergenceNMF(3, dict_rounds=4, random_state=0).partial_fit(X[:20])
+    algorithm, state = model._algorithm().at_state(model.state_), model.state_
+    first = algorithm.encode(X[20:], state.loadings, state.scale)  # before anything is learned
+    model.partial_fit(X[20:])
+    assert model._last_info["batch_loss"] == pytest.approx(float(np.sum(first.losses)) / 20,
+                                                           rel=1e-12)
+    later = algorithm.recode(X[20:], first, state.loadings, state.scale)[0]
+    later_loss = np.sum(algorithm.loss.at_scale(state.scale).per_sample(
+        X[20:], np.asarray(later.codes) @ np.asarray(state.loadings[0]).T)) / 20
+    assert model._last_info["batch_loss"] != pytest.approx(later_loss, rel=1e-9)
 
 
 def _fits(X, cls=OnlineDivergenceNMF, **options):
@@ -113,6 +115,15 @@ def _fits(X, cls=OnlineDivergenceNMF, **options):
 def _assert_same_loadings(a, b):
     for U, V in zip(a.loadings_, b.loadings_):
         np.testing.assert_array_equal(U, V)
+
+
+@pytest.mark.parametrize("nonzeros, entries, error", [
+    (-1, 10, ValueError), (5, 0, ValueError), (5, -3, ValueError), (5, 2.5, ValueError),
+    ("many", 10, TypeError), (float("nan"), 10, TypeError)])
+def test_auto_rounds_refuses_bad_counts_by_name(nonzeros, entries, error):
+    name = "nonzeros" if error is TypeError or nonzeros == -1 else "entries"
+    with pytest.raises(error, match=name):
+        auto_rounds(nonzeros, entries)
 
 
 def test_auto_makes_four_rounds_per_nonzero_per_dictionary_entry_up_to_twenty():

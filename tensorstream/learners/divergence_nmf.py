@@ -66,6 +66,8 @@ from ..core.validation import (
     Interval,
     Options,
     check_batch,
+    check_nonnegative_number,
+    check_positive_int,
     is_sparse,
     json_mapping,
 )
@@ -148,9 +150,14 @@ def auto_rounds(nonzeros: int, entries: int) -> int:
     --------
     >>> auto_rounds(5_000, 20_000), auto_rounds(2_000, 2_000), auto_rounds(10**6, 2_000)
     (1, 4, 20)
+
+    Raises ``ValueError`` (``TypeError`` for a non-number) naming the argument for a negative
+    count or a dictionary without entries.
     """
-    per_entry = AUTO_ROUNDS_PER_NONZERO * nonzeros // max(entries, 1)
-    return int(min(MAX_AUTO_ROUNDS, max(1, per_entry)))
+    nonzeros = check_nonnegative_number(nonzeros, "nonzeros")
+    entries = check_positive_int(entries, "entries")
+    per_entry = int(AUTO_ROUNDS_PER_NONZERO * nonzeros // entries)
+    return min(MAX_AUTO_ROUNDS, max(1, per_entry))
 
 
 def check_divergence_rules(learner: Any) -> None:
@@ -370,10 +377,11 @@ class DivergenceCP(Algorithm):
     def rounds(self, sums: dict) -> int:
         """``dict_rounds``; ``"auto"``: :func:`auto_rounds` of the batch's nonzeros for a
         matrix dictionary, 1 for a tensor; the SGD step always makes one."""
+        rounds = getattr(self.params, "dict_rounds", 1)
         if self.dict_step() != "mu":
             return 1
-        if not self._auto_rounds():
-            return int(getattr(self.params, "dict_rounds", 1))
+        if rounds != "auto":
+            return int(rounds)
         if "nonzeros" not in sums:  # a tensor dictionary: no gain measured
             return 1
         return auto_rounds(sums["nonzeros"], int(np.prod(tl.shape(sums["gradient"]))))
