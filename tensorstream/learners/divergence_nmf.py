@@ -146,13 +146,13 @@ def auto_rounds(nonzeros: int, entries: int) -> int:
     """``dict_rounds="auto"``'s rounds for a batch with ``nonzeros`` nonzero entries and a
     dictionary of ``entries`` entries: ``floor(4 nonzeros / entries)``, between 1 and 20.
 
+    Raises ``ValueError`` (``TypeError`` for a non-number) naming the argument for a negative
+    count or a dictionary without entries.
+
     Examples
     --------
     >>> auto_rounds(5_000, 20_000), auto_rounds(2_000, 2_000), auto_rounds(10**6, 2_000)
     (1, 4, 20)
-
-    Raises ``ValueError`` (``TypeError`` for a non-number) naming the argument for a negative
-    count or a dictionary without entries.
     """
     nonzeros = check_nonnegative_number(nonzeros, "nonzeros")
     entries = check_positive_int(entries, "entries")
