@@ -13,15 +13,17 @@ Sections (each prints its ratios, measured in the same run, so the machine's loa
    iterations; OnlineCPDL: 50 steps of ``fit`` on the first quarter and on all of the samples,
    whose peaks must be equal: memory flat in the number of samples).
 2. **Coder rate** (goal 3): GFLOP/s of OnlineCPDL's coding step (projection of a batch on the
-   atoms, Gram, exact codes, per-sample losses) at batches of 512 and 2048 on the shapes and
-   ranks above, as a percentage of two float64 GEMM rates measured in the same run (same
-   threads): a square 1000 x 1000 product, and the coding step's own product ``X W``
-   (``b x prod(I)`` times ``prod(I) x R``, thin, so slower per flop). The flops counted are the
+   atoms, Gram, codes, per-sample losses; with each coder, ``"pivoting"`` and ``"admm"``) at
+   batches of 512 and 2048 on the shapes and ranks above, as a percentage of two float64 GEMM
+   rates measured in the same run (same threads): a square 1000 x 1000 product, and the coding
+   step's own product ``X W`` (``b x prod(I)`` times ``prod(I) x R``, thin, so slower per
+   flop). The flops counted are the
    data product ``2 b prod(I) R`` only: the work any coder must do, so the percentage says how
    close the whole step gets to a bare GEMM.
 3. **Patches** (issue 14): rank-24 dictionaries of random 20 x 20 x 3 patches of
    ``skimage.data.astronaut()``, batches of 100, 400 steps, defaults otherwise: time per step
-   and the relative error on 2000 of the patches.
+   and the relative error on 2000 of the patches; then batches of 512 for 80 steps (the same
+   samples seen), which ``coder="auto"`` codes by ADMM.
 4. **Dictionary steps** (goal 3): ``dict_step="columns"`` (the default Gauss-Seidel column
    sweep) against ``"fista"`` (accelerated projected gradient, as many backend calls at any
    rank), every other parameter at its default, the same batches in the same order, the two
@@ -212,16 +214,18 @@ def _coding_times(algorithm, loadings, W, batch, repeats):
 
 def coder_section(cases, batches=(512, 2048), repeats: int = 9) -> None:
     rate = gemm_rate()
-    print(f"\nCoding step (projection, Gram, exact codes, losses) vs GEMM: float64 GEMM "
+    print(f"\nCoding step (projection, Gram, codes, losses) vs GEMM: float64 GEMM "
           f"{rate:.1f} GFLOP/s (1000 x 1000, {blas_kernels()}); '% X W' is the rate of the "
-          f"step's own product")
-    print(f"{'data':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
+          f"step's own product; each coder of OnlineCPDL ('auto' codes these batches by ADMM)")
+    print(f"{'data, coder':<34} {'batch':>6} {'ms/batch':>9} {'GFLOP/s':>8} {'% GEMM':>7} "
           f"{'X W GFLOP/s':>11} {'% X W':>6}")
     for name, X, rank in cases:
         model = OnlineCPDL(rank, random_state=0).fit(X, n_steps=200)  # a learned dictionary
-        algorithm, loadings = model._algorithm(), model.loadings_
+        loadings = model.loadings_
         W = tl.tenalg.khatri_rao(list(loadings))
-        coder_rows(name, algorithm, loadings, W, X, rate, batches, repeats)
+        for coder in ("pivoting", "admm"):
+            algorithm = model.set_params(coder=coder)._algorithm()
+            coder_rows(f"{name}, {coder}", algorithm, loadings, W, X, rate, batches, repeats)
 
 
 def coder_rows(name, algorithm, loadings, W, X, rate, batches=(512, 2048), repeats: int = 9):
@@ -241,7 +245,7 @@ def coder_rows(name, algorithm, loadings, W, X, rate, batches=(512, 2048), repea
 def patches_section(n_steps: int = 400, batch_size: int = 100, rank: int = 24) -> None:
     rng = np.random.default_rng(0)
     batches = [astronaut_patches(batch_size, rng) for _ in range(n_steps)]
-    model = OnlineCPDL(rank, random_state=0)
+    model = OnlineCPDL(rank, batch_size=batch_size, random_state=0)
     start = time.perf_counter()
     for X in batches:
         model.partial_fit(X)
@@ -463,7 +467,8 @@ def main(argv=None):
         if "coder" in args.sections:
             coder_section(cases)
         if "patches" in args.sections:
-            patches_section()
+            patches_section()  # the issue's setting: batches of 100, coded by pivoting
+            patches_section(n_steps=80, batch_size=512)  # coded by ADMM ("auto")
         if "dictstep" in args.sections:
             dict_step_section(cases)
         if args.scaling:

@@ -34,6 +34,8 @@ pytestmark = pytest.mark.xdist_group("dask-cluster")
 LEARNERS = {
     "cpdl": (lambda **kw: OnlineCPDL(3, batch_size=20, max_iter=2, random_state=0, **kw),
              (90, 6, 5)),
+    "cpdl-admm": (lambda **kw: OnlineCPDL(3, coder="admm", batch_size=20, max_iter=2,
+                                          random_state=0, **kw), (90, 6, 5)),
     "cpdl-kl": (lambda **kw: OnlineCPDL(3, loss="kl", batch_size=20, max_iter=2,
                                         random_state=0, **kw), (90, 6, 5)),
     "cpdl-kl-rounds": (lambda **kw: OnlineCPDL(3, loss="kl", dict_rounds=4, batch_size=20,
@@ -44,7 +46,7 @@ LEARNERS = {
                                                 **kw), (90, 12)),
     "divergence": (lambda **kw: OnlineDivergenceNMF(3, batch_size=20, max_iter=2,
                                                     random_state=0, **kw), (90, 12)),
-    "nmf": (lambda **kw: OnlineNMF(3, batch_size=20, max_iter=2, coder="hals",
+    "nmf": (lambda **kw: OnlineNMF(3, batch_size=20, max_iter=2, coder="pivoting",
                                    random_state=0, **kw), (90, 12)),
     "maxnorm": (lambda **kw: OnlineMaxNormMD(3, batch_size=20, max_iter=1, random_state=0,
                                              **kw), (60, 12)),

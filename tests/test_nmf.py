@@ -43,7 +43,7 @@ def test_online_nmf_is_online_cpdl_with_one_mode_iterate_by_iterate(l1_ratio):
     alpha_W = 0.002
     init = [np.random.default_rng(1).random((F, 3))]
     ours = OnlineNMF(3, alpha_W=alpha_W, alpha_H=0.0, l1_ratio=l1_ratio, init=init,
-                     column_bound=1.0, coder="hals", code_tol=1e-5, code_max_iter=300)
+                     column_bound=1.0, coder="pivoting", code_tol=1e-5, code_max_iter=300)
     # scikit-learn's per-sample 1/2 ||x - Wh||^2 + alpha_W F (l1 |h| + (1 - l1)/2 |h|^2): the
     # convention of OnlineCPDL's alpha and ridge too
     engine = OnlineCPDL(3, alpha=alpha_W * F * l1_ratio, ridge=alpha_W * F * (1 - l1_ratio),
@@ -59,9 +59,17 @@ def test_online_nmf_is_online_cpdl_with_one_mode_iterate_by_iterate(l1_ratio):
     np.testing.assert_allclose(ours.score(X), 0.5 * engine.score(X))
 
 
-def test_admm_coder_solves_the_same_problem_as_hals():
+def test_hals_is_the_old_name_of_pivoting():
     X = _data()
-    hals = OnlineNMF(3, alpha_W=0.001, l1_ratio=0.5, coder="hals", code_tol=1e-12,
+    runs = [OnlineNMF(3, coder=coder, batch_size=20, max_iter=2, random_state=0).fit(X)
+            for coder in ("pivoting", "hals", "admm")]
+    np.testing.assert_array_equal(runs[0].loadings_[0], runs[1].loadings_[0])
+    assert not np.array_equal(runs[0].loadings_[0], runs[2].loadings_[0])
+
+
+def test_admm_coder_solves_the_same_problem_as_pivoting():
+    X = _data()
+    hals = OnlineNMF(3, alpha_W=0.001, l1_ratio=0.5, coder="pivoting", code_tol=1e-12,
                      code_max_iter=5000, random_state=0).fit(X)
     admm = OnlineNMF(3, alpha_W=0.001, l1_ratio=0.5, coder="admm", code_tol=0,
                      code_max_iter=5000, random_state=0)

@@ -149,13 +149,14 @@ class OnlineNMF(OnlineLearner):
         (1,437 digits, 200 passes: 16.4 dB held out against 17.5 with ``t^-0.5``;
         docs/defaults.md). It also gave lower held-out objectives on the large data sets of
         docs/nmf.md.
-    coder : {"admm", "hals"}, default "admm"
+    coder : {"admm", "pivoting"}, default "admm"
         Solver of the codes: ADMM in the code space, vectorised over the batch (one small
         ``R x R`` product per iteration, from the clipped least-squares codes;
-        :func:`tensorstream.coders.robust.nonnegative_code_admm`), or (``"hals"``, the name
-        it had) the engine's exact lasso solver, block principal pivoting
-        (:func:`tensorstream.coders.lasso.sparse_code`, what :class:`OnlineCPDL` uses). With
-        missing entries the codes are always the exact solver's (per-sample Grams).
+        :func:`tensorstream.coders.robust.nonnegative_code_admm`), or the engine's exact lasso
+        solver, block principal pivoting (:func:`tensorstream.coders.lasso.sparse_code`,
+        :class:`OnlineCPDL`'s ``coder="pivoting"``; ``"hals"``, the name it had here, is
+        still accepted). With missing entries the codes are always the exact solver's
+        (per-sample Grams).
     code_max_iter : int, default 100
         Iteration cap of the coder.
     code_tol : float or None, default None
@@ -228,7 +229,7 @@ class OnlineNMF(OnlineLearner):
         "radius_mode": [Options("frobenius", "column")],
         "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
         "dict_passes": [Interval("int", 1, None)],
-        "coder": [Options("admm", "hals")],
+        "coder": [Options("admm", "pivoting", "hals")],
         "code_tol": [Interval("real", 0, None), NONE],
     }
 
@@ -373,7 +374,7 @@ class NMFAlgorithm(SurrogateCP):
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = project(X, loadings)
         tol = self.params.code_tol
-        if self.params.coder == "hals" or mask is not None:
+        if self.params.coder != "admm" or mask is not None:  # "pivoting" (or its old "hals")
             H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=True,
                                max_iter=self.params.code_max_iter,
                                tol=_HALS_TOL if tol is None else tol)
