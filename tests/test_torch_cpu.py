@@ -11,7 +11,7 @@ import pytest
 import tensorly as tl
 
 from tensorstream import OnlineCPDL, OnlineNMF
-from tensorstream.core.backend import TORCH_CPU, numpy_view, run
+from tensorstream.core.backend import TORCH_CPU, as_tensor, numpy_view, run
 
 torch = pytest.importorskip("torch")
 
@@ -98,6 +98,24 @@ def test_tensors_without_a_plain_view_keep_torch_kernels(make):
     kinds, _ = _seen(torch.ones(2, dtype=torch.float64), make())
     assert kinds == ["torch", "torch"]  # all or nothing: one backend per computation
     assert numpy_view(make()) is None
+
+
+def test_a_negated_view_is_seen_with_its_values():
+    T = torch.arange(4, dtype=torch.float64)
+    negated = torch._neg_view(T)  # torch's lazy negation: the sign is a bit, not in memory
+    assert negated.is_neg()
+    np.testing.assert_array_equal(numpy_view(negated), -np.arange(4.0))
+
+
+def test_a_batch_of_the_learners_kind_is_taken_as_it_is_others_converted():
+    context = {"dtype": torch.float64, "device": torch.device("cpu")}
+    T = torch.ones(2, 3, dtype=torch.float64)
+    assert as_tensor(T, "pytorch", **context) is T
+    single = as_tensor(T.float(), "pytorch", **context)
+    assert single.dtype == torch.float64
+    tracked = as_tensor(torch.ones(2, requires_grad=True, dtype=torch.float64), "pytorch",
+                        **context)
+    assert not tracked.requires_grad
 
 
 def test_the_switch_keeps_torch_kernels(monkeypatch):

@@ -105,6 +105,9 @@ def contiguous(x: Any) -> Any:
 
 def as_tensor(x: Any, backend: str, **context: Any) -> Any:
     """Convert ``x`` to a tensor of ``backend`` with the given dtype/device context."""
+    if backend == "pytorch" and backend_of(x) == backend and not x.requires_grad and \
+            x.dtype == context.get("dtype") and x.device == context.get("device"):
+        return x  # already the learner's kind (every step's batch): as it is, at no cost
     with using(backend):
         if backend_of(x) == backend and backend != "numpy":
             # same backend: only move/cast when needed (avoids a copy on the hot path); a
@@ -219,9 +222,18 @@ def take_rows(data: Any, rows: np.ndarray) -> Any:
 
 
 def _as_view(x: Any) -> np.ndarray:
-    if x.device.type != "cpu" or x.requires_grad or str(x.dtype) not in _VIEWABLE_TORCH:
+    # the cheapest of torch's attributes first: this runs for every tensor of every step
+    if not x.is_cpu or x.requires_grad or x.dtype not in _viewable_dtypes():
         raise _NotViewable
-    return x.resolve_neg().numpy()
+    return (x.resolve_neg() if x.is_neg() else x).numpy()
+
+
+@functools.cache
+def _viewable_dtypes() -> frozenset:
+    """The torch dtypes of ``_VIEWABLE_TORCH`` (torch is imported only by its users)."""
+    import torch
+
+    return frozenset(getattr(torch, name.removeprefix("torch.")) for name in _VIEWABLE_TORCH)
 
 
 def _as_torch(x: np.ndarray) -> Any:
