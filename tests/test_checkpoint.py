@@ -374,6 +374,33 @@ def test_old_ocpdl_checkpoints_load_with_alpha_halved(tmp_path):
     assert straight.statistics_["c"] == resumed.statistics_["c"]
 
 
+@pytest.mark.parametrize("loss, coder", [("squared", "pivoting"), ("kl", "auto")])
+def test_checkpoints_from_before_the_coder_resume_as_they_coded(tmp_path, loss, coder):
+    """A file without ``coder`` pivoted every batch of the squared loss: it loads with
+    ``"pivoting"`` (``"auto"`` would code batches of 256 by ADMM) and resumes exactly; with a
+    divergence the coder does not apply and stays at its default. A file that has it keeps
+    the value it was saved with."""
+    rng = np.random.default_rng(0)
+    batches = [rng.random((300, 6, 4)) for _ in range(4)]
+    params = dict(loss=loss, batch_size=300, random_state=0, coder=coder)
+    straight = _feed(OnlineCPDL(3, **params), batches, False)
+    path = _feed(OnlineCPDL(3, **params), batches[:2], False).save(tmp_path / "new.npz")
+    assert load(path).coder == coder
+
+    def before_the_coder(meta):
+        del meta["params"]["coder"]
+
+    resumed = load(_rewritten(path, tmp_path, meta_change=before_the_coder))
+    assert resumed.coder == coder
+    _feed(resumed, batches[2:], False)
+    for a, b in zip(straight.loadings_, resumed.loadings_):
+        np.testing.assert_array_equal(a, b)
+    if loss == "squared":  # a file that has the coder keeps it
+        for kept in ("admm", "auto"):
+            model = OnlineCPDL(3, **{**params, "coder": kept}).partial_fit(batches[0])
+            assert load(model.save(tmp_path / f"{kept}.npz")).coder == kept
+
+
 def _flipped(raw: bytes, position: int, bits: int) -> bytes:
     data = bytearray(raw)
     data[position] ^= bits

@@ -124,6 +124,26 @@ def test_auto_codes_training_batches_by_admm_and_transform_exactly(admm_calls):
     assert calls == [50]  # asked for: transform codes by ADMM too
 
 
+def test_a_dead_atom_keeps_the_statistics_bounded_under_admm(admm_calls):
+    """Rank-one data and eight atoms with an l1 penalty: atoms die, and their codes stay 0
+    under ADMM as under pivoting (a dead atom's least-squares start once made codes of 1e7
+    and statistics of 1e14)."""
+    rng = np.random.default_rng(7)
+    loadings = [rng.random((6, 1)), rng.random((5, 1))]
+    X = np.einsum("nr,ir,jr->nij", rng.random((2048, 1)), *loadings)
+    X = np.clip(X - 0.3 * X.mean(), 0, None)
+    runs = {coder: OnlineCPDL(8, alpha=0.01, coder=coder, batch_size=256, max_iter=2,
+                              reinit_dead_atoms=False, random_state=7).fit(X)
+            for coder in ("pivoting", "auto")}
+    assert len(admm_calls) == 16
+    pivoting, admm = runs["pivoting"], runs["auto"]
+    dead = [(U == 0).all(axis=0) for U in pivoting.loadings_]
+    assert np.logical_or(*dead).any()  # the case this test is about
+    assert np.abs(admm.statistics_["A"]).max() < 2 * np.abs(pivoting.statistics_["A"]).max()
+    np.testing.assert_allclose(admm.surrogate_value(), pivoting.surrogate_value(), rtol=0.05)
+    assert admm.set_params(coder="admm").transform(X[:256]).max() < 10
+
+
 def test_masked_batches_are_coded_exactly_with_admm(monkeypatch):
     X = planted(100)
     mask = np.random.default_rng(0).random(X.shape) > 0.2

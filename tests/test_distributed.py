@@ -36,6 +36,9 @@ LEARNERS = {
              (90, 6, 5)),
     "cpdl-admm": (lambda **kw: OnlineCPDL(3, coder="admm", batch_size=20, max_iter=2,
                                           random_state=0, **kw), (90, 6, 5)),
+    # "auto" reads batch_size, not the shard's size: shards of 100 are coded by ADMM too
+    "cpdl-auto": (lambda **kw: OnlineCPDL(3, batch_size=300, max_iter=1, random_state=0, **kw),
+                  (600, 6, 5)),
     "cpdl-kl": (lambda **kw: OnlineCPDL(3, loss="kl", batch_size=20, max_iter=2,
                                         random_state=0, **kw), (90, 6, 5)),
     "cpdl-kl-rounds": (lambda **kw: OnlineCPDL(3, loss="kl", dict_rounds=4, batch_size=20,

@@ -10,6 +10,7 @@ import scipy.optimize
 import tensorly as tl
 from tensorly.tenalg import khatri_rao
 
+from tensorstream.coders.lasso import sparse_code
 from tensorstream.coders.robust import (
     RobustPenalties,
     code_penalty,
@@ -660,6 +661,27 @@ def test_code_space_admm_gives_the_same_codes_whatever_the_working_set(backend):
                                np.concatenate([tl.to_numpy(h) for h, _ in alone]), atol=1e-12)
     iterations = [k for _, k in alone]
     assert n_iter == max(iterations) < 300 and min(iterations) < n_iter  # several stops
+
+
+@pytest.mark.parametrize("dead", ["zero", "tiny", "all"])
+@pytest.mark.parametrize("l1, l2", [(0.5, 0.0), (0.0, 0.0), (0.2, 0.1)])
+def test_code_space_admm_gives_dead_atoms_no_code(backend, dead, l1, l2):
+    """An atom of zero curvature (a zero column, or below 1e-12 of the largest, as the lasso
+    coder counts them) has code 0, the others their exact codes: the least-squares start
+    of a dead atom, ``-l1`` over a rounding-level shift, once ended as a code of 1e8."""
+    rng = np.random.default_rng(5)
+    W = rng.random((30, 3))
+    W[:, 2] = {"zero": 0.0, "tiny": 1e-7, "all": 0.0}[dead] * rng.random(30)
+    if dead == "all":
+        W[:] = 0.0
+    X = rng.random((8, 30))
+    G, P = W.T @ W, X @ W
+    H, _ = nonnegative_code_admm(tl.tensor(G), tl.tensor(P), l1=l1, l2=l2, residual_tol=1e-10,
+                                 max_iter=5000)
+    with using("numpy"):
+        exact, _ = sparse_code(G, P, alpha=2 * l1, ridge=l2, tol=1e-12, max_iter=1000)
+    np.testing.assert_allclose(tl.to_numpy(H), exact, atol=1e-8)
+    assert np.all(tl.to_numpy(H)[:, 2] == 0)
 
 
 @pytest.mark.parametrize("options, error, match", [

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import tensorly as tl
 
 from ..core.constraints import prox_l1_box, soft_threshold
@@ -704,6 +705,10 @@ def nonnegative_code_admm(
         rho = (math.sqrt(bottom * top) if top > 0 else 1.0) + l2
 
     target = P - l1 if l1 else P
+    # a dead atom (zero curvature, as in coders.lasso) has code 0: left in, its least-squares
+    # start would be -l1 over a rounding-level shift, which over-relaxation turns into a huge
+    # positive code that passes the relative stopping test
+    live = _live_atoms(G, spectrum)
 
     def spectral(values: Tensor) -> Tensor:
         """The symmetric ``R x R`` matrix ``V diag(values) V^T`` (``G = V diag(e) V^T``)."""
@@ -718,6 +723,8 @@ def nonnegative_code_admm(
         Z = times_inverse(l2 + 1e-10 * top + _TINY)
     else:
         Z = tl.clip(H0, 0, None)
+    if live is not None:
+        Z = Z * live
     # the iteration in z alone (docstring): z_new = offset + keep z + |z| mixing
     offset = times_inverse(rho + l2, relaxation)
     keep = 1.0 - 0.5 * relaxation
@@ -741,10 +748,25 @@ def nonnegative_code_admm(
         if bool(tl.any(done)):  # the stopped samples leave the working set at once
             codes, Z, offset, rows = _retire(codes, U, Z, offset, rows, done)
     if rows is None:  # no sample stopped before the last iteration (or none ran)
-        return (tl.clip(Z, 0, None) if U is None else U), n_iter
-    if tl.shape(Z)[0]:  # the samples that ran to max_iter
+        codes = tl.clip(Z, 0, None) if U is None else U
+    elif tl.shape(Z)[0]:  # the samples that ran to max_iter
         codes = _put_rows(codes, rows, tl.clip(Z, 0, None))
-    return codes, n_iter
+    return (codes if live is None else codes * live), n_iter
+
+
+def _live_atoms(G: Tensor, spectrum: Any) -> Tensor | None:
+    """A ``(R,)`` 0/1 row of the atoms whose curvature ``G_rr`` exceeds ``1e-12`` of the
+    largest (the live atoms of :func:`tensorstream.coders.lasso.sparse_code`), or None when
+    all are: they all are when the smallest eigenvalue is above that bound (a curvature is
+    at least the smallest eigenvalue), the common case, read from the spectrum at no cost."""
+    top = float(spectrum.max())
+    if top > 0 and float(spectrum.min()) > 1e-12 * top:  # every curvature is above it too
+        return None
+    curvature = np.asarray(tl.to_numpy(tl.diag(G)))
+    live = curvature > 1e-12 * max(float(curvature.max()), 0.0)  # none for a zero dictionary
+    if live.all():
+        return None
+    return tl.tensor(live.astype(spectrum.dtype), **tl.context(G))
 
 
 def _check_admm_options(G: Tensor, P: Tensor, H0: Tensor | None, **options: Any) -> None:

@@ -976,14 +976,23 @@ class OnlineLearner(OnlineEstimator):
     @classmethod
     def _loaded_params(cls, params: dict, meta: dict) -> dict:
         """A checkpoint's parameters as this class loads them: in today's names and
-        convention (``_renamed``, then ``_rescaled`` by ``meta``'s mark).
+        convention (``_renamed``, then ``_rescaled`` by ``meta``'s mark), with the values of
+        :meth:`_absent_parameters` for those added since the file was written.
 
         ``params`` may be the stored JSON values or the decoded ones: renaming touches names
         and strings, rescaling numbers, neither what decoding changes. ``tensorstream info``
         shows a checkpoint's parameters through it, and ``fit --resume`` compares the command
         line with them.
         """
-        return cls._rescaled(cls._renamed(params), meta)
+        loaded = cls._rescaled(cls._renamed(params), meta)
+        return {**cls._absent_parameters(loaded), **loaded}
+
+    @classmethod
+    def _absent_parameters(cls, params: dict) -> dict:
+        """Values for the parameters added since a checkpoint with ``params`` was written
+        (those it lacks take them): the values that compute as the learner did then, where
+        today's defaults would not (none by default)."""
+        return {}
 
     @classmethod
     def _from_checkpoint(cls, meta: dict, arrays: dict, overrides: dict,

@@ -3,7 +3,8 @@
 The bounded-memory form of the algorithm (Algorithm 2, Appendix C). Per mini-batch ``X_t``:
 
 1. code the batch against the current dictionary (nonnegative LASSO, solved exactly by an
-   active-set method, :mod:`tensorstream.coders.lasso`);
+   active-set method, :mod:`tensorstream.coders.lasso`, or with ``batch_size >= 256`` by ADMM
+   in the code space to a tolerance: ``coder``);
 2. fold the batch into the running statistics with weight ``w_t``::
 
        A_t = (1 - w_t) A_{t-1} + w_t H_t^T H_t / b            (R x R)
@@ -205,7 +206,8 @@ class OnlineCPDL(OnlineLearner):
         matters on degenerate problems).
     code_tol : float, default 1e-5
         Relative tolerance of the coding step's optimality test (see
-        :func:`tensorstream.coders.lasso.sparse_code`).
+        :func:`tensorstream.coders.lasso.sparse_code`); the pivoting's and the divergences'
+        coders only (ADMM, ``coder`` below, stops at its own residual tolerance 1e-2).
     coder : {"auto", "pivoting", "admm"}, default "auto"
         The squared loss's coder. ``"pivoting"``: the exact lasso solver, block principal
         pivoting (:func:`tensorstream.coders.lasso.sparse_code`, at ``code_tol``).
@@ -218,8 +220,10 @@ class OnlineCPDL(OnlineLearner):
         solves each sample's system in turn, at a cost growing as ``R^3``; ADMM's products grow
         with the batch. On 20 x 20 x 3 image patches at rank 24 ADMM took 0.55x pivoting's
         time at batches of 256 and 0.47x at 512 for the same held-out error; at ranks 5 and 10
-        they tie (0.97-1.03x), and below 256 pivoting is as fast or faster (docs/ocpdl.md, "The
-        coder"). Masked batches are always coded by pivoting (each sample has its own Gram).
+        they tie (0.97-1.03x), and below 256 pivoting is as fast or faster there (at rank 24
+        ADMM already pays from 64: 0.72-0.87x; docs/ocpdl.md, "The coder"). Masked batches are
+        always coded by pivoting (each sample has its own Gram). Checkpoints written before
+        this parameter existed load with ``"pivoting"``, as they coded.
     step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
 dict_row_min, normalize, dict_rounds
         Divergence losses only: see
@@ -228,7 +232,7 @@ dict_row_min, normalize, dict_rounds
         Divergence losses only: the coding step's tolerance in ``transform`` and ``score``,
         where the codes are the result (training codes stop at ``code_tol``), as in
         :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`. The squared loss's
-        coder is exact at ``code_tol``.
+        ``transform`` codes exactly at ``code_tol`` unless ``coder="admm"``.
     transform_max_iter : int, default 1000
         Divergence losses only: iterations of the coding step in ``transform`` and ``score``.
     random_state : int, Generator or None
@@ -306,6 +310,15 @@ dict_row_min, normalize, dict_rounds
 
     #: ``alpha`` was weighed against the whole squared error (no 1/2) before
     _rescaled_parameters = {"alpha": 0.5}
+
+    @classmethod
+    def _absent_parameters(cls, params: dict) -> dict:
+        """Checkpoints written before ``coder`` pivoted every batch of the squared loss: they
+        resume so (``"auto"`` would code their batches of 256 or more by ADMM)."""
+        loss, loss_params = params.get("loss", "squared"), params.get("loss_params")
+        if is_squared_loss(loss) or is_squared_loss(loss, loss_params):
+            return {"coder": "pivoting"}
+        return {}
 
     def _algorithm(self) -> Algorithm:
         """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
