@@ -37,6 +37,9 @@ from ..core.compiled import enabled, jit
 Tensor = Any
 
 _BACKUP_ROUNDS = 3  # Kim & Park: full exchanges allowed without progress before single pivots
+#: an atom whose curvature ``G_rr`` is at most this fraction of the largest is dead: code 0
+#: (also the ADMM coder's rule, :func:`tensorstream.coders.robust.nonnegative_code_admm`)
+DEAD_CURVATURE = 1e-12
 _DAMPING = 4  # machine epsilons of the largest curvature added to the diagonal
 
 
@@ -307,10 +310,11 @@ def _regularised_gram(gram: Tensor, ridge: float) -> tuple[Tensor, Tensor]:
     eye = tl.eye(tl.shape(gram)[-1], **tl.context(gram))
     epsilons = _DAMPING * float(tl.eps(tl.context(gram)["dtype"]))
     if tl.ndim(gram) == 3:
-        live = curvature > 1e-12 * largest[:, None]
+        live = curvature > DEAD_CURVATURE * largest[:, None]
         return gram + (ridge + epsilons * largest)[:, None, None] * eye, live
     # a Python float: a NumPy scalar would promote float32 Grams to float64
-    return gram + (ridge + epsilons * float(largest)) * eye, curvature > 1e-12 * largest
+    return gram + (ridge + epsilons * float(largest)) * eye, \
+        curvature > DEAD_CURVATURE * largest
 
 
 def _solve(Q: Tensor, rhs: Tensor, support: Tensor) -> Tensor:

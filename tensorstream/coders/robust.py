@@ -61,6 +61,7 @@ from ..core.validation import (
     check_positive_int,
     check_positive_number,
 )
+from .lasso import DEAD_CURVATURE
 
 Tensor = Any
 _TINY = 1e-300
@@ -755,15 +756,15 @@ def nonnegative_code_admm(
 
 
 def _live_atoms(G: Tensor, spectrum: Any) -> Tensor | None:
-    """A ``(R,)`` 0/1 row of the atoms whose curvature ``G_rr`` exceeds ``1e-12`` of the
-    largest (the live atoms of :func:`tensorstream.coders.lasso.sparse_code`), or None when
+    """A ``(R,)`` 0/1 row of the atoms whose curvature ``G_rr`` exceeds ``DEAD_CURVATURE`` of
+    the largest (the live atoms of :func:`tensorstream.coders.lasso.sparse_code`), or None when
     all are: they all are when the smallest eigenvalue is above that bound (a curvature is
     at least the smallest eigenvalue), the common case, read from the spectrum at no cost."""
     top = float(spectrum.max())
-    if top > 0 and float(spectrum.min()) > 1e-12 * top:  # every curvature is above it too
+    if top > 0 and float(spectrum.min()) > DEAD_CURVATURE * top:  # every curvature is too
         return None
     curvature = np.asarray(tl.to_numpy(tl.diag(G)))
-    live = curvature > 1e-12 * max(float(curvature.max()), 0.0)  # none for a zero dictionary
+    live = curvature > DEAD_CURVATURE * max(float(curvature.max()), 0.0)  # none if all zero
     if live.all():
         return None
     return tl.tensor(live.astype(spectrum.dtype), **tl.context(G))
