@@ -167,7 +167,23 @@ def numpy_view(x: Any) -> np.ndarray | None:
     return None
 
 
-def run(backend: str, function: Any, *args: Any) -> Any:
+def numpy_kernels(backend: str, *tensors: Any) -> bool:
+    """True when :func:`run` on ``backend`` runs numpy's kernels on views of these torch
+    tensors (the default for torch tensors in host memory of a dtype numpy has, not tracking
+    grad); False for every other backend, device or dtype, and with ``TENSORSTREAM_TORCH_CPU=
+    torch`` in the environment."""
+    if backend != "pytorch" or os.environ.get(TORCH_CPU, "numpy") == "torch":
+        return False
+    try:
+        for x in tensors:
+            if x is not None and not isinstance(x, np.ndarray):
+                _as_view(x)
+    except _NotViewable:
+        return False
+    return True
+
+
+def run(backend: str, function: Any, *args: Any, carry: bool = False) -> Any:
     """``function(*args)`` on ``backend`` (this thread only, without autograd), where torch
     tensors in host memory run on **numpy**, through views of their memory: the arguments'
     tensors (inside lists, tuples, dicts and dataclasses) are seen as numpy arrays, and the
@@ -179,9 +195,18 @@ def run(backend: str, function: Any, *args: Any) -> Any:
     elementwise operations 30-40% longer), which made a torch CPU step 1.5-1.9x numpy's
     (``benchmarks/bench_nmf.py --parts torch``). GPU tensors, half precision, tensors that
     track grad, and every call with ``TENSORSTREAM_TORCH_CPU=torch`` in the environment run
-    on torch's own kernels, as a GPU does (the golden-results test runs that way).
+    on torch's own kernels, as a GPU does (the golden-results test runs that way); see
+    :func:`numpy_kernels`.
+
+    ``carry=True``: the first argument and the result's first item are a state carried from
+    call to call, passed on as it is, not walked. On the numpy route it goes in as numpy
+    arrays (those of the previous call's result, or :func:`as_views` of tensors) and comes
+    back as the numpy arrays it was computed in: the caller keeps it so and makes tensors of
+    it (:func:`as_tensors`) only where they are read, sparing every step the two walks of its
+    state (half of a torch step's overhead on the digits at 256 samples). On the other routes
+    it is the backend's tensors, going in and coming back.
     """
-    if backend == "pytorch" and os.environ.get(TORCH_CPU, "numpy") != "torch":
+    if numpy_kernels(backend):
         import torch
 
         given = set()  # numpy arrays among the arguments stay numpy arrays in the result
@@ -192,17 +217,37 @@ def run(backend: str, function: Any, *args: Any) -> Any:
                 return x
             return _as_view(x)
 
+        carried, rest = (args[0], args[1:]) if carry else (None, args)
         try:
-            views = _mapped(args, (torch.Tensor, np.ndarray), view)
+            views = _mapped(rest, (torch.Tensor, np.ndarray), view)
         except _NotViewable:
             pass
         else:
             with using("numpy"):
-                result = function(*views)
-            return _mapped(result, np.ndarray,
-                           lambda x: x if id(x) in given else _as_torch(x))
+                result = function(*((carried, *views) if carry else views))
+
+            def tensors(tree: Any) -> Any:
+                return _mapped(tree, np.ndarray, lambda x: x if id(x) in given else _as_torch(x))
+
+            if carry:
+                return (result[0], *tensors(tuple(result[1:])))
+            return tensors(result)
+    if carry and backend == "pytorch":  # torch's kernels: a carried numpy state made tensors
+        args = (as_tensors(args[0]), *args[1:])
     with using(backend), no_grad(backend):
         return function(*args)
+
+
+def as_views(tree: Any) -> Any:
+    """``tree`` (lists, tuples, dicts, dataclasses) with its torch tensors seen as numpy arrays
+    of their memory (tensors in host memory that :func:`numpy_kernels` accepts)."""
+    return _mapped(tree, _torch_tensor_type(), _as_view)
+
+
+def as_tensors(tree: Any) -> Any:
+    """``tree`` (lists, tuples, dicts, dataclasses) with its numpy arrays made torch tensors
+    that share their memory: a state carried by :func:`run` (``carry=True``) as it is read."""
+    return _mapped(tree, np.ndarray, _as_torch)
 
 
 def take_rows(data: Any, rows: np.ndarray) -> Any:
@@ -229,6 +274,13 @@ def _as_view(x: Any) -> np.ndarray:
 
 
 @functools.cache
+def _torch_tensor_type() -> type:
+    import torch
+
+    return torch.Tensor
+
+
+@functools.cache
 def _viewable_dtypes() -> frozenset:
     """The torch dtypes of ``_VIEWABLE_TORCH`` (torch is imported only by its users)."""
     import torch
@@ -251,6 +303,8 @@ def _mapped(tree: Any, kind: type | tuple, convert: Any) -> Any:
     """``tree`` with every instance of ``kind`` that lists, tuples, dicts and dataclass
     instances hold replaced by ``convert(it)`` (the same object back where nothing changed;
     a step's state and results are walked in ~10 us)."""
+    if type(tree) in _PLAIN_TYPES:  # most leaves: one set lookup
+        return tree
     if isinstance(tree, kind):
         return convert(tree)
     if isinstance(tree, _PLAIN):
@@ -265,6 +319,8 @@ def _mapped(tree: Any, kind: type | tuple, convert: Any) -> Any:
             return items
         return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
     if isinstance(tree, dict):
+        if _PLAIN_TYPES.issuperset(map(type, tree.values())):  # a step's info: nothing to map
+            return tree
         mapped = {key: _mapped(value, kind, convert) for key, value in tree.items()}
         return tree if all(mapped[k] is v for k, v in tree.items()) else mapped
     names = _field_names(type(tree))

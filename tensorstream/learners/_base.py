@@ -29,10 +29,13 @@ import xarray as xr
 
 from ..core.backend import (
     as_tensor,
+    as_tensors,
+    as_views,
     backend_of,
     float_dtype_of,
     limit_threads,
     no_grad,
+    numpy_kernels,
     run,
     take_rows,
     to_numpy,
@@ -825,6 +828,12 @@ class OnlineLearner(OnlineEstimator):
 
     Learned state: ``state_`` (loadings, statistics, data scale, step and sample counts),
     ``backend_``, ``sample_shape_``, ``layout_`` (labelled fits) and the random generator.
+
+    On torch tensors in host memory the steps run numpy's kernels (``core.backend.run``) and
+    the state is carried from step to step as the numpy arrays they computed
+    (``_carried_state``); ``state_``, tensors sharing that memory, is made when it is first
+    read. A learner holds one of the two (``state_`` where it is, else the carried state),
+    which saves each step the conversions of its state both ways.
     """
 
     missing = None  # learners that accept missing entries make it a parameter
@@ -857,6 +866,56 @@ class OnlineLearner(OnlineEstimator):
 
     # -- the learned state ---------------------------------------------------------------------
 
+    @property
+    def _fitted(self) -> bool:
+        return "state_" in self.__dict__ or "_carried_state" in self.__dict__
+
+    @property
+    def state_(self) -> OnlineState:
+        """The learned state (made from the carried state where it is first read)."""
+        held = self.__dict__
+        if "state_" not in held:
+            carried = held.get("_carried_state")
+            if carried is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                     f"'state_'")
+            # setdefault: two threads reading it at once get the same tensors
+            held.setdefault("state_", as_tensors(carried))
+            held.pop("_carried_state", None)
+        return held["state_"]
+
+    @state_.setter
+    def state_(self, state: OnlineState) -> None:
+        self.__dict__.pop("_carried_state", None)
+        self.__dict__["state_"] = state
+
+    def _held_state(self) -> OnlineState:
+        """The state as the learner holds it, for its shapes, counters and scale: ``state_``,
+        or else the carried state (numpy arrays, not made tensors for that)."""
+        self._check_fitted()
+        held = self.__dict__.get("state_")
+        return self.__dict__["_carried_state"] if held is None else held
+
+    def _step_state(self, on_numpy: bool, state: OnlineState | None = None) -> OnlineState:
+        """The state a step starts from (``state``, or the learned one), as
+        ``run(..., carry=True)`` takes it: numpy arrays where the step runs numpy's kernels on
+        torch tensors (``on_numpy``), the backend's tensors otherwise."""
+        if state is None:
+            state = self.__dict__.get("state_")
+            if state is None and on_numpy:
+                return self.__dict__["_carried_state"]
+            state = self.state_ if state is None else state
+        return as_views(state) if on_numpy else state
+
+    def _commit_state(self, new: OnlineState, carried: bool) -> None:
+        """Keep ``new``: as the carried state (numpy arrays of a step on torch tensors) or as
+        ``state_``; the other one is dropped."""
+        if carried:
+            self.__dict__.pop("state_", None)
+            self.__dict__["_carried_state"] = new
+        else:
+            self.state_ = new
+
     def _fitted_state(self) -> OnlineState:
         self._check_fitted()
         return self.state_
@@ -874,17 +933,17 @@ class OnlineLearner(OnlineEstimator):
     @property
     def n_steps_(self) -> int:
         """Mini-batches learned from."""
-        return self._fitted_state().n_steps
+        return self._held_state().n_steps
 
     @property
     def n_samples_seen_(self) -> int:
         """Samples learned from."""
-        return self._fitted_state().n_samples_seen
+        return self._held_state().n_samples_seen
 
     @property
     def n_components_(self) -> int:
         """Number of atoms of the learned dictionary."""
-        return int(tl.shape(self.loadings_[0])[1])
+        return int(self._held_state().loadings[0].shape[1])
 
     @property
     def n_features_in_(self) -> int:
@@ -907,14 +966,15 @@ class OnlineLearner(OnlineEstimator):
                              f"{type(self).__name__} has {self.n_components_} atoms: it was set "
                              f"since the fit, which fixes it; call fit to start anew with it")
         declared = getattr(self, "data_scale", "auto")  # the learners that have one
-        if not isinstance(declared, str) and float(declared) != self.state_.scale:
+        scale = self._held_state().scale
+        if not isinstance(declared, str) and float(declared) != scale:
             raise ValueError(f"data_scale={declared!r}, but this {type(self).__name__} learned "
-                             f"at the data scale {self.state_.scale!r}: it was set since the "
+                             f"at the data scale {scale!r}: it was set since the "
                              f"fit, which fixes it; call fit to start anew with it")
 
     def _reset(self) -> None:
-        for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
-                     "_last_info", "_last_codes", "feature_names_in_"):
+        for name in ("state_", "_carried_state", "backend_", "sample_shape_", "layout_",
+                     "_context", "_rng", "_last_info", "_last_codes", "feature_names_in_"):
             self.__dict__.pop(name, None)
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -1147,16 +1207,18 @@ class OnlineLearner(OnlineEstimator):
         try:
             fresh = {} if self._fitted else self._initial_state(X, algorithm, mask)
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
-            state = fresh.get("state_", self.__dict__.get("state_"))
+            on_numpy = numpy_kernels(backend, X, mask)
+            state = self._step_state(on_numpy, fresh.pop("state_", None))
             reinit = getattr(self, "reinit_dead_atoms", True)
-            new, codes, info = run(backend, _step_of(algorithm, reinit), X, state, mask)
+            new, codes, info = run(backend, _step_of(algorithm, reinit), state, X, mask,
+                                   carry=True)
         except BaseException:
             self._rng.bit_generator.state = saved
             if not had_rng:  # a refused first step leaves no trace, not even a generator
                 del self._rng
             raise
         self.__dict__.update(fresh)
-        self.state_ = new
+        self._commit_state(new, on_numpy)
         self._keep_feature_names(names)  # the first step's columns, as fit keeps them
         self._last_info = info
         self._last_codes = codes
@@ -1191,8 +1253,9 @@ class OnlineLearner(OnlineEstimator):
             if not self._fitted:  # the first batch initialises the model here
                 first, first_mask = self._validate_masked(_local(data), _local(mask))
                 fresh = self._initial_state(first, mask=first_mask)
-            fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_",
-                                                       "state_") if k in self.__dict__}, **fresh}
+            fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_")
+                         if k in self.__dict__},
+                      **({"state_": self.state_} if self._fitted else {}), **fresh}
             sample_shape = fitted["sample_shape_"]
             if tuple(data.shape[1:]) != tuple(sample_shape):
                 raise ValueError(f"X has samples of shape {tuple(data.shape[1:])}, but this "
@@ -1207,7 +1270,7 @@ class OnlineLearner(OnlineEstimator):
                 del self._rng
             raise
         self.__dict__.update(fresh)
-        self.state_ = new
+        self._commit_state(new, carried=False)
         self._keep_feature_names(names)  # the first step's columns, as fit keeps them
         self.__dict__.pop("_last_codes", None)  # the shards' codes stay on the workers
         self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
@@ -1261,7 +1324,8 @@ class OnlineLearner(OnlineEstimator):
         """The coding step of ``transform`` and ``score`` at the learned dictionary and scale."""
         self._check_params()  # a parameter set since fit is named, not reported by the coder
         self._check_params_against_state()
-        state = self.state_
+        on_numpy = numpy_kernels(self.backend_, X, mask)
+        state = self._held_state() if on_numpy else self.state_  # numpy arrays pass as they are
         algorithm = self._coding_algorithm().at_state(state)
         coded = run(self.backend_, lambda X, loadings, mask: algorithm.encode(
             X, loadings, state.scale, mask), X, state.loadings, mask)
@@ -1388,7 +1452,7 @@ def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
     info (not the rest of the coding step's results, which nobody reads afterwards: on torch
     tensors in host memory each array handed back is a tensor made)."""
 
-    def step(X: Any, state: OnlineState, mask: Any) -> tuple:
+    def step(state: OnlineState, X: Any, mask: Any) -> tuple:
         new, coded, info = online_step(algorithm, X, state, mask,
                                        reinit_dead_atoms=reinit_dead_atoms)
         return new, (coded.codes, coded.outliers), info
