@@ -127,13 +127,14 @@ def _rewritten(path, change):
 
 def test_a_checkpoint_of_an_earlier_version_keeps_its_fixed_weight(tmp_path):
     """Its state has no residual scale: it resumes with the weight it was trained with (0.5
-    data units), as before, and learns none."""
+    data units, times outlier_alpha_scale), as before, and learns none; the parameter says
+    so."""
     X = _low_rank_with_outliers()
     model = RobustOnlineNMF(3, batch_size=10, random_state=0).partial_fit(X[:10])
     path = model.save(tmp_path / "old")
     _rewritten(path, lambda meta: meta.pop("statistics"))
     old = load(path)
-    assert old.residual_scale_ is None
+    assert old.outlier_alpha == 0.5 and old.residual_scale_ is None
     for start in range(10, 50, 10):
         old.partial_fit(X[start:start + 10])
         assert old.outlier_alpha_ == pytest.approx(0.5 * old.scale_)
@@ -172,3 +173,25 @@ def test_the_fitted_weight_needs_a_fit():
         with pytest.raises(NotFittedError):
             getattr(model, name)
         assert not hasattr(model, name)
+
+
+def test_auto_set_after_a_fixed_weight_fit_learns_the_residual_scale(tmp_path):
+    """set_params(outlier_alpha="auto") on a learner fitted with a given weight: the next
+    steps learn a residual scale from the cap, where a fit starts, as a fit with "auto" does
+    (it used to code at the cap forever, learning nothing); a checkpoint resumes it exactly."""
+    X = _low_rank_with_outliers()
+    model = RobustOnlineNMF(3, outlier_alpha=0.3, batch_size=10, random_state=0)
+    model.partial_fit(X[:10])
+    model.set_params(outlier_alpha="auto")
+    assert model.residual_scale_ is None  # nothing learned yet: the weight is the cap's
+    assert model.outlier_alpha_ == pytest.approx(0.5 * model.scale_)
+    model.partial_fit(X[10:20])
+    resumed = load(model.save(tmp_path / "switched"))
+    assert resumed.outlier_alpha == "auto"
+    for start in range(20, 80, 10):
+        model.partial_fit(X[start:start + 10])
+        resumed.partial_fit(X[start:start + 10])
+    assert model.residual_scale_ < 0.2 * model.scale_  # learned below the cap: this data is
+    assert model.outlier_alpha_ == pytest.approx(2.5 * model.residual_scale_)  # close to rank 3
+    assert resumed.residual_scale_ == model.residual_scale_
+    np.testing.assert_array_equal(resumed.components_, model.components_)

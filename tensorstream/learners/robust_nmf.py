@@ -351,9 +351,10 @@ class RobustOnlineNMF(OnlineLearner):
         The outlier weight the learner codes with now, in the data's units.
     residual_scale_ : float or None
         With ``outlier_alpha="auto"``: the learned residual scale, in the data's units. None
-        for a given weight, and for a state that holds none: a checkpoint of an earlier
-        version, or a learner fitted with a given weight and set to ``"auto"`` since, which
-        keep the fixed weight of 0.5 data units (``fit`` anew to learn one).
+        for a given weight, and until the first step after ``"auto"`` was set on a learner
+        fitted with a given weight (it learns one from there, starting at the cap). A
+        checkpoint of a version before the residual scale loads with the fixed weight it was
+        trained with (``outlier_alpha`` = 0.5 data units times ``outlier_alpha_scale``).
     last_decomposition_ : (codes, outliers) of the most recent coding step (after
         ``partial_fit``: the batch's online ``h_t`` and ``r_t``)
 
@@ -397,6 +398,21 @@ class RobustOnlineNMF(OnlineLearner):
     #: parameters renamed to the glossary's words (old name: new name), for old checkpoints
     _renamed_parameters = {**RENAMED_OUTLIER_PARAMETERS, "code_l1": "alpha", "code_l2": "ridge",
                            "code_group": "group_alpha"}
+
+    @classmethod
+    def _loaded_params(cls, params: dict, meta: dict) -> dict:
+        """As every learner's, and a file of a version before the learned residual scale
+        whose ``outlier_alpha`` is ``"auto"`` loads with the fixed weight that ``"auto"`` was
+        then (``outlier_alpha_scale`` times 0.5 data units): it resumes as it ran, and a
+        state without a residual scale means a weight set since the fit (see
+        ``RobustNMFAlgorithm.at_state``)."""
+        loaded = super()._loaded_params(params, meta)
+        stored = meta.get("statistics")
+        if loaded.get("outlier_alpha") == "auto" and not (
+                isinstance(stored, dict) and "residual_scale" in stored):
+            loaded["outlier_alpha"] = float(loaded.get("outlier_alpha_scale", 1.0)) * \
+                AUTO_OUTLIER_ALPHA * MAX_RESIDUAL_SCALE
+        return loaded
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
@@ -523,8 +539,8 @@ class RobustNMFAlgorithm(SurrogateCP):
     def __init__(self, params: Any, residual_scale: float | None = None):
         self.params = params
         self.weights = make_weights(params.weights)
-        # learned from the batches with outlier_alpha="auto" (at_state gives it); None: the
-        # fixed weight (a given outlier_alpha, or a state of an earlier version)
+        # learned from the batches with outlier_alpha="auto" (at_state gives it); None: a
+        # given outlier_alpha
         self.residual_scale = residual_scale
 
     @property
@@ -532,11 +548,13 @@ class RobustNMFAlgorithm(SurrogateCP):
         return self.params.outlier_alpha == "auto"
 
     def at_state(self, state: Any) -> RobustNMFAlgorithm:
-        """The algorithm coding at the residual scale ``state`` learned (``"auto"``)."""
-        sigma = (state.statistics or {}).get("residual_scale")
-        if sigma is None or not self.learns_residual_scale:
+        """The algorithm coding at the residual scale ``state`` learned (``"auto"``). A state
+        without one was fitted with a given weight and switched to ``"auto"`` since
+        (``set_params``): it learns one from where a fit starts, the cap."""
+        if not self.learns_residual_scale:
             return self
-        return RobustNMFAlgorithm(self.params, sigma)
+        sigma = (state.statistics or {}).get("residual_scale")
+        return RobustNMFAlgorithm(self.params, MAX_RESIDUAL_SCALE if sigma is None else sigma)
 
     def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> dict:
         """The surrogate's zero statistics, and the first residual scale (``"auto"``)."""
@@ -629,6 +647,8 @@ class RobustNMFAlgorithm(SurrogateCP):
         """The surrogate's statistics, and the residual scale moved by the batch's."""
         new = super().accumulate(statistics, sums, w)
         sigma = statistics.get("residual_scale")
+        if sigma is None and self.learns_residual_scale:  # "auto" set since a fixed-weight fit
+            sigma = MAX_RESIDUAL_SCALE
         if sigma is not None:  # kept, moved where the batch measured it
             new["residual_scale"] = next_residual_scale(sigma, sums) if "residual_sq" in sums \
                 else sigma
