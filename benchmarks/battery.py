@@ -108,10 +108,7 @@ def factors_of(model: Any) -> list:
     names = ("loadings_", "components_", "codes_")
     found = []
     for name in names:
-        # an online learner's loadings_ come from its state (state_, or the state its steps
-        # carry on torch CPU tensors until state_ is read)
-        if name in vars(model) or (name == "loadings_" and getattr(model, "_fitted", False)
-                                   and hasattr(model, "state_")):
+        if name in vars(model) or (name == "loadings_" and "state_" in vars(model)):
             value = getattr(model, name)
             found.extend(value if isinstance(value, list) else [value])
     return [np.asarray(to_host(U), dtype=float) for U in found]

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import copy
 import pickle
+import sys
 import threading
 
 import numpy as np
 import pytest
+from state_helpers import state_of
 
-import tensorstream.learners._base as base
+import tensorstream.core.backend as backend
 from tensorstream import OnlineCPDL, OnlineNMF
-from tensorstream.core.backend import TORCH_CPU, as_tensors, as_views, run
+from tensorstream.core.backend import TORCH_CPU, Carried, as_tensors, run
 from tensorstream.engine import OnlineState
 from tensorstream.io import load_checkpoint
 
@@ -59,24 +61,28 @@ def _read_every_step(model, k):
 # -- run(..., carry=True) -------------------------------------------------------------------------
 
 
-def test_run_passes_the_carried_state_as_it_is_and_hands_back_the_numpy_result():
-    carried = OnlineState(loadings=[np.ones((3, 2))], statistics=None)
+def test_run_carries_the_state_as_the_numpy_arrays_it_computed():
     X = torch.ones((4, 3), dtype=torch.float64)
     seen = []
 
     def step(state, X):
-        seen.append((state, type(X)))
+        seen.append((type(state.loadings[0]), type(X)))
         return OnlineState(loadings=[state.loadings[0] * 2], statistics=None), X.sum(axis=1)
 
-    new, sums = run("pytorch", step, carried, X, carry=True)
-    assert seen == [(carried, np.ndarray)]  # the state not walked, the batch a view
-    assert isinstance(new.loadings[0], np.ndarray)  # the carried result stays numpy
+    start = OnlineState(loadings=[torch.ones((3, 2), dtype=torch.float64)], statistics=None)
+    carried, sums = run("pytorch", step, start, X, carry=True)
+    assert isinstance(carried, Carried) and isinstance(carried.arrays.loadings[0], np.ndarray)
     assert isinstance(sums, torch.Tensor)  # the rest is made tensors as ever
+    arrays = carried.arrays.loadings[0]
+    again, _ = run("pytorch", step, carried, X, carry=True)
+    assert seen == [(np.ndarray, np.ndarray)] * 2
+    assert np.array_equal(again.arrays.loadings[0], arrays * 2)
+    assert "made" not in vars(carried)  # nothing was made tensors for the second call
 
 
 @pytest.mark.parametrize("why", ["switch", "grad"])
-def test_run_on_torch_kernels_makes_the_carried_state_tensors(why, monkeypatch):
-    carried = OnlineState(loadings=[np.ones((3, 2))], statistics=None)
+def test_on_torch_kernels_a_carried_state_is_made_tensors_for_the_call_only(why, monkeypatch):
+    carried = Carried(OnlineState(loadings=[np.ones((3, 2))], statistics=None))
     X = torch.ones((4, 3), dtype=torch.float64)
     if why == "switch":
         monkeypatch.setenv(TORCH_CPU, "torch")
@@ -90,18 +96,18 @@ def test_run_on_torch_kernels_makes_the_carried_state_tensors(why, monkeypatch):
 
     new, _ = run("pytorch", step, carried, X, carry=True)
     assert seen == [(torch.Tensor, torch.Tensor)]
-    assert isinstance(new.loadings[0], torch.Tensor)
+    assert isinstance(new, OnlineState) and isinstance(new.loadings[0], torch.Tensor)
+    assert "made" not in vars(carried)
 
 
-def test_views_and_tensors_of_a_state_share_its_memory():
-    state = OnlineState(loadings=[torch.ones((3, 2), dtype=torch.float64)],
-                        statistics={"A": torch.eye(2, dtype=torch.float64), "c": 1.5})
-    views = as_views(state)
-    assert isinstance(views.loadings[0], np.ndarray) and views.statistics["c"] == 1.5
-    views.loadings[0][0, 0] = 7.0
-    assert state.loadings[0][0, 0] == 7.0
-    back = as_tensors(views)
-    assert back.loadings[0].data_ptr() == state.loadings[0].data_ptr()
+def test_a_carried_states_tensors_share_its_memory_and_are_made_once():
+    carried = Carried(OnlineState(loadings=[np.ones((3, 2))], statistics={"c": 1.5}))
+    assert carried.current() is carried.arrays
+    tensors = carried.tensors()
+    assert tensors.loadings[0].data_ptr() == carried.arrays.loadings[0].ctypes.data
+    assert tensors.statistics["c"] == 1.5
+    assert carried.tensors() is tensors and carried.current() is tensors
+    assert as_tensors(carried.arrays).loadings[0].data_ptr() == tensors.loadings[0].data_ptr()
 
 
 # -- the learner ----------------------------------------------------------------------------------
@@ -113,11 +119,12 @@ def test_views_and_tensors_of_a_state_share_its_memory():
 ], ids=["nmf", "cpdl"])
 def test_steps_carry_numpy_arrays_and_state_is_made_only_where_read(make, monkeypatch):
     made = []
-    monkeypatch.setattr(base, "as_tensors", lambda tree: made.append(1) or as_tensors(tree))
+    monkeypatch.setattr(backend, "as_tensors", lambda tree: made.append(1) or as_tensors(tree))
     X = _data(shape=(120, 3, 3)) if make().__class__ is OnlineCPDL else _data()
     model = make().fit(torch.from_numpy(X))
     assert made == []  # no state made tensors in a fit nobody read
-    assert "state_" not in vars(model) and model.n_steps_ > 1 and model.n_components_ == 3
+    assert isinstance(vars(model)["state_"], Carried)
+    assert model.n_steps_ > 1 and model.n_components_ == 3
     codes = model.transform(torch.from_numpy(X[:10]))
     assert isinstance(codes, torch.Tensor) and made == []
     assert all(isinstance(U, torch.Tensor) for U in model.loadings_) and made == [1]
@@ -166,7 +173,7 @@ def test_a_state_set_between_steps_replaces_the_carried_one():
     first = _learn(OnlineNMF(3, random_state=0), batches[:2])
     model = _learn(OnlineNMF(3, random_state=0), batches[:4])
     model.state_ = first.state_  # back to the state after two batches
-    assert "_carried_state" not in vars(model) and model.n_steps_ == 2
+    assert model.n_steps_ == 2
     _same_model(_learn(model, batches[2:]), _learn(first, batches[2:]))
 
 
@@ -176,21 +183,37 @@ def test_switching_to_torch_kernels_between_steps_continues_from_the_carried_sta
     model = _learn(OnlineNMF(3, random_state=0), batches[:3])
     monkeypatch.setenv(TORCH_CPU, "torch")
     _learn(model, batches[3:])
-    assert "_carried_state" not in vars(model)
+    assert not isinstance(vars(model)["state_"], Carried)  # tensors, from torch's kernels
     monkeypatch.delenv(TORCH_CPU)
     straight = _learn(OnlineNMF(3, random_state=0), batches)
     for U, V in zip(model.loadings_, straight.loadings_):
         np.testing.assert_allclose(U.numpy(), V.numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_a_refused_step_keeps_the_carried_state(tmp_path):
+@pytest.mark.parametrize("route", ["numpy", "torch"])
+def test_a_refused_step_changes_nothing(route, monkeypatch):
+    """Not even the carried state's tensors are made (on torch's kernels the step takes
+    tensors made for it alone)."""
     model = _learn(OnlineNMF(3, random_state=0), _batches(_data(5)))
-    carried = vars(model)["_carried_state"]
-    bad = torch.from_numpy(_data(6)[:20])
-    bad[0, 0] = float("nan")
-    with pytest.raises(ValueError, match="NaN"):
-        model.partial_fit(bad)
-    assert vars(model)["_carried_state"] is carried and "state_" not in vars(model)
+    monkeypatch.setenv(TORCH_CPU, route)
+    before = state_of(model)
+    for bad in (torch.from_numpy(_data(6)[:20] * 1e160), torch.from_numpy(_data(6)[:20, :4])):
+        with pytest.raises(ValueError):
+            model.partial_fit(bad)
+        assert state_of(model) == before
+    assert "made" not in vars(vars(model)["state_"])
+
+
+def test_a_state_that_tracks_grad_is_learned_from_on_torchs_kernels():
+    """A loading set to require grad (to differentiate a function of the dictionary) has no
+    plain numpy view: the next step runs torch's kernels, as it always did."""
+    batches = _batches(_data(9))
+    model = _learn(OnlineNMF(3, random_state=0), batches[:3])
+    W = model.loadings_[0]
+    W.requires_grad_(True)
+    (W ** 2).sum().backward()
+    _learn(model, batches[3:])
+    assert model.n_steps_ == len(batches) and torch.isfinite(model.loadings_[0]).all()
 
 
 def test_a_carried_state_is_checkpointed_pickled_and_copied_as_state_would_be(tmp_path):
@@ -217,6 +240,36 @@ def test_threads_reading_state_at_once_get_the_same_tensors():
     for thread in threads:
         thread.join()
     assert len(seen) == 4 and all(state is seen[0] for state in seen)
+
+
+def test_a_thread_reading_while_another_learns_sees_a_fitted_learner_and_loses_no_step():
+    """A step is committed in one store: a reader sees the state before or after it."""
+    X = torch.from_numpy(_data(10)[:20])
+    errors, interval = [], sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for _ in range(3):
+            model = OnlineNMF(3, random_state=0).partial_fit(X)
+            done = threading.Event()
+
+            def read(model=model, done=done):
+                while not done.is_set():
+                    try:
+                        model.loadings_  # noqa: B018
+                        model.n_steps_  # noqa: B018
+                    except Exception as error:  # noqa: BLE001  (any error is the failure)
+                        errors.append(repr(error))
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            for _ in range(60):
+                model.partial_fit(X)
+            done.set()
+            reader.join()
+            assert model.n_steps_ == 61
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
 
 
 def test_an_unfitted_learner_has_no_state():

@@ -167,20 +167,30 @@ def numpy_view(x: Any) -> np.ndarray | None:
     return None
 
 
-def numpy_kernels(backend: str, *tensors: Any) -> bool:
-    """True when :func:`run` on ``backend`` runs numpy's kernels on views of these torch
-    tensors (the default for torch tensors in host memory of a dtype numpy has, not tracking
-    grad); False for every other backend, device or dtype, and with ``TENSORSTREAM_TORCH_CPU=
-    torch`` in the environment."""
-    if backend != "pytorch" or os.environ.get(TORCH_CPU, "numpy") == "torch":
-        return False
-    try:
-        for x in tensors:
-            if x is not None and not isinstance(x, np.ndarray):
-                _as_view(x)
-    except _NotViewable:
-        return False
-    return True
+class Carried:
+    """A state that :func:`run` carries from call to call on the numpy route (``carry=True``):
+    the numpy arrays its function computed (``arrays``), and the torch tensors on their memory
+    once they are read (``tensors()``). From then on those tensors are the state, as a reader
+    may change them (in place, or by replacing a dict's or a list's item)."""
+
+    def __init__(self, arrays: Any):
+        self.arrays = arrays
+
+    def tensors(self, keep: bool = True) -> Any:
+        """The state as tensors sharing the arrays' memory: made once and kept (``keep``;
+        ``setdefault``, so that two threads reading at once get the same tensors), or made
+        for one use and not kept (a step on torch's kernels: nothing a caller sees changes)."""
+        made = self.__dict__.get("made")
+        if made is None:
+            made = as_tensors(self.arrays)
+            if keep:
+                made = self.__dict__.setdefault("made", made)
+        return made
+
+    def current(self) -> Any:
+        """The state as it is now, for its counters and shapes: the tensors where they were
+        made, else the arrays."""
+        return self.__dict__.get("made", self.arrays)
 
 
 def run(backend: str, function: Any, *args: Any, carry: bool = False) -> Any:
@@ -195,18 +205,21 @@ def run(backend: str, function: Any, *args: Any, carry: bool = False) -> Any:
     elementwise operations 30-40% longer), which made a torch CPU step 1.5-1.9x numpy's
     (``benchmarks/bench_nmf.py --parts torch``). GPU tensors, half precision, tensors that
     track grad, and every call with ``TENSORSTREAM_TORCH_CPU=torch`` in the environment run
-    on torch's own kernels, as a GPU does (the golden-results test runs that way); see
-    :func:`numpy_kernels`.
+    on torch's own kernels, as a GPU does (the golden-results test runs that way).
 
     ``carry=True``: the first argument and the result's first item are a state carried from
-    call to call, passed on as it is, not walked. On the numpy route it goes in as numpy
-    arrays (those of the previous call's result, or :func:`as_views` of tensors) and comes
-    back as the numpy arrays it was computed in: the caller keeps it so and makes tensors of
-    it (:func:`as_tensors`) only where they are read, sparing every step the two walks of its
-    state (half of a torch step's overhead on the digits at 256 samples). On the other routes
-    it is the backend's tensors, going in and coming back.
+    call to call (a learner's step). On the numpy route the new state comes back as a
+    :class:`Carried`, its numpy arrays as computed, and a :class:`Carried` whose tensors
+    nobody made goes in again as those arrays: a learner that keeps it and makes tensors only
+    where they are read spares every step the two walks of its state (half of a torch step's
+    overhead on the digits at 256 samples). On the other routes the state goes in as tensors
+    and comes back as tensors.
     """
-    if numpy_kernels(backend):
+    first = args[0] if carry else None
+    if isinstance(first, Carried) and "made" in first.__dict__:  # its tensors are the state
+        first = first.current()
+        args = (first, *args[1:])
+    if backend == "pytorch" and os.environ.get(TORCH_CPU, "numpy") != "torch":
         import torch
 
         given = set()  # numpy arrays among the arguments stay numpy arrays in the result
@@ -217,36 +230,31 @@ def run(backend: str, function: Any, *args: Any, carry: bool = False) -> Any:
                 return x
             return _as_view(x)
 
-        carried, rest = (args[0], args[1:]) if carry else (None, args)
+        untouched = isinstance(first, Carried)
+        walked = args[1:] if untouched else args
         try:
-            views = _mapped(rest, (torch.Tensor, np.ndarray), view)
+            views = _mapped(walked, (torch.Tensor, np.ndarray), view)
         except _NotViewable:
             pass
         else:
             with using("numpy"):
-                result = function(*((carried, *views) if carry else views))
+                result = function(*((first.arrays, *views) if untouched else views))
 
             def tensors(tree: Any) -> Any:
                 return _mapped(tree, np.ndarray, lambda x: x if id(x) in given else _as_torch(x))
 
             if carry:
-                return (result[0], *tensors(tuple(result[1:])))
+                return (Carried(result[0]), *tensors(tuple(result[1:])))
             return tensors(result)
-    if carry and backend == "pytorch":  # torch's kernels: a carried numpy state made tensors
-        args = (as_tensors(args[0]), *args[1:])
+    if isinstance(first, Carried):  # torch's kernels: tensors made for this call only
+        args = (first.tensors(keep=False), *args[1:])
     with using(backend), no_grad(backend):
         return function(*args)
 
 
-def as_views(tree: Any) -> Any:
-    """``tree`` (lists, tuples, dicts, dataclasses) with its torch tensors seen as numpy arrays
-    of their memory (tensors in host memory that :func:`numpy_kernels` accepts)."""
-    return _mapped(tree, _torch_tensor_type(), _as_view)
-
-
 def as_tensors(tree: Any) -> Any:
     """``tree`` (lists, tuples, dicts, dataclasses) with its numpy arrays made torch tensors
-    that share their memory: a state carried by :func:`run` (``carry=True``) as it is read."""
+    that share their memory (a :class:`Carried` state as it is read)."""
     return _mapped(tree, np.ndarray, _as_torch)
 
 
@@ -271,13 +279,6 @@ def _as_view(x: Any) -> np.ndarray:
     if not x.is_cpu or x.requires_grad or x.dtype not in _viewable_dtypes():
         raise _NotViewable
     return (x.resolve_neg() if x.is_neg() else x).numpy()
-
-
-@functools.cache
-def _torch_tensor_type() -> type:
-    import torch
-
-    return torch.Tensor
 
 
 @functools.cache

@@ -28,14 +28,12 @@ import tensorly as tl
 import xarray as xr
 
 from ..core.backend import (
+    Carried,
     as_tensor,
-    as_tensors,
-    as_views,
     backend_of,
     float_dtype_of,
     limit_threads,
     no_grad,
-    numpy_kernels,
     run,
     take_rows,
     to_numpy,
@@ -830,10 +828,9 @@ class OnlineLearner(OnlineEstimator):
     ``backend_``, ``sample_shape_``, ``layout_`` (labelled fits) and the random generator.
 
     On torch tensors in host memory the steps run numpy's kernels (``core.backend.run``) and
-    the state is carried from step to step as the numpy arrays they computed
-    (``_carried_state``); ``state_``, tensors sharing that memory, is made when it is first
-    read. A learner holds one of the two (``state_`` where it is, else the carried state),
-    which saves each step the conversions of its state both ways.
+    the state is carried from step to step as the numpy arrays they computed (a
+    ``core.backend.Carried`` held as ``state_``): the tensors of ``state_`` are made when it
+    is first read, which saves each step the conversions of its state both ways.
     """
 
     missing = None  # learners that accept missing entries make it a parameter
@@ -867,54 +864,24 @@ class OnlineLearner(OnlineEstimator):
     # -- the learned state ---------------------------------------------------------------------
 
     @property
-    def _fitted(self) -> bool:
-        return "state_" in self.__dict__ or "_carried_state" in self.__dict__
-
-    @property
     def state_(self) -> OnlineState:
-        """The learned state (made from the carried state where it is first read)."""
-        held = self.__dict__
-        if "state_" not in held:
-            carried = held.get("_carried_state")
-            if carried is None:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                     f"'state_'")
-            # setdefault: two threads reading it at once get the same tensors
-            held.setdefault("state_", as_tensors(carried))
-            held.pop("_carried_state", None)
-        return held["state_"]
+        """The learned state: tensors of the backend (made from the carried numpy arrays where
+        it is first read, on torch tensors in host memory)."""
+        held = self.__dict__.get("state_")
+        if held is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute 'state_'")
+        return held.tensors() if isinstance(held, Carried) else held
 
     @state_.setter
     def state_(self, state: OnlineState) -> None:
-        self.__dict__.pop("_carried_state", None)
-        self.__dict__["state_"] = state
+        self.__dict__["state_"] = state  # one store: a step is committed at once
 
     def _held_state(self) -> OnlineState:
-        """The state as the learner holds it, for its shapes, counters and scale: ``state_``,
-        or else the carried state (numpy arrays, not made tensors for that)."""
+        """The state as the learner holds it, for its shapes, counters and scale (a carried
+        state's arrays are not made tensors for that)."""
         self._check_fitted()
-        held = self.__dict__.get("state_")
-        return self.__dict__["_carried_state"] if held is None else held
-
-    def _step_state(self, on_numpy: bool, state: OnlineState | None = None) -> OnlineState:
-        """The state a step starts from (``state``, or the learned one), as
-        ``run(..., carry=True)`` takes it: numpy arrays where the step runs numpy's kernels on
-        torch tensors (``on_numpy``), the backend's tensors otherwise."""
-        if state is None:
-            state = self.__dict__.get("state_")
-            if state is None and on_numpy:
-                return self.__dict__["_carried_state"]
-            state = self.state_ if state is None else state
-        return as_views(state) if on_numpy else state
-
-    def _commit_state(self, new: OnlineState, carried: bool) -> None:
-        """Keep ``new``: as the carried state (numpy arrays of a step on torch tensors) or as
-        ``state_``; the other one is dropped."""
-        if carried:
-            self.__dict__.pop("state_", None)
-            self.__dict__["_carried_state"] = new
-        else:
-            self.state_ = new
+        held = self.__dict__["state_"]
+        return held.current() if isinstance(held, Carried) else held
 
     def _fitted_state(self) -> OnlineState:
         self._check_fitted()
@@ -973,8 +940,8 @@ class OnlineLearner(OnlineEstimator):
                              f"fit, which fixes it; call fit to start anew with it")
 
     def _reset(self) -> None:
-        for name in ("state_", "_carried_state", "backend_", "sample_shape_", "layout_",
-                     "_context", "_rng", "_last_info", "_last_codes", "feature_names_in_"):
+        for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
+                     "_last_info", "_last_codes", "feature_names_in_"):
             self.__dict__.pop(name, None)
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -985,7 +952,7 @@ class OnlineLearner(OnlineEstimator):
         self._check_params_against_state()  # a file its loader would refuse is not written
         params = {k: encode_param(k, v) for k, v in self.get_params().items()
                   if k != "callback"}
-        state = self.state_
+        state = self._held_state()  # a carried state's arrays are written as they are
         meta = {"params": params, "n_steps": state.n_steps,
                 "n_samples_seen": state.n_samples_seen, "scale": state.scale,
                 "backend": self.backend_, "dtype": str(self._context["dtype"]),
@@ -1207,8 +1174,7 @@ class OnlineLearner(OnlineEstimator):
         try:
             fresh = {} if self._fitted else self._initial_state(X, algorithm, mask)
             backend = fresh.get("backend_", self.__dict__.get("backend_"))
-            on_numpy = numpy_kernels(backend, X, mask)
-            state = self._step_state(on_numpy, fresh.pop("state_", None))
+            state = fresh.pop("state_", None) or self.__dict__["state_"]  # carried as it is
             reinit = getattr(self, "reinit_dead_atoms", True)
             new, codes, info = run(backend, _step_of(algorithm, reinit), state, X, mask,
                                    carry=True)
@@ -1218,7 +1184,7 @@ class OnlineLearner(OnlineEstimator):
                 del self._rng
             raise
         self.__dict__.update(fresh)
-        self._commit_state(new, on_numpy)
+        self.state_ = new
         self._keep_feature_names(names)  # the first step's columns, as fit keeps them
         self._last_info = info
         self._last_codes = codes
@@ -1253,14 +1219,15 @@ class OnlineLearner(OnlineEstimator):
             if not self._fitted:  # the first batch initialises the model here
                 first, first_mask = self._validate_masked(_local(data), _local(mask))
                 fresh = self._initial_state(first, mask=first_mask)
-            fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_")
-                         if k in self.__dict__},
-                      **({"state_": self.state_} if self._fitted else {}), **fresh}
+            fitted = {**{k: self.__dict__[k] for k in ("backend_", "_context", "sample_shape_",
+                                                       "state_") if k in self.__dict__}, **fresh}
             sample_shape = fitted["sample_shape_"]
             if tuple(data.shape[1:]) != tuple(sample_shape):
                 raise ValueError(f"X has samples of shape {tuple(data.shape[1:])}, but this "
                                  f"learner was fitted on samples of shape {tuple(sample_shape)}")
             backend, state = fitted["backend_"], fitted["state_"]
+            if isinstance(state, Carried):  # the shards' state: tensors, made for the step
+                state = state.tensors(keep=False)
             checks = {"missing": self.missing, "backend": backend, "context": fitted["_context"],
                       "sample_shape": sample_shape, "nonnegative": self._nonnegative_data()}
             new, info = self._cluster_step(client, data, mask, checks, backend, state)
@@ -1270,7 +1237,7 @@ class OnlineLearner(OnlineEstimator):
                 del self._rng
             raise
         self.__dict__.update(fresh)
-        self._commit_state(new, carried=False)
+        self.state_ = new
         self._keep_feature_names(names)  # the first step's columns, as fit keeps them
         self.__dict__.pop("_last_codes", None)  # the shards' codes stay on the workers
         self._last_info = {**info, "workers": len(client.scheduler_info()["workers"])}
@@ -1324,11 +1291,13 @@ class OnlineLearner(OnlineEstimator):
         """The coding step of ``transform`` and ``score`` at the learned dictionary and scale."""
         self._check_params()  # a parameter set since fit is named, not reported by the coder
         self._check_params_against_state()
-        on_numpy = numpy_kernels(self.backend_, X, mask)
-        state = self._held_state() if on_numpy else self.state_  # numpy arrays pass as they are
-        algorithm = self._coding_algorithm().at_state(state)
-        coded = run(self.backend_, lambda X, loadings, mask: algorithm.encode(
-            X, loadings, state.scale, mask), X, state.loadings, mask)
+        algorithm = self._coding_algorithm().at_state(self._held_state())
+
+        def code(state: OnlineState, X: Any, mask: Any) -> tuple:
+            return state, algorithm.encode(X, state.loadings, state.scale, mask)
+
+        # the state as a step takes it (carry): a carried state's arrays are not made tensors
+        _, coded = run(self.backend_, code, self.__dict__["state_"], X, mask, carry=True)
         check_overflow((coded.codes, coded.losses), "X")
         return coded
 
