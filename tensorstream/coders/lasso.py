@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..core.backend import index_context
 from ..core.compiled import enabled, jit
 
 Tensor = Any
@@ -105,7 +106,8 @@ def sparse_code(
         return kernel(Q, projections, live, support, signs, alpha=alpha,
                       nonnegative=nonnegative, max_iter=max_iter, tol=tol)
     # everything per sample, so that the samples still pivoting can be taken out together
-    state = {"rows": tl.arange(0, b), "P": projections, "support": support, "signs": signs,
+    state = {"rows": tl.arange(0, b, **index_context(projections)), "P": projections,
+             "support": support, "signs": signs,
              # per-sample tolerance: a sample's stopping test never looks at the other samples
              "tolerance": tol * tl.max(tl.abs(projections), axis=1) if b else projections[:, 0],
              "fewest": tl.zeros((b,), **context) + (R + 1),  # fewest violations seen
@@ -360,7 +362,8 @@ def _exchange(violating: Tensor, count: Tensor, fewest: Tensor, backup: Tensor):
     R = tl.shape(violating)[1]
     positions = tl.arange(1, R + 1, **tl.context(violating))
     last = tl.argmax(violating * positions, axis=1)
-    only_last = _as_float(tl.arange(0, R)[None, :] == last[:, None], tl.context(violating))
+    only_last = _as_float(tl.arange(0, R, **index_context(violating))[None, :] == last[:, None],
+                          tl.context(violating))
     full = _as_float(backup >= 0, tl.context(violating))[:, None]
     return violating * (full + (1 - full) * only_last), fewest, backup
 

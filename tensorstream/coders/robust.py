@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..core.backend import index_context
 from ..core.constraints import prox_l1_box, soft_threshold
 from ..core.dictionary import (
     gram,
@@ -803,7 +804,7 @@ def _retire(codes, U, Z, offset, rows, done):
     """Write the codes ``U`` of the ``done`` samples into ``codes``; the iterates ``Z``,
     ``offset`` and the batch positions ``rows`` of the others keep running."""
     if rows is None:
-        rows = tl.arange(tl.shape(U)[0], **_index_context(U))
+        rows = tl.arange(tl.shape(U)[0], **index_context(U))
     kept = ~done
     codes = _put_rows(codes, rows[done], U[done])
     return codes, Z[kept], offset[kept], rows[kept]
@@ -812,11 +813,6 @@ def _retire(codes, U, Z, offset, rows, done):
 def _put_rows(codes, rows, values):
     """``codes`` with the given rows replaced by ``values``."""
     return tl.index_update(codes, tl.index[rows], values)
-
-
-def _index_context(T):
-    context = tl.context(T)
-    return {key: value for key, value in context.items() if key != "dtype"}
 
 
 def _prox_u(Y: Tensor, rho: float, penalties: RobustPenalties) -> Tensor:

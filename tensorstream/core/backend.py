@@ -66,6 +66,12 @@ def context_of(tensor: Any) -> dict:
     return tl.context(tensor)
 
 
+def index_context(tensor: Any) -> dict:
+    """The keyword arguments that put integer index tensors where ``tensor`` is (its device,
+    not its dtype): positions made on another device cannot index it (on a GPU)."""
+    return {key: value for key, value in tl.context(tensor).items() if key != "dtype"}
+
+
 def finfo_of(x: Any) -> np.finfo:
     """numpy's float limits of ``x``'s dtype, any backend, without reading ``x`` (a GPU
     tensor stays where it is)."""
