@@ -2,6 +2,7 @@
 battery, ``benchmarks/battery.py``) a learner's state described exactly, to say
 "bit-identical before and after", and its factors."""
 
+import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tensorstream.core.backend import Carried
 from tensorstream.learners.registry import registered
 
 
@@ -71,3 +73,18 @@ def assert_feasible(model):
         assert np.all(np.isfinite(U))
         if nonnegative(model):
             assert U.min() >= 0
+
+
+def leaves(tree):
+    """Every numpy array and torch tensor that ``tree`` holds (lists, tuples, dicts, dataclass
+    instances, a carried state as it is now)."""
+    if isinstance(tree, Carried):
+        return leaves(tree.current())
+    if isinstance(tree, (list, tuple)):
+        return [leaf for item in tree for leaf in leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in leaves(value)]
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return [leaf for f in dataclasses.fields(tree) for leaf in leaves(getattr(tree, f.name))]
+    is_tensor = type(tree).__module__.startswith("torch") and hasattr(tree, "shape")
+    return [tree] if isinstance(tree, np.ndarray) or is_tensor else []

@@ -7,15 +7,14 @@ tensors through torch's own kernels, the GPU's code path, to check this file wit
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 
 import numpy as np
 import pytest
-from state_helpers import LEARNERS, entry_of, make
+from state_helpers import LEARNERS, entry_of, leaves, make
 
-from tensorstream.core.backend import Carried, run
+from tensorstream.core.backend import run
 from tensorstream.engine import OnlineState
 from tensorstream.io import load_checkpoint
 
@@ -36,21 +35,6 @@ def _data(name, seed=0):
     """Nonnegative samples: matrices, or 3 x 4 tensors for the tensor learners."""
     shape = (60, 12) if entry_of(name).matrix else (60, 3, 4)
     return np.random.default_rng(seed).random(shape) + 0.05
-
-
-def _tensors(tree):
-    """Every tensor or array reachable from ``tree`` (attributes, lists, dicts, dataclasses)."""
-    if isinstance(tree, (np.ndarray, torch.Tensor)):
-        return [tree]
-    if isinstance(tree, Carried):
-        return _tensors(tree.current())
-    if isinstance(tree, (list, tuple)):
-        return [leaf for item in tree for leaf in _tensors(item)]
-    if isinstance(tree, dict):
-        return [leaf for value in tree.values() for leaf in _tensors(value)]
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        return [leaf for f in dataclasses.fields(tree) for leaf in _tensors(getattr(tree, f.name))]
-    return []
 
 
 def _learned(model):
@@ -84,7 +68,7 @@ def test_a_learner_learns_on_the_device_what_it_learns_on_numpy(name):
         warnings.simplefilter("ignore")  # small data: convergence and health warnings
         on_numpy = make(name).fit(X)
         on_cuda = make(name).fit(torch.tensor(X, device=DEVICE))
-    fitted = [leaf for value in vars(on_cuda).values() for leaf in _tensors(value)]
+    fitted = leaves(vars(on_cuda))
     assert fitted and all(_on_device(T) for T in fitted), "a fitted tensor left the device"
     signs = _same_factors(_learned(on_cuda), _learned(on_numpy))
     if hasattr(on_cuda, "transform"):

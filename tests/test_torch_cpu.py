@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 import tensorly as tl
+from state_helpers import leaves
 
 from tensorstream import OnlineCPDL, OnlineNMF
 from tensorstream.core.backend import TORCH_CPU, as_tensor, numpy_view, run
@@ -36,20 +37,10 @@ def _seen(*args):
     kinds = []
 
     def function(*given):
-        kinds.extend(type(leaf).__module__.split(".")[0] for leaf in _leaves(given))
+        kinds.extend(type(leaf).__module__.split(".")[0] for leaf in leaves(given))
         return given
 
     return kinds, run("pytorch", function, *args)
-
-
-def _leaves(tree):
-    if isinstance(tree, (list, tuple)):
-        return [leaf for item in tree for leaf in _leaves(item)]
-    if isinstance(tree, dict):
-        return [leaf for value in tree.values() for leaf in _leaves(value)]
-    if dataclasses.is_dataclass(tree):
-        return [leaf for f in dataclasses.fields(tree) for leaf in _leaves(getattr(tree, f.name))]
-    return [tree] if hasattr(tree, "shape") else []
 
 
 def test_host_tensors_are_seen_as_numpy_views_and_come_back_as_tensors_on_that_memory():

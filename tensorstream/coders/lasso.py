@@ -362,8 +362,7 @@ def _exchange(violating: Tensor, count: Tensor, fewest: Tensor, backup: Tensor):
     R = tl.shape(violating)[1]
     positions = tl.arange(1, R + 1, **tl.context(violating))
     last = tl.argmax(violating * positions, axis=1)
-    only_last = _as_float(tl.arange(0, R, **index_context(violating))[None, :] == last[:, None],
-                          tl.context(violating))
+    only_last = _as_float(positions[None, :] == (last + 1)[:, None], tl.context(violating))
     full = _as_float(backup >= 0, tl.context(violating))[:, None]
     return violating * (full + (1 - full) * only_last), fewest, backup
 

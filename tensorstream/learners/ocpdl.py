@@ -116,6 +116,12 @@ def is_squared_loss(loss: Any, loss_params: Any = None) -> bool:
         return False
 
 
+def _runs_squared(loss: Any, loss_params: Any) -> bool:
+    """True when :class:`OnlineCPDL` with these ``loss`` and ``loss_params`` runs the squared
+    loss's surrogate engine (a squared loss named alone, or with its parameters)."""
+    return is_squared_loss(loss) or is_squared_loss(loss, loss_params)
+
+
 class OnlineCPDL(OnlineLearner):
     """Online CP-dictionary learning from a stream of tensor-valued samples.
 
@@ -306,7 +312,7 @@ dict_row_min, normalize, dict_rounds
     @property
     def _squared(self) -> bool:
         """True when ``loss`` (with ``loss_params``) is the squared loss, in any spelling."""
-        return is_squared_loss(self.loss) or is_squared_loss(self.loss, self.loss_params)
+        return _runs_squared(self.loss, self.loss_params)
 
     #: ``alpha`` was weighed against the whole squared error (no 1/2) before
     _rescaled_parameters = {"alpha": 0.5}
@@ -315,8 +321,7 @@ dict_row_min, normalize, dict_rounds
     def _absent_parameters(cls, params: dict) -> dict:
         """Checkpoints written before ``coder`` pivoted every batch of the squared loss: they
         resume so (``"auto"`` would code their batches of 256 or more by ADMM)."""
-        loss, loss_params = params.get("loss", "squared"), params.get("loss_params")
-        if is_squared_loss(loss) or is_squared_loss(loss, loss_params):
+        if _runs_squared(params.get("loss", "squared"), params.get("loss_params")):
             return {"coder": "pivoting"}
         return {}
 
