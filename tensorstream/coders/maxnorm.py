@@ -37,6 +37,11 @@ Tensor = Any
 NOISE_MODELS = ("l1", "l21", "fro", "none")
 BALL_SOLVERS = ("newton", "bisection")
 
+#: The iteration cap of :func:`robust_code` given ``max_iter=None`` ("uncapped"): converging
+#: samples stop long before it (the tolerance test), and data that cannot converge (NaN from
+#: overflowing entries) stops at once; the cap bounds whatever is left.
+UNCAPPED_MAX_ITER = 10_000
+
 _BISECTION_START = 10.0  # the reference code's first upper bracket, doubled until feasible
 
 
@@ -337,7 +342,8 @@ def robust_code(
         A sample stops when ``max(||e - e_old||, ||r - r_old||) / p < tol`` (the reference
         code's rule; note the ``1/p``).
     max_iter : int or None
-        Cap on the iterations per sample (``None``: none, as in the OR-PCA reference code).
+        Cap on the iterations per sample (``None``: :data:`UNCAPPED_MAX_ITER`, far beyond
+        what converging samples take; the OR-PCA reference code has no cap at all).
     ball_solver, ball_tol, ball_max_iter
         See :func:`ball_multipliers`.
 
@@ -366,8 +372,9 @@ def robust_code(
              "eta": tl.ones((b,), **context) * ridge}
     n_iter = np.zeros(b, dtype=int)
     active = np.arange(b)
-    cap = 1 if noise == "none" else max_iter  # without e, one r-solve is exact
-    while active.size and (cap is None or n_iter[active[0]] < cap):
+    # without e, one r-solve is exact; "no cap" still has one, so no data can spin it forever
+    cap = 1 if noise == "none" else (UNCAPPED_MAX_ITER if max_iter is None else max_iter)
+    while active.size and n_iter[active[0]] < cap:
         whole = active.size == b
         index = slice(None) if whole else active  # numpy and torch both take int arrays
         local = spectrum if whole else spectrum.take(index)
@@ -381,7 +388,9 @@ def robust_code(
         # max(||de||, ||dr||) < tol p, in squares; ||dr|| = ||V^T dr|| as V is orthogonal
         dE, dR = new["E"] - old["E"], new["R"] - old["R"]
         change = tl.maximum(tl.sum(dE * dE, axis=1), tl.sum(dR * dR, axis=1))
-        converged = tl.to_numpy(change < (tol * p) ** 2)
+        # "not still moving": a NaN change (overflowed data) stops the sample, to be refused
+        # by the caller's finiteness checks, instead of never comparing below tol
+        converged = ~tl.to_numpy(change >= (tol * p) ** 2)
         if whole:
             state = new
         else:

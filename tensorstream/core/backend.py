@@ -72,6 +72,13 @@ def index_context(tensor: Any) -> dict:
     return {key: value for key, value in tl.context(tensor).items() if key != "dtype"}
 
 
+def linalg_errors() -> tuple:
+    """The errors of a failed decomposition or solve (singular, not converged) on either
+    backend (torch's only where torch is loaded)."""
+    torch = sys.modules.get("torch")
+    return (np.linalg.LinAlgError,) + ((torch.linalg.LinAlgError,) if torch is not None else ())
+
+
 def finfo_of(x: Any) -> np.finfo:
     """numpy's float limits of ``x``'s dtype, any backend, without reading ``x`` (a GPU
     tensor stays where it is)."""

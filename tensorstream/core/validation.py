@@ -10,7 +10,15 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from .backend import as_tensor, backend_of, float_dtype_of, is_real_dtype, numpy_view, using
+from .backend import (
+    as_tensor,
+    backend_of,
+    finfo_of,
+    float_dtype_of,
+    is_real_dtype,
+    numpy_view,
+    using,
+)
 
 
 def as_array(X: Any) -> Any:
@@ -174,6 +182,74 @@ def check_overflow(results: tuple, name: str = "X") -> None:
         if not finite:
             raise ValueError(f"{name}: the values are too large for this model's arithmetic "
                              f"(its codes or losses overflow to inf or NaN); rescale the data")
+
+
+def largest_entry(X: Any) -> float:
+    """The largest absolute entry of a validated batch (dense or sparse; 0.0 when empty)."""
+    values = X.data if hasattr(X, "tocsr") or hasattr(X, "nnz") else X
+    if not int(np.prod(tuple(values.shape))):
+        return 0.0
+    with using(backend_of(values)):
+        return float(tl.max(tl.abs(values)))
+
+
+def underflows(value: float, like: Any) -> bool:
+    """Whether ``value``, a data scale or entry, is nonzero but so small for ``like``'s float
+    dtype that its square falls below the smallest full-precision number (``tiny / eps``):
+    losses and statistics are kept in squared data units, where such data vanish or lose
+    their digits (float64 below ~1e-146, float32 below ~3e-16)."""
+    info = finfo_of(like)
+    return 0.0 < abs(value) and value * value < float(info.tiny) / float(info.eps)
+
+
+def check_not_too_small(X: Any, name: str = "X") -> None:
+    """Refuse a validated batch whose largest entry :func:`underflows` its dtype: such data
+    would be learned as zeros, or divided by a scale that squares to zero, without a word.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the largest entry and the way out (rescale).
+    """
+    largest = largest_entry(X)
+    if underflows(largest, X):
+        raise ValueError(f"{name}: the values are too small for this model's arithmetic "
+                         f"(largest absolute entry {largest:.3g}, whose square loses its "
+                         f"digits in {_dtype_name(X)}); rescale the data (multiply it by a "
+                         f"constant). The learner's state was left unchanged")
+
+
+#: room left for the products of codes and statistics with the data's squares
+OVERFLOW_MARGIN = 1e6
+
+
+def overflows(X: Any) -> bool:
+    """Whether squares of a validated batch's entries, summed over a sample, come within
+    :data:`OVERFLOW_MARGIN` of the largest number of its dtype (the statistics and losses
+    multiply them further)."""
+    largest = largest_entry(X)
+    size = float(np.prod(tuple(X.shape[1:])))
+    return not largest * largest * size * OVERFLOW_MARGIN < float(finfo_of(X).max)
+
+
+def check_not_too_large(X: Any, name: str = "X") -> None:
+    """Refuse a validated batch that :func:`overflows`: its losses and objectives would be
+    infinite (a batch learner's ``history_``) or its scale absurd.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the largest entry and the way out (rescale).
+    """
+    if overflows(X):
+        raise ValueError(f"{name}: the values are too large for this model's arithmetic "
+                         f"(largest absolute entry {largest_entry(X):.3g}: its squares, summed "
+                         f"over a sample, overflow {_dtype_name(X)}); rescale the data (divide "
+                         f"it by a constant). The learner's state was left unchanged")
+
+
+def _dtype_name(X: Any) -> str:
+    return str(X.dtype).replace("torch.", "")
 
 
 def json_mapping(value: Any, name: str) -> dict | None:

@@ -14,6 +14,7 @@ calls the same :func:`finish_step`.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -21,8 +22,8 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..core.backend import finfo_of
 from ..core.dictionary import outer_statistic, pairs
+from ..core.validation import check_not_too_small, overflows, underflows
 from .state import Codes, Health, OnlineState
 
 
@@ -170,12 +171,13 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
     Raises (and changes nothing: the state is immutable) ``ValueError`` when the batch's
     values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
     """
+    check_not_too_small(X)  # learned as zeros otherwise, by the learners that keep no scale
     algorithm = algorithm.at_state(state)
     scale = algorithm.data_scale(X, state, mask)
     coded = algorithm.encode(X, state.loadings, scale, mask)
     sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
             **code_activity(algorithm, coded.codes, scale)}
-    if not np.isfinite(sums["loss"]) and _overflows(X):
+    if not np.isfinite(sums["loss"]) and overflows(X):
         # finite data whose squares overflow (e.g. entries near 1e160)
         raise ValueError(_TOO_LARGE)
     try:
@@ -184,7 +186,7 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
                                 candidates=lambda k: worst_explained(coded, k),
                                 reinit_dead_atoms=reinit_dead_atoms)
     except _arithmetic_errors():
-        if _overflows(X):  # the statistics, not the loss, overflowed: the data's fault
+        if overflows(X):  # the statistics, not the loss, overflowed: the data's fault
             raise ValueError(_TOO_LARGE) from None
         raise
     return new, coded, info
@@ -253,16 +255,17 @@ def finish_step(algorithm: Algorithm, state: OnlineState, sums: dict, scale: flo
     return new, info
 
 
-def usable_scale(scale: float) -> float:
+def usable_scale(scale: float, like: Any = None) -> float:
     """A data scale, or 1.0 for all-zero (or degenerate) data.
 
-    Raises ``ValueError`` for a scale whose square underflows to zero: the statistics and
-    losses are kept in squared data units, where such data vanish.
+    Raises ``ValueError`` for a scale that :func:`~tensorstream.core.validation.underflows`
+    the float dtype of ``like`` (the data; float64 when None): the statistics and losses are
+    kept in squared data units, where such data vanish.
     """
     scale = scale if scale > 0 and np.isfinite(scale) else 1.0
-    if scale * scale == 0.0:
+    if underflows(scale, np.float64(0.0) if like is None else like):
         raise ValueError(f"X: the values are too small for this model's arithmetic (data scale "
-                         f"{scale:.3g}, whose square underflows to zero); rescale the data. "
+                         f"{scale:.3g}, whose square loses its digits); rescale the data. "
                          f"The learner's state was left unchanged")
     return scale
 
@@ -274,20 +277,6 @@ def add_sums(parts: list[dict]) -> dict:
         for key, value in part.items():
             total[key] = total[key] + value
     return total
-
-
-#: room left for the products of codes and statistics with the data's squares
-_OVERFLOW_MARGIN = 1e6
-
-
-def _overflows(X: Any) -> bool:
-    """Whether squares of the batch's entries summed over a sample come within a margin of
-    the largest number of the batch's dtype (the statistics multiply them further)."""
-    values = X.data if hasattr(X, "tocsr") or hasattr(X, "nnz") else X
-    largest = float(tl.max(tl.abs(values))) if tl.shape(values)[0] else 0.0
-    size = float(np.prod(X.shape[1:]))
-    limit = float(finfo_of(X).max)
-    return not largest * largest * size * _OVERFLOW_MARGIN < limit
 
 
 def _arithmetic_errors() -> tuple:
@@ -563,6 +552,11 @@ def _rank_one(sample: Any, nonnegative: bool, n_iter: int = 5) -> list:
 
 
 def _unit(v: Any) -> Any:
-    norm = float(tl.norm(v))
-    return v / norm if norm > 0 else tl.ones(tl.shape(v), **tl.context(v)) / np.sqrt(
-        float(tl.shape(v)[0]))
+    """``v`` scaled to unit norm (a constant unit vector for a zero ``v``), in ``v``'s dtype:
+    Python floats only, since a numpy float64 divisor would promote float32 state to float64
+    and make its checkpoint unloadable."""
+    largest = float(tl.max(tl.abs(v))) if tl.shape(v)[0] else 0.0
+    if largest > 0 and np.isfinite(largest):
+        v = v / largest  # first to O(1): the norm of a tiny (or huge) v under- or overflows
+        return v / float(tl.norm(v))
+    return tl.ones(tl.shape(v), **tl.context(v)) / math.sqrt(float(tl.shape(v)[0]))

@@ -19,9 +19,16 @@ from typing import Any
 
 import tensorly as tl
 
-from ..core.backend import backend_of, finfo_of, float_dtype_of, using
+from ..core.backend import backend_of, finfo_of, float_dtype_of, linalg_errors, using
 from ..core.constraints import soft_threshold
-from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
+from ..core.validation import (
+    BACKEND,
+    NONE,
+    Interval,
+    check_batch,
+    feature_names,
+    largest_entry,
+)
 from ..steps.surrogate import penalized_column_bcd
 from ._base import ArrayCheckpoint, CheckedParameters, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
@@ -253,8 +260,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
                              f"{min(Z.shape)}")
         with using(backend):
             Z = tl.tensor(Z, **{**tl.context(Z), "dtype": float_dtype_of(Z, backend)})
-            A, E, n_iter = self._solve(Z)
-            U, s, Vt = tl.svd(A, full_matrices=False)
+            A, E, n_iter, s, Vt = self._decomposed(Z)
             # rounding noise is relative to the working precision (float32: 1e-7, not 1e-16)
             eps = float(finfo_of(s).eps)
             rank = int(tl.sum(s > max(A.shape) * eps * float(s[0]))) if float(s[0]) > 0 else 0
@@ -268,7 +274,28 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
         self._keep_feature_names(names)
         return self
 
-    def _solve(self, Z: Any) -> tuple[Any, Any, int]:
+    def _decomposed(self, Z: Any) -> tuple[Any, Any, int, Any, Any]:
+        """``(low rank, sparse, iterations, singular values, right singular vectors)`` of
+        ``Z``, solved on ``Z`` divided by the power of two just below its largest entry: the
+        norms under- or overflowed at the data's own scale (entries of 1e-160 gave a zero
+        split, a largest-float entry an SVD that did not converge). A power of two divides
+        exactly, and the stopping rule is kept in the data's units, so data at ordinary
+        scales get bit for bit what they got unscaled."""
+        largest = largest_entry(Z)
+        factor = math.ldexp(0.5, math.frexp(largest)[1]) if largest > 0 else 1.0
+        try:
+            A, E, n_iter = self._solve(Z / factor, units=factor)
+            _, s, Vt = tl.svd(A, full_matrices=False)
+        except linalg_errors() as error:
+            raise ValueError(f"X: the singular value decomposition did not converge ({error}); "
+                             f"the data are too ill-conditioned for this model. Check X for "
+                             f"extreme entries or rescale them") from None
+        return A * factor, E * factor, n_iter, s * factor, Vt
+
+    def _solve(self, Z: Any, units: float = 1.0) -> tuple[Any, Any, int]:
+        """Inexact ALM on ``Z``, the data divided by ``units``: the reference's change rule
+        ``mu ||A - A_old|| / ||Z||`` is not scale-free (it scales as 1/data), so it is taken
+        in the data's units."""
         n, p = Z.shape
         alpha = self.outlier_alpha
         outlier_alpha = 1.0 / math.sqrt(max(n, p)) if alpha is None else float(alpha)
@@ -285,7 +312,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
             A_new = _singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
             residual = Z - A_new - E
             Y = Y + mu * residual
-            change = mu * float(tl.norm(A_new - A)) / norm_fro
+            change = mu * float(tl.norm(A_new - A)) / norm_fro / units
             A = A_new
             if change < self.change_tol:
                 if float(tl.norm(residual)) / norm_fro < self.tol:
@@ -305,3 +332,4 @@ def _singular_value_threshold(M: Any, threshold: float) -> Any:
     if keep == 0:
         return M * 0
     return tl.dot(U[:, :keep] * (s[:keep] - threshold), Vt[:keep])
+
