@@ -642,11 +642,12 @@ def test_batch_bad_input(params, message):
 
 def test_batch_overflow_is_refused_and_the_fit_kept():
     """Finite data whose squares overflow (raw units, ``data_scale=1.0``) make the factors
-    NaN: ``fit`` says so, naming ``X``, and a fitted learner keeps its previous fit."""
+    NaN: ``fit`` says so (refused up front, before any iteration), naming ``X``, and a fitted
+    learner keeps its previous fit."""
     X = np.random.default_rng(0).random((20, 6))
     model = RobustNMF(2, max_iter=5, data_scale=1.0, random_state=0).fit(X)
     components = np.array(model.components_)
-    with pytest.raises(ValueError, match="X: the factorization overflowed"):
+    with pytest.raises(ValueError, match="X: the values are too large"):
         model.fit(1e160 * X)
     assert np.array_equal(model.components_, components)
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..core.backend import finfo_of
+from ..core.backend import finfo_of, tiny_of
 from ..core.dictionary import masked_gram
 
 Tensor = Any
@@ -73,7 +73,7 @@ def group_shrink(v: Tensor, threshold: float) -> Tensor:
     array([[2.4, 3.2]])
     """
     norms = tl.norm(v, axis=1)
-    scale = tl.clip(1 - threshold / tl.clip(norms, 1e-300, None), 0, None)
+    scale = tl.clip(1 - threshold / tl.clip(norms, tiny_of(norms), None), 0, None)
     return v * tl.reshape(scale, (-1, 1))
 
 
@@ -243,7 +243,7 @@ def _newton(secular: _Secular, ridges: Tensor, eta: Tensor, tol: float, max_iter
         # Newton on psi = 1/||r||: step (1 - psi)/psi' = (||r|| - 1) ||r||^2 / s3. From the right
         # of the root it lands on the left (concavity); the clip keeps eta >= ridge, where
         # ||r|| > 1 is known, and from there the iterates increase monotonically.
-        step = (norm - 1) * norm * norm / tl.clip(s3, 1e-300, None)
+        step = (norm - 1) * norm * norm / tl.clip(s3, tiny_of(s3), None)
         eta = tl.where(done, eta, tl.maximum(eta + step, ridges))
         norm, s3 = secular(eta)
         done = done | (tl.abs(norm - 1) < tol)

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..core.backend import index_context
+from ..core.backend import index_context, tiny_of
 from ..core.constraints import prox_l1_box, soft_threshold
 from ..core.dictionary import (
     gram,
@@ -202,8 +202,8 @@ def code_prox(Y: Tensor, step: float, penalties: RobustPenalties) -> Tensor:
     members = _group_matrix(R, penalties.group_size, tl.context(H))
     sizes = tl.sum(members, axis=0)
     norms = tl.sqrt(tl.dot(H * H, members))  # (b, n_groups)
-    factor = tl.clip(1 - step * penalties.group_alpha * tl.sqrt(sizes) / tl.clip(norms, _TINY,
-                                                                                  None), 0, None)
+    shrink = step * penalties.group_alpha * tl.sqrt(sizes) / tl.clip(norms, tiny_of(norms), None)
+    factor = tl.clip(1 - shrink, 0, None)
     return H * tl.dot(factor, tl.transpose(members))
 
 
@@ -265,7 +265,7 @@ def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, E: 
 
 def _converged(current: Tensor, previous: Tensor, tol: float) -> Tensor:
     """The paper's rule ``|l_k - l_{k-1}| / l_{k-1} < tol`` (never true for ``tol = 0``)."""
-    return tl.abs(current - previous) / tl.clip(tl.abs(previous), _TINY, None) < tol
+    return tl.abs(current - previous) / tl.clip(tl.abs(previous), tiny_of(previous), None) < tol
 
 
 def _freeze(active: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
@@ -351,7 +351,7 @@ def _masked_steps(G: Tensor, full_gram: Tensor, kappa: float, l2: float) -> Tens
     observed entries miss every atom from a step blown up by rounding.
     """
     top = tl.eigh(G)[0][:, -1]  # eigenvalues in ascending order
-    floor = 1e-12 * spectral_norm_psd(full_gram) + _TINY
+    floor = 1e-12 * spectral_norm_psd(full_gram) + tiny_of(G)
     return tl.reshape(kappa / (tl.clip(top, floor, None) + l2), (-1, 1))
 
 
@@ -597,7 +597,7 @@ def robust_code_admm(
 def _residuals_small(primal: Tensor, change: Tensor, U: Tensor, residual_tol: float) -> Tensor:
     """Per sample: ``||h - u||`` and ``||u - u_prev||`` both at most ``residual_tol ||u||``
     (compared squared: no square roots)."""
-    bound = residual_tol * residual_tol * tl.clip(tl.sum(U * U, axis=1), _TINY, None)
+    bound = residual_tol * residual_tol * tl.clip(tl.sum(U * U, axis=1), tiny_of(U), None)
     return (tl.sum(primal * primal, axis=1) <= bound) & (tl.sum(change * change, axis=1) <= bound)
 
 
@@ -722,7 +722,7 @@ def nonnegative_code_admm(
         return tl.dot(target, spectral(scale / (eigenvalues + shift)))
 
     if H0 is None:  # z = the least-squares codes: u their positive part, y the negative
-        Z = times_inverse(l2 + 1e-10 * top + _TINY)
+        Z = times_inverse(l2 + 1e-10 * top + tiny_of(G))
     else:
         Z = tl.clip(H0, 0, None)
     if live is not None:

@@ -79,6 +79,12 @@ def linalg_errors() -> tuple:
     return (np.linalg.LinAlgError,) + ((torch.linalg.LinAlgError,) if torch is not None else ())
 
 
+def tiny_of(x: Any) -> float:
+    """The smallest normal number of ``x``'s float dtype: the guard of a division by a value
+    that may be zero (1e-300 is zero in float32, and the division then gives inf or NaN)."""
+    return float(finfo_of(x).tiny)
+
+
 def finfo_of(x: Any) -> np.finfo:
     """numpy's float limits of ``x``'s dtype, any backend, without reading ``x`` (a GPU
     tensor stays where it is)."""

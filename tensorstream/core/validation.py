@@ -4,6 +4,7 @@ changes, so a rejected batch leaves the learner exactly as it was."""
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from typing import Any
 
@@ -223,27 +224,32 @@ def check_not_too_small(X: Any, name: str = "X") -> None:
 OVERFLOW_MARGIN = 1e6
 
 
-def overflows(X: Any) -> bool:
-    """Whether squares of a validated batch's entries, summed over a sample, come within
-    :data:`OVERFLOW_MARGIN` of the largest number of its dtype (the statistics and losses
-    multiply them further)."""
+def overflows(X: Any, power: int = 2) -> bool:
+    """Whether ``power``-th powers of a validated batch's entries (squares: losses and
+    statistics; fourth powers: squared gradients), summed over a sample, come within
+    :data:`OVERFLOW_MARGIN` of the largest number of its dtype (in logarithms: the powers
+    themselves may overflow)."""
     largest = largest_entry(X)
+    if largest == 0.0:
+        return False
     size = float(np.prod(tuple(X.shape[1:])))
-    return not largest * largest * size * OVERFLOW_MARGIN < float(finfo_of(X).max)
+    return not power * math.log(largest) + math.log(size * OVERFLOW_MARGIN) < \
+        math.log(float(finfo_of(X).max))
 
 
-def check_not_too_large(X: Any, name: str = "X") -> None:
-    """Refuse a validated batch that :func:`overflows`: its losses and objectives would be
-    infinite (a batch learner's ``history_``) or its scale absurd.
+def check_not_too_large(X: Any, name: str = "X", power: int = 2) -> None:
+    """Refuse a validated batch that :func:`overflows` (at ``power``): its losses and
+    objectives would be infinite (a batch learner's ``history_``) or its scale absurd.
 
     Raises
     ------
     ValueError
         Naming ``name``, the largest entry and the way out (rescale).
     """
-    if overflows(X):
+    if overflows(X, power):
+        powers = "squares" if power == 2 else f"{power}th powers"
         raise ValueError(f"{name}: the values are too large for this model's arithmetic "
-                         f"(largest absolute entry {largest_entry(X):.3g}: its squares, summed "
+                         f"(largest absolute entry {largest_entry(X):.3g}: its {powers}, summed "
                          f"over a sample, overflow {_dtype_name(X)}); rescale the data (divide "
                          f"it by a constant). The learner's state was left unchanged")
 

@@ -15,15 +15,15 @@ calls the same :func:`finish_step`.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorly as tl
 
+from ..core.backend import linalg_errors
 from ..core.dictionary import outer_statistic, pairs
-from ..core.validation import check_not_too_small, overflows, underflows
+from ..core.validation import check_not_too_small, largest_entry, overflows, underflows
 from .state import Codes, Health, OnlineState
 
 
@@ -174,22 +174,35 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
     check_not_too_small(X)  # learned as zeros otherwise, by the learners that keep no scale
     algorithm = algorithm.at_state(state)
     scale = algorithm.data_scale(X, state, mask)
-    coded = algorithm.encode(X, state.loadings, scale, mask)
-    sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
-            **code_activity(algorithm, coded.codes, scale)}
-    if not np.isfinite(sums["loss"]) and overflows(X):
-        # finite data whose squares overflow (e.g. entries near 1e160)
-        raise ValueError(_TOO_LARGE)
     try:
+        coded = algorithm.encode(X, state.loadings, scale, mask)
+        sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
+                **code_activity(algorithm, coded.codes, scale)}
+        if not np.isfinite(sums["loss"]) and overflows(X):
+            # finite data whose squares overflow (e.g. entries near 1e160)
+            raise ValueError(_TOO_LARGE)
         sums = alternate(algorithm, sums, state.loadings, _recoder(algorithm, X, coded, scale))
         new, info = finish_step(algorithm, state, sums, scale,
                                 candidates=lambda k: worst_explained(coded, k),
                                 reinit_dead_atoms=reinit_dead_atoms)
-    except _arithmetic_errors():
-        if overflows(X):  # the statistics, not the loss, overflowed: the data's fault
-            raise ValueError(_TOO_LARGE) from None
-        raise
+    except _arithmetic_errors() as error:
+        raise _step_error(error, X) from None
     return new, coded, info
+
+
+def _step_error(error: Exception, X: Any) -> Exception:
+    """The error a failed step surfaces: "too large" where the data's squares overflow, a
+    named ``ValueError`` for a failed decomposition or solve (numpy's and torch's
+    ``LinAlgError`` say nothing of the data), the divergence itself otherwise."""
+    if overflows(X):  # the statistics, not the loss, overflowed: the data's fault
+        return ValueError(_TOO_LARGE)
+    if isinstance(error, linalg_errors()):
+        return ValueError(f"X: the step's linear algebra failed on this batch ({error}; "
+                          f"largest absolute entry {largest_entry(X):.3g}): its values are "
+                          f"too large or too ill-conditioned for this model; rescale the data "
+                          f"or check it for extreme entries. The learner's state was left "
+                          f"unchanged")
+    return error
 
 
 def alternate(algorithm: Algorithm, sums: dict, loadings: list,
@@ -281,9 +294,7 @@ def add_sums(parts: list[dict]) -> dict:
 
 def _arithmetic_errors() -> tuple:
     """The errors of failed arithmetic: divergence, and singular systems on either backend."""
-    errors = (FloatingPointError, np.linalg.LinAlgError)
-    torch = sys.modules.get("torch")
-    return errors + ((torch.linalg.LinAlgError,) if torch is not None else ())
+    return (FloatingPointError,) + linalg_errors()
 
 
 def _finite(tensor: Any) -> bool:

@@ -31,7 +31,12 @@ import tensorly as tl
 from ..core.backend import take_rows
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
-from ..core.validation import check_batch, densify
+from ..core.validation import (
+    check_batch,
+    check_not_too_large,
+    check_not_too_small,
+    densify,
+)
 from .formulations import FiniteCodes, Formulation, sample_losses, solve_codes
 
 Tensor = Any
@@ -83,6 +88,10 @@ class FiniteData:
         piece = check_batch(densify(piece), backend=self.backend, context=self.context,
                             sample_shape=(self.d,), nonnegative=self.nonnegative,
                             missing_hint=False)  # finite data: no missing entries
+        # refused before the scale divides them: the snapshot loss and the squared gradient
+        # map (fourth powers of the data) would be inf, or the data vanish (tiny ones)
+        check_not_too_large(piece, power=4)
+        check_not_too_small(piece)
         return piece if self.scale == 1.0 else piece / self.scale
 
     def rows(self, index: np.ndarray) -> Tensor:

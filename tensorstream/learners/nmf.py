@@ -31,7 +31,7 @@ import tensorly as tl
 
 from ..coders.lasso import sparse_code
 from ..coders.robust import nonnegative_code_admm
-from ..core.backend import limit_threads, using
+from ..core.backend import limit_threads, tiny_of, using
 from ..core.constraints import project_columns
 from ..core.dictionary import gram, masked_gram, project
 from ..core.validation import (
@@ -440,7 +440,7 @@ def nndsvda(X: Any, R: int) -> Any:
     v_part = tl.where(tl.reshape(positive, (1, -1)), v_pos, v_neg)
     v_norm = tl.where(positive, nv_pos, nv_neg)
     u_norm = tl.where(positive, nu_pos, nu_neg)
-    factor = tl.sqrt(S * u_norm * v_norm) / tl.clip(v_norm, 1e-300, None)
+    factor = tl.sqrt(S * u_norm * v_norm) / tl.clip(v_norm, tiny_of(v_norm), None)
     D = v_part * tl.reshape(factor, (1, -1))
     # the first triplet of a nonnegative matrix is one-signed: keep it whole (as NNDSVD does)
     D = tl.index_update(D, tl.index[:, 0], tl.sqrt(S[0]) * tl.abs(V[:, 0]))

@@ -67,6 +67,8 @@ from ..core.validation import (
     Interval,
     Options,
     check_batch,
+    check_not_too_large,
+    check_not_too_small,
     densify,
     feature_names,
     generator_of,
@@ -828,6 +830,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             self.__dict__.pop(name, None)
         names = feature_names(X)
         X = self._validate(X)
+        # its objectives (history_) would be inf, or its scale_ absurd, without a word
+        check_not_too_large(X)
+        check_not_too_small(X)
         backend = backend_of(X)
         with using(backend):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
