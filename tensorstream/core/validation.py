@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,23 @@ def as_array(X: Any) -> Any:
     list of numbers. Anything else (arrays, tensors, DataArrays, streams, lists of batches) is
     returned as it is."""
     if is_data_frame(X) or _library_of(X) == "pandas":
+        if _has_nullable_columns(X):  # <NA> is a missing entry: NaN, as missing='nan' reads
+            return X.to_numpy(dtype=np.float64, na_value=np.nan)
         return X.to_numpy()
     if hasattr(X, "__array__") and not hasattr(X, "shape"):
         return np.asarray(X)
     if isinstance(X, list) and X and isinstance(X[0], (list, numbers.Number)):
         return np.asarray(X)
     return X
+
+
+def _has_nullable_columns(X: Any) -> bool:
+    """Whether a pandas object has a nullable column (``Float64``, ``Int64``, ``boolean``:
+    ``<NA>`` as its missing value), which ``to_numpy`` makes an object array."""
+    if _library_of(X) != "pandas":
+        return False
+    dtypes = X.dtypes if hasattr(X, "columns") else [X.dtype]
+    return any(type(getattr(d, "na_value", None)).__name__ == "NAType" for d in dtypes)
 
 
 def is_data_frame(X: Any) -> bool:
@@ -106,6 +118,9 @@ def check_batch(
         raise TypeError(f"{name} must be an array of shape (n_samples, I_1, ..., I_n), got None")
     X = densify(X)
     source = backend_of(X)
+    if getattr(getattr(X, "device", None), "type", None) == "meta":
+        raise TypeError(f"{name} is a torch meta tensor (a shape without values); pass a "
+                        f"tensor that holds data, e.g. on 'cpu' or 'cuda'")
     if source != "numpy" and source != backend:
         raise TypeError(f"{name} is a {source} tensor but this learner runs on the {backend} "
                         f"backend; convert it, or use a new learner with backend={source!r}")
@@ -611,4 +626,53 @@ def validate_params(params: dict, constraints: dict, owner: str) -> None:
             continue
         expected = " or ".join(constraint.describe() for constraint in allowed)
         kind = ValueError if any(c.accepts_type(value) for c in allowed) else TypeError
-        raise kind(f"{name} must be {expected}, got {value!r} ({owner})")
+        raise kind(f"{name} must be {expected}, got {value!r}{_beyond_int64(value)} ({owner})")
+
+
+def _beyond_int64(value: Any) -> str:
+    """Why an integer within every stated bound is refused: beyond what arrays can count."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and \
+            abs(int(value)) > _LARGEST_INT:
+        return ", beyond the largest supported integer 2**63 - 1"
+    return ""
+
+
+def check_state_memory(n_values: float, dtype: Any, n_components: int,
+                       device: Any = None) -> None:
+    """Refuse, before anything is allocated, a state of ``n_values`` numbers of ``dtype``
+    larger than the memory that would hold it (the host's, or a CUDA ``device``'s): numpy's
+    ``MemoryError`` or torch's allocator error would come from deep inside the first step.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n_components``, the bytes needed and available, and the way out.
+    """
+    need = float(n_values) * np.dtype(str(dtype).replace("torch.", "")).itemsize
+    available, where = _memory_of(device)
+    if available and need > available:
+        raise ValueError(f"n_components={n_components}: the learner's state would take "
+                         f"{_bytes(need)}, more than the {_bytes(available)} of {where}; use "
+                         f"a smaller n_components")
+
+
+def _memory_of(device: Any) -> tuple[float, str]:
+    """``(bytes, description)`` of the memory that holds a state on ``device`` (0 when not
+    known)."""
+    if device is not None and getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        return float(torch.cuda.get_device_properties(device).total_memory), f"{device}"
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system
+        return 0.0, ""
+    return float(pages * size), "this machine's memory"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"

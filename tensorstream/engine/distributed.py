@@ -333,6 +333,9 @@ def check_workers(client: Any) -> None:
         address for address, worker in report.items() if "version" in worker}
 
 
+#: a client's statuses once it can no longer run anything
+_CLOSED = ("closing", "closed", "failed")
+
 #: seconds to wait for a scheduler before giving up with a clear error
 CONNECT_TIMEOUT = 10.0
 
@@ -350,6 +353,10 @@ def connect(client: Any, timeout: float | None = None,
         raise ImportError("client= needs dask.distributed: pip install "
                           "'tensorstream[dask]'") from None
     if isinstance(client, Client):
+        if client.status in _CLOSED:  # its calls would fail deep inside distributed
+            raise ValueError(f"client: the Dask client is {client.status} (closed, or its "
+                             f"cluster was); pass an open client, a scheduler address or "
+                             f"'local'")
         return client, False
     if isinstance(client, str) and client == "local":
         import os

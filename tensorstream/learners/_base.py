@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import time
 import warnings
 import weakref
@@ -57,6 +58,7 @@ from ..core.validation import (
     check_positive_number,
     check_sample_weight,
     check_sparse_batch,
+    check_state_memory,
     densify,
     feature_names,
     generator_of,
@@ -1275,6 +1277,9 @@ class OnlineLearner(OnlineEstimator):
         with using(backend):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
             sample_shape = tuple(X.shape[1:])
+            # statistics A (R x R) and B, and the loadings: refused before any is allocated
+            check_state_memory(R * (R + math.prod(sample_shape) + sum(sample_shape)),
+                               context["dtype"], R, context.get("device"))
             loadings = algorithm.initial_loadings(X, context, self._rng, mask)
             statistics = algorithm.initial_statistics(sample_shape, R, context)
         return {"state_": OnlineState(loadings=loadings, statistics=statistics),

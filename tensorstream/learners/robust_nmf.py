@@ -69,6 +69,7 @@ from ..core.validation import (
     check_batch,
     check_not_too_large,
     check_not_too_small,
+    check_state_memory,
     densify,
     feature_names,
     generator_of,
@@ -838,6 +839,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
             X = tl.tensor(X, **context)
             scale = first_batch_scale(X, self.data_scale)
+            k = self.n_components  # W, H, their Gram matrices: before any is allocated
+            check_state_memory(k * (k + sum(X.shape)), context["dtype"], k,
+                               context.get("device"))
             rng = generator_of(self.random_state)
             W = self._initial_dictionary(X, rng, context)
             H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)

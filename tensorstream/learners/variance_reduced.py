@@ -41,6 +41,7 @@ from ..core.validation import (
     check_batch,
     check_overflow,
     check_positive_number,
+    check_state_memory,
     feature_names,
     generator_of,
     is_sparse,
@@ -471,6 +472,9 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
     def _initial_dictionary(self, form, data: FiniteData, rng: np.random.Generator) -> Any:
         n, d, k = data.n, data.d, self.n_components
+        # the dictionary, its gradients and the snapshot codes, before any is allocated
+        check_state_memory(k * (k + n + d), data.context["dtype"], k,
+                           data.context.get("device"))
         init = self.init
         if isinstance(init, str) and init == "auto":
             # data rows carry the outliers a robust formulation is meant to ignore (rows with
