@@ -2,6 +2,17 @@
 Background/foreground separation of a video with RobustOnlineNMF
 ================================================================
 
+**What it does.** Splits a video into a still background and a moving foreground: every
+frame is a combination of a few background images plus a sparse "outlier" part, which is the
+moving object.
+
+**When to use it.** When most of each sample follows a low-rank pattern and a small,
+changing part does not (a moving object, a faulty sensor, a spike), and you want both parts.
+
+**The parameter that matters.** ``outlier_alpha`` of :class:`~tensorstream.RobustOnlineNMF`:
+larger values keep more of each frame in the background, smaller ones let more of it be
+foreground.
+
 Zhao & Tan, *Online Nonnegative Matrix Factorization with Outliers* (2017), Fig. 9, offline.
 Frames are samples (a frame of ``h x w`` pixels is a vector of ``F = h w`` features). A static
 background is low-rank; a moving object is sparse: the robust learner models frame ``i`` as
@@ -27,9 +38,8 @@ import time
 
 import numpy as np
 
-from tensorstream.datasets.outliers import moving_patch_video, psnr, replicate, support_scores
-from tensorstream.learners.nmf import OnlineNMF
-from tensorstream.learners.robust_nmf import RobustOnlineNMF
+from tensorstream import OnlineNMF, RobustOnlineNMF
+from tensorstream.datasets import moving_patch_video, psnr, replicate, support_scores
 
 BATCH = 5
 

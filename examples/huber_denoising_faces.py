@@ -2,6 +2,15 @@
 Denoising corrupted faces with Huber online NMF
 ===============================================
 
+**What it does.** Learns face "parts" from faces with 30% of their pixels corrupted, and
+compares how well the squared, l1 and Huber losses rebuild the clean faces.
+
+**When to use it.** When part of your data is gross noise rather than small Gaussian noise:
+a robust divergence keeps the corrupted entries from pulling the dictionary towards them.
+
+**The parameter that matters.** ``loss`` (and ``loss_params``, e.g. Huber's threshold) of
+:class:`~tensorstream.OnlineDivergenceNMF`.
+
 Zhao, Tan & Xu, *Online Nonnegative Matrix Factorization with General Divergences* (2017),
 Section VIII-F, offline stand-in. The paper's Extended YaleB faces do not ship offline;
 scikit-image's ``lfw_subset()`` does (the first 100 images are 25 x 25 faces, in [0, 1]). The
@@ -44,8 +53,8 @@ import time
 
 import numpy as np
 
-from tensorstream.datasets.outliers import psnr
-from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
+from tensorstream import OnlineDivergenceNMF
+from tensorstream.datasets import psnr
 
 #: the compared losses: (label, loss, dictionary step a divided by the Huber threshold?)
 LOSSES = (("huber", "huber", False), ("huber, a / threshold", "huber", True),

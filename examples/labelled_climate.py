@@ -2,8 +2,18 @@
 Labelled, out-of-core learning on climate-like data
 ===================================================
 
+**What it does.** The whole workflow for a real netCDF or zarr file, on synthetic
+climate-like data: open it lazily, learn maps, variable profiles and codes over time, read
+them back on the file's own coordinates, checkpoint and resume, write and plot the factors.
+
+**When to use it.** When your data are labelled arrays (xarray) too large for memory, and you
+want factors you can select by latitude, variable name or date.
+
+**The parameter that matters.** ``modes`` of ``fit``: ``[("lat", "lon"), "variable"]`` learns
+free maps (a tuple stacks dims into one mode) and separate variable profiles.
+
 The whole workflow a user with a real netCDF/zarr file follows, on a synthetic stand-in with
-known structure (``tensorstream.cli.demo.climate_like_dataarray``: hourly ``time x lat x lon x
+known structure (``tensorstream.datasets.climate_like_dataarray``: hourly ``time x lat x lon x
 variable`` data made of a warm spell, daytime heating over a continent and storms):
 
 1. write the data to netCDF, chunked along time, and open it lazily (dask): batches read only
@@ -38,10 +48,8 @@ import numpy as np
 import xarray as xr
 
 import tensorstream  # noqa: F401  (registers the DataArray.tensorstream accessor)
-import tensorstream.accessor  # noqa: F401  (until tensorstream/__init__ imports it)
-from tensorstream import OnlineCPDL, load
-from tensorstream.cli.demo import CLIMATE_COMPONENTS, climate_like_dataarray
-from tensorstream.io import open_dataarray, write_factors
+from tensorstream import OnlineCPDL, load, open_dataarray, write_factors
+from tensorstream.datasets import CLIMATE_COMPONENTS, climate_like_dataarray
 from tensorstream.plot import plot_factors
 
 MODES = [("lat", "lon"), "variable"]

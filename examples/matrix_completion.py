@@ -2,6 +2,16 @@
 Online matrix completion with 80% of the entries missing
 ========================================================
 
+**What it does.** Predicts the missing 80% of a users x items rating matrix from the
+observed 20%, streaming one user at a time, and compares it with predicting each item's mean.
+
+**When to use it.** Recommendation or any table with most entries missing: the learner fits
+each row's codes to its observed entries only and fills the rest from the low-rank part.
+
+**The parameter that matters.** ``noise="none"`` of :class:`~tensorstream.OnlineMaxNormMD`
+(no sparse-corruption term: pure completion), then ``norm_alpha``, the max-norm penalty that
+keeps the completed values from growing wild.
+
 A users x items matrix of "ratings" (``3 + a rank-5 taste matrix + noise``, clipped to [1, 5]) is
 streamed user by user; each user has rated 20% of the items, the rest are NaN. The max-norm
 learner fits every user's coefficients to the observed ratings only (the ``c -> inf`` limit of
@@ -37,7 +47,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from tensorstream.learners.maxnorm import OnlineMaxNormMD
+from tensorstream import OnlineMaxNormMD
 
 
 def ratings(n_users: int = 2000, n_items: int = 200, rank: int = 5, seed: int = 0):

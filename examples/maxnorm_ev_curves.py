@@ -2,6 +2,16 @@
 Expressed variance against samples: OMRMD, OR-PCA, Online PCA and PCP
 =====================================================================
 
+**What it does.** Recovers a low-rank subspace from data whose entries are partly replaced by
+huge spikes, and plots how close each method's basis gets (expressed variance, 1 is perfect)
+as more samples stream in.
+
+**When to use it.** To choose between the robust PCA learners on corrupted data, or to see
+how many samples a streaming method needs before it matches a batch one.
+
+**The parameter that matters.** ``outlier_alpha`` of :class:`~tensorstream.OnlineMaxNormMD`
+and :class:`~tensorstream.OnlineRobustPCA`: how readily an entry is explained as a spike.
+
 Shen, Xu & Li, *Online Optimization for Large-Scale Max-Norm Regularization* (2014), Figure 4.
 Each panel streams one corrupted low-rank data set (``corrupted_low_rank``: orthonormal basis,
 a fraction ``rho`` of the entries replaced by spikes uniform on [-1000, 1000]) once, in order,
@@ -30,9 +40,8 @@ import argparse
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from tensorstream.datasets.maxnorm import corrupted_low_rank
-from tensorstream.learners.maxnorm import OnlineMaxNormMD
-from tensorstream.learners.robust_pca import OnlineRobustPCA, RobustPCA
+from tensorstream import OnlineMaxNormMD, OnlineRobustPCA, RobustPCA
+from tensorstream.datasets import corrupted_low_rank
 from tensorstream.metrics import expressed_variance
 
 

@@ -2,8 +2,18 @@
 Latent motifs of a network from motif-sampled patches
 =====================================================
 
+**What it does.** Walks a random path through a network, cuts out the k x k adjacency
+patches it sees, and learns a few "latent motifs": small patterns that, combined, rebuild
+every patch.
+
+**When to use it.** To summarise the local structure of a graph, or whenever your samples
+come from a Markov chain (no burn-in or thinning is needed).
+
+**The parameter that matters.** ``n_components`` (how many motifs), then ``alpha`` of
+:class:`~tensorstream.OnlineCPDL`, the sparsity of each patch's combination.
+
 A Markov chain on homomorphisms of the k-node path into the graph (the pivot chain of
-:class:`tensorstream.streams.motifs.MotifSampler`) yields k x k adjacency patches ``A[x_a, x_b]``;
+:class:`tensorstream.streams.MotifSampler`) yields k x k adjacency patches ``A[x_a, x_b]``;
 nonnegative online CP-dictionary learning on them (the network dictionary learning of Lyu,
 Needell & Balzano, *Online Matrix Factorization for Markovian Data and Applications to Network
 Dictionary Learning*, 2020) finds "latent motifs": a few k x k patterns whose nonnegative
@@ -32,7 +42,7 @@ import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tensorstream import OnlineCPDL  # noqa: E402
-from tensorstream.streams.motifs import MotifSampler  # noqa: E402
+from tensorstream.streams import MotifSampler  # noqa: E402
 
 GRAPHS = {
     "karate": nx.karate_club_graph,

@@ -2,6 +2,16 @@
 Online CP against batch ALS and MU: error against time
 ======================================================
 
+**What it does.** Times online CP decomposition against batch ALS and multiplicative
+updates on one synthetic tensor: reconstruction error against seconds, mean and spread over
+trials.
+
+**When to use it.** To decide whether streaming pays for your tensor's size, and which
+step-size schedule to use.
+
+**The parameter that matters.** ``weights`` (the step schedule ``t^-beta``) and
+``search_radius`` of :class:`~tensorstream.OnlineCPDL`; one panel per radius.
+
 The benchmark protocol of Lyu, Strohmeier & Needell, *Online Nonnegative CP-dictionary Learning
 for Markovian Data* (2022), on its synthetic tensor ``X_synth``: relative reconstruction error
 against time for batch ALS and MU and for OnlineCPDL with the authors' reference code's

@@ -2,6 +2,16 @@
 Variance-reduced SMF: objective against passes and time
 =======================================================
 
+**What it does.** Compares variance-reduced stochastic matrix factorization with plain
+stochastic gradient and a surrogate method: objective against passes over the data and
+against seconds.
+
+**When to use it.** For a finite data set you can pass over several times, where
+variance reduction converges faster than plain stochastic steps.
+
+**The parameter that matters.** ``step_size`` of :class:`~tensorstream.VarianceReducedMF`
+(the ``--grid`` option tries several), then ``epoch_length``.
+
 Zhao, Haskell & Feng, *A Unified Framework for Stochastic Matrix Factorization via Variance
 Reduction* (2017): the layout of the paper's Figures 1 and 2 on offline stand-ins. For each setup,
 ``log10(f(W) - f_ref)`` against data passes (sample reads / n) and against algorithm seconds

@@ -2,6 +2,16 @@
 Topic learning with the KL divergence on a planted-topic corpus
 ===============================================================
 
+**What it does.** Finds topics in a corpus of word counts (a sparse documents x words
+matrix) with the Kullback-Leibler divergence, streamed in mini-batches, and checks them
+against the planted topics.
+
+**When to use it.** For counts (words, events, spikes), where KL fits Poisson-like noise
+better than squared error.
+
+**The parameter that matters.** ``loss="kl"`` of :class:`~tensorstream.OnlineDivergenceNMF`,
+then ``n_components`` (the number of topics).
+
 Zhao, Tan & Xu, *Online Nonnegative Matrix Factorization with General Divergences* (2017): the
 paper's BBCNews / 20NewsGroups experiment (Table V) needs data that do not ship offline, so this
 is an offline stand-in: ``--n-topics`` planted topics over a vocabulary of ``--n-words``,
@@ -51,7 +61,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.decomposition import MiniBatchNMF
 from sklearn.exceptions import ConvergenceWarning
 
-from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
+from tensorstream import OnlineDivergenceNMF
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,15 @@ def _display(atom: np.ndarray, normalize: str | None, vmax: float) -> np.ndarray
     return np.clip(atom / high, 0.0, 1.0)
 
 
+def _atoms_cmap(cmap: str | None, atoms: Sequence[np.ndarray], normalize: str | None) -> str:
+    """The colour map asked for, or a diverging one (zero in the middle, where
+    :func:`_display` puts it) when some atom is signed, else a sequential one."""
+    if cmap is not None:
+        return cmap
+    signed = normalize is not None and any(np.size(a) and np.nanmin(a) < 0 for a in atoms)
+    return "RdBu_r" if signed else "viridis"
+
+
 def _is_rgb(atom: np.ndarray) -> bool:
     return atom.ndim == 3 and atom.shape[-1] in _CHANNELS
 
@@ -215,8 +224,8 @@ def _atom_colorbar(fig: Any, axes: Any, atoms: list[np.ndarray], normalize: str 
 
 
 def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | None = None,
-               normalize: str | None = "atom", cmap: str = "viridis", title: str | None = None,
-               path: str | os.PathLike | None = None) -> Any:
+               normalize: str | None = "atom", cmap: str | None = None,
+               title: str | None = None, path: str | os.PathLike | None = None) -> Any:
     """A grid of atoms: images ``(R, H, W)``, RGB images ``(R, H, W, 3)`` or curves ``(R, n)``.
 
     Parameters
@@ -232,8 +241,9 @@ def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | 
     normalize : {"atom", "global", None}, default "atom"
         Scale each atom by its own maximum, all by the global maximum, or not at all. Signed
         atoms are mapped so that 0 is mid-range.
-    cmap : str, default "viridis"
-        Colour map of single-channel images.
+    cmap : str, optional
+        Colour map of single-channel images (default: ``"RdBu_r"``, centred on zero, when an
+        atom has negative values, else ``"viridis"``).
     title : str, optional
         Figure title.
     path : str or path-like, optional
@@ -263,6 +273,7 @@ def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | 
     fig = _figure(1.6 * ncols, 1.6 * nrows + (0.4 if title else 0.0))
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     vmax = float(np.abs(atoms).max()) if atoms.size else 1.0
+    cmap = _atoms_cmap(cmap, [atoms], normalize)
     for r, ax in enumerate(axes):
         if r >= rank:
             ax.set_axis_off()
@@ -276,7 +287,7 @@ def plot_atoms(atoms: Any, *, ncols: int | None = None, titles: Sequence[str] | 
 
 
 def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None = None,
-                   max_atoms: int = 10, normalize: str | None = "atom", cmap: str = "viridis",
+                   max_atoms: int = 10, normalize: str | None = "atom", cmap: str | None = None,
                    title: str | None = None, path: str | os.PathLike | None = None) -> Any:
     """Several dictionaries, one row each: e.g. the same data learned with different reshapings.
 
@@ -308,6 +319,8 @@ def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None =
     ncols = max(min(np.shape(a)[0], max_atoms) for a in rows.values()) + (1 if extra else 0)
     fig = _figure(1.5 * ncols + 0.8, 1.6 * len(rows) + (0.4 if title else 0.0))
     axes = fig.subplots(len(rows), ncols, squeeze=False)
+    cmap = _atoms_cmap(cmap, [np.asarray(getattr(a, "values", a))[:max_atoms]
+                              for a in rows.values()], normalize)
     drawn = []
     for i, (label, atoms) in enumerate(rows.items()):
         atoms = np.asarray(getattr(atoms, "values", atoms), dtype=float)
@@ -335,21 +348,40 @@ def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None =
 # --------------------------------------------------------------------------------------------
 # labelled factors
 
+#: Maps and images per row of a panel; more components wrap onto further rows.
+_MAX_COLUMNS = 6
 
-def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_components: int = 8,
+#: Two 1-D modes with these dims are the axes of pictures: their atoms are drawn as images
+#: (first dim downwards, as pixels are stored), not as two bar charts.
+_IMAGE_AXES = (("y", "x"), ("row", "column"), ("row", "col"), ("height", "width"), ("h", "w"))
+
+#: A 1-D mode with one of these names and 3 (or 4) entries gives such images their colours.
+_CHANNEL_DIMS = ("channel", "channels", "band", "bands", "colour", "color", "rgb", "c")
+
+_SEQUENTIAL, _DIVERGING = "viridis", "RdBu_r"
+
+
+def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_components: int = 12,
                  title: str | None = None, path: str | os.PathLike | None = None) -> Any:
     """Plot a labelled factors Dataset against its coordinates.
 
-    One panel row per ``<mode>_loadings`` variable (and one for ``codes`` if present):
+    One panel per mode (and one for ``codes`` if present), titled with the mode's dims:
 
     * a 1-D mode: one line per component against the mode's coordinate (numbers, datetimes),
       or grouped bars (points when there are many) over categories (labels, or at most 12
       integers: variables, months, channels);
-    * a 2-D mode (e.g. stacked ``("lat", "lon")``): one map per component, on the coordinates,
-      each with its colour bar;
+    * a 2-D mode (e.g. stacked ``("lat", "lon")``): one map per component on the coordinates,
+      or one image per component when the dims are picture axes (``("y", "x")``,
+      ``("row", "col")``, ``("height", "width")``), each with its labelled colour bar;
     * a mode whose last dim has 3 (or 4) entries after two others: one RGB image per component;
+    * two separate 1-D modes that are picture axes (``modes=["y", "x", "channel"]``): their
+      atoms (outer products, with the colour channels when there is a 3- or 4-entry
+      ``channel`` mode) as one image per component;
     * other modes: the first dim against the rest, flattened;
     * ``codes`` over ``(sample_dim, component)``: one line per component against the samples.
+
+    Signed values are drawn with a diverging colour map centred on zero (``RdBu_r``),
+    nonnegative ones with a sequential one (``viridis``) from zero.
 
     Parameters
     ----------
@@ -357,7 +389,9 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
         ``learner.factors_`` (possibly with ``codes``), or a factors file opened with xarray.
     components : sequence of int, optional
         Components to show (default: the first ``max_components``).
-    max_components : int, default 8
+    max_components : int, default 12
+        Components shown when ``components`` is not given. When fewer than all are shown, the
+        figure's title says so ("showing 12 of 16 components").
     title : str, optional
     path : str or path-like, optional
         Also write the figure there.
@@ -375,34 +409,94 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
     ...      "variable_loadings": (("variable", "component"), np.ones((2, 2)))},
     ...     coords={"lat": [-10.0, 0.0, 10.0], "lon": [0.0, 90.0, 180.0, 270.0],
     ...             "variable": ["t2m", "tp"], "component": [0, 1]})
-    >>> fig = plot_factors(ds)
+    >>> fig = plot_factors(ds, max_components=1)
+    >>> fig.get_suptitle()
+    'showing 1 of 2 components (max_components=1)'
     >>> [ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()]
-    ['lon', 'lon', 'variable']
+    ['lon', 'variable']
     """
-    names = _loading_names(ds) + (["codes"] if "codes" in ds.data_vars else [])
+    panels = _panels(ds)
     n_total = ds.sizes[_COMPONENT]
-    chosen = list(components) if components is not None else list(range(min(n_total,
-                                                                            max_components)))
-    bad = [c for c in chosen if not 0 <= c < n_total]
-    if bad:
-        raise ValueError(f"components {bad} out of range: the Dataset has {n_total}")
-    kinds = {name: _panel_kind(ds[name]) for name in names}
-    ncols = max(len(chosen) if kind != "lines" else 1 for kind in kinds.values())
-    fig = _figure(max(6.5, 2.7 * ncols), 2.4 * len(names) + (0.4 if title else 0.0))
-    subfigs = np.atleast_1d(fig.subfigures(len(names), 1))
-    for sub, name in zip(subfigs, names):
-        var = ds[name].isel({_COMPONENT: chosen})
-        if kinds[name] == "lines":
-            _plot_lines(sub, var, name)
+    chosen = _chosen_components(components, max_components, n_total)
+    ncols = min(len(chosen), _MAX_COLUMNS)
+    rows = [1 if kind == "lines" else math.ceil(len(chosen) / ncols) for _, _, kind in panels]
+    fig = _figure(max(6.5, 2.4 * ncols), sum(2.3 * r + 0.4 for r in rows) + 0.4)
+    subfigs = np.atleast_1d(fig.subfigures(len(panels), 1, height_ratios=rows))
+    for sub, (heading, var, kind) in zip(subfigs, panels):
+        var = var.isel({_COMPONENT: chosen})
+        quantity = "code" if heading.startswith("codes") else \
+            "atom value" if heading.startswith("atoms") else "loading"
+        if kind == "lines":
+            _plot_lines(sub, var, quantity)
         else:
-            _plot_maps(sub, var, name, kinds[name], ncols)
-    if title:
-        fig.suptitle(title)
+            _plot_maps(sub, var, quantity, kind, ncols)
+        sub.suptitle(heading, fontsize=9)
+    note = "" if len(chosen) == n_total else \
+        f"showing {len(chosen)} of {n_total} components" + \
+        (f" (max_components={max_components})" if components is None else "")
+    if title or note:
+        fig.suptitle("\n".join(t for t in (title, note) if t))
     return _finish(fig, path)
 
 
+def _chosen_components(components: Sequence[int] | None, max_components: int,
+                       n_total: int) -> list[int]:
+    if components is not None:
+        chosen = [int(c) for c in components]
+        bad = [c for c in chosen if not 0 <= c < n_total]
+        if bad:
+            raise ValueError(f"components {bad} out of range: the Dataset has {n_total}")
+        return chosen
+    if not isinstance(max_components, (int, np.integer)) or max_components < 1:
+        raise ValueError(f"max_components must be an integer >= 1, got {max_components!r}")
+    return list(range(min(n_total, int(max_components))))
+
+
+def _feature_dims(var: Any) -> list[str]:
+    return [str(d) for d in var.dims if d != _COMPONENT]
+
+
+def _panels(ds: Any) -> list[tuple[str, Any, str]]:
+    """``(heading, variable, kind)`` per panel: one per mode, the modes of a picture's axes
+    (and its colour channels) together as their atoms, the codes last."""
+    names = _loading_names(ds)
+    picture = _picture_modes(ds, names)
+    picture = picture if len(picture) > 1 else []  # a lone ("y", "x") mode: a map as it is
+    panels = []
+    if picture:
+        atoms = factors_atoms(ds[picture])
+        panels.append((f"atoms over {_dims_text(_feature_dims(atoms))} (products of their "
+                       f"loadings)", atoms, _panel_kind(atoms)))
+    panels += [(_heading(ds[n], "loadings"), ds[n], _panel_kind(ds[n]))
+               for n in names if n not in picture]
+    if "codes" in ds.data_vars:
+        panels.append((_heading(ds["codes"], "codes"), ds["codes"], "lines"))
+    return panels
+
+
+def _picture_modes(ds: Any, names: list[str]) -> list[str]:
+    """The loadings of a picture's axes: two 1-D modes (``"y"``, ``"x"``) or one 2-D mode
+    (``("y", "x")``), and a colour-channel mode when there is one; else none."""
+    single = {_feature_dims(ds[n])[0]: n for n in names if len(_feature_dims(ds[n])) == 1}
+    picture = next(([single[a], single[b]] for a, b in _IMAGE_AXES
+                    if a in single and b in single), None)
+    picture = picture or [n for n in names if tuple(_feature_dims(ds[n])) in _IMAGE_AXES][:1]
+    channel = [single[c] for c in _CHANNEL_DIMS if c in single and ds.sizes[c] in _CHANNELS]
+    return picture + channel[:1] if picture else []
+
+
+def _dims_text(dims: Sequence[str]) -> str:
+    return dims[0] if len(dims) == 1 else ", ".join(dims[:-1]) + " and " + dims[-1]
+
+
+def _heading(var: Any, what: str) -> str:
+    """E.g. "loadings over lat and lon", or the variable's ``long_name`` when it has one."""
+    name = var.attrs.get("long_name")
+    return f"{what}: {name}" if name else f"{what} over {_dims_text(_feature_dims(var))}"
+
+
 def _panel_kind(var: Any) -> str:
-    dims = [d for d in var.dims if d != _COMPONENT]
+    dims = _feature_dims(var)
     if len(dims) == 1:
         return "lines"
     if len(dims) == 3 and var.sizes[dims[-1]] in _CHANNELS:
@@ -441,26 +535,16 @@ def _is_categorical(x: np.ndarray) -> bool:
     return x.dtype.kind in "OUSb" or (x.dtype.kind in "iu" and len(x) <= 12)
 
 
-def _plot_lines(sub: Any, var: Any, name: str) -> None:
+def _plot_lines(sub: Any, var: Any, quantity: str) -> None:
     """A 1-D mode: grouped bars (or points) over categories, lines over a continuous axis."""
-    (dim,) = [d for d in var.dims if d != _COMPONENT]
+    (dim,) = _feature_dims(var)
     ax = sub.subplots()
     x = var[dim].values if dim in var.coords else np.arange(var.sizes[dim])
     x, since = _model_dates(x)
     components = var[_COMPONENT].values
     profiles = [var.sel({_COMPONENT: r}).transpose(dim).values for r in components]
-    if _is_categorical(x):  # no line between categories: they have no order in between
-        positions = np.arange(len(x))
-        if len(x) * len(components) <= _MAX_BARS:
-            width = 0.8 / len(components)
-            for k, (r, y) in enumerate(zip(components, profiles)):
-                ax.bar(positions - 0.4 + width * (k + 0.5), y, width, label=f"component {r}")
-            ax.axhline(0.0, color="0.3", linewidth=0.6)
-        else:
-            for r, y in zip(components, profiles):
-                ax.plot(positions, y, linestyle="none", marker="o", markersize=4,
-                        label=f"component {r}")
-        ax.set_xticks(positions, [str(v) for v in x], rotation=45 if len(x) > 6 else 0)
+    if _is_categorical(x):
+        _draw_categories(ax, x, components, profiles)
     else:
         for r, y in zip(components, profiles):
             ax.plot(x, y, marker="o" if len(x) < 30 else None, markersize=3,
@@ -472,61 +556,93 @@ def _plot_lines(sub: Any, var: Any, name: str) -> None:
             ax.xaxis.set_major_locator(locator)
             ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_xlabel(_axis_label(var, dim) + (f" (days since {since})" if since else ""))
-    ax.set_ylabel(name)
-    # beside the axes, never on the data
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_ylabel(quantity)
+    # beside the axes, never on the data; two columns when a long list would overflow
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              ncols=1 if len(components) <= 6 else 2)
 
 
-def _plot_maps(sub: Any, var: Any, name: str, kind: str, ncols: int) -> None:
-    dims = [d for d in var.dims if d != _COMPONENT]
-    axes = np.atleast_1d(sub.subplots(1, ncols, squeeze=False)).ravel()
+def _draw_categories(ax: Any, x: np.ndarray, components: np.ndarray,
+                     profiles: list[np.ndarray]) -> None:
+    """Grouped bars, or points when there would be too many bars; no line between categories:
+    they have no order in between."""
+    positions = np.arange(len(x))
+    if len(x) * len(components) <= _MAX_BARS:
+        width = 0.8 / len(components)
+        for k, (r, y) in enumerate(zip(components, profiles)):
+            ax.bar(positions - 0.4 + width * (k + 0.5), y, width, label=f"component {r}")
+        ax.axhline(0.0, color="0.3", linewidth=0.6)
+    else:
+        for r, y in zip(components, profiles):
+            ax.plot(positions, y, linestyle="none", marker="o", markersize=4,
+                    label=f"component {r}")
+    ax.set_xticks(positions, [str(v) for v in x], rotation=45 if len(x) > 6 else 0)
+
+
+def _plot_maps(sub: Any, var: Any, quantity: str, kind: str, ncols: int) -> None:
+    """One map (or image) per component, ``ncols`` a row, each with its labelled colour bar."""
+    dims = _feature_dims(var)
+    n = var.sizes[_COMPONENT]
+    axes = np.atleast_1d(sub.subplots(math.ceil(n / ncols), ncols, squeeze=False))
     values = var.transpose(_COMPONENT, *dims).values
-    for k, ax in enumerate(axes):
-        if k >= values.shape[0]:
+    cmap = _DIVERGING if np.nanmin(values) < 0 else _SEQUENTIAL  # one kind for the whole row
+    for k, ax in enumerate(axes.ravel()):
+        if k >= n:
             ax.set_axis_off()
             continue
         atom = values[k]
-        vmax = float(np.abs(atom).max()) or 1.0  # each map on its own scale: shapes matter
+        vmax = float(np.nanmax(np.abs(atom))) or 1.0  # each map on its own scale: shapes matter
         if kind == "rgb":  # an RGB image: its colours are the loadings, no colour bar
             ax.imshow(_display(atom, "atom", vmax), interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
         else:
-            mappable = _draw_map(ax, var, dims, atom.reshape(atom.shape[0], -1), vmax)
+            mappable = _draw_map(ax, var, dims, atom.reshape(atom.shape[0], -1), vmax, cmap)
             bar = sub.colorbar(mappable, ax=ax, shrink=0.9, aspect=15, pad=0.02)
             bar.ax.tick_params(labelsize=7)
-            if k == values.shape[0] - 1:
-                bar.set_label("loading", fontsize=8)
+            bar.set_label(quantity, fontsize=7)
         ax.set_title(f"component {var[_COMPONENT].values[k]}", fontsize=8)
-    y_label = _axis_label(var, dims[0]) if kind == "rgb" or _on_coordinates(var, dims) else \
-        f"{dims[0]} (position)"
-    axes[0].set_ylabel(f"{name}\n{y_label}", fontsize=8)
+    if kind != "rgb":
+        for ax in axes[:, 0]:
+            ax.set_ylabel(_map_axis_label(var, dims, 0), fontsize=8)
 
 
-def _draw_map(ax: Any, var: Any, dims: list[str], image: np.ndarray, vmax: float) -> Any:
+def _map_axis_label(var: Any, dims: list[str], axis: int) -> str:
+    """The dim drawn along ``axis`` (0: vertical), with its units, or its positions."""
+    if _on_coordinates(var, dims):
+        return _axis_label(var, dims[axis])
+    if axis == 1 and len(dims) > 2:
+        return " x ".join(dims[1:])
+    return dims[axis] if _is_picture(dims) else f"{dims[axis]} (position)"
+
+
+def _draw_map(ax: Any, var: Any, dims: list[str], image: np.ndarray, vmax: float,
+              cmap: str) -> Any:
     """A map on the coordinates when the mode is 2-D and they are distinct numbers (in any
-    order: latitudes often run north to south), else by position, labelled so.
+    order: latitudes often run north to south), else an image by position (pictures with
+    their first dim downwards).
 
     Returns the mappable (for its colour bar).
     """
-    vmin = min(float(image.min()), 0.0)
+    vmin = -vmax if cmap == _DIVERGING else 0.0  # diverging: zero in the middle
+    ax.set_xlabel(_map_axis_label(var, dims, 1), fontsize=8)
     if _on_coordinates(var, dims):
         y, x = (var[d].values for d in dims)
         rows, columns = np.argsort(y), np.argsort(x)
-        mesh = ax.pcolormesh(x[columns], y[rows], image[np.ix_(rows, columns)],
-                             shading="auto", vmin=vmin, vmax=vmax, cmap="viridis")
-        ax.set_xlabel(_axis_label(var, dims[1]), fontsize=8)
-        return mesh
-    image = ax.imshow(image, aspect="auto", vmin=vmin, vmax=vmax, cmap="viridis",
-                      interpolation="nearest")
-    ax.set_xlabel(f"{dims[1]} (position)" if len(dims) == 2 else " x ".join(dims[1:]),
-                  fontsize=8)
-    return image
+        return ax.pcolormesh(x[columns], y[rows], image[np.ix_(rows, columns)],
+                             shading="auto", vmin=vmin, vmax=vmax, cmap=cmap)
+    return ax.imshow(image, aspect="equal" if _is_picture(dims) else "auto", vmin=vmin,
+                     vmax=vmax, cmap=cmap, interpolation="nearest")
+
+
+def _is_picture(dims: Sequence[str]) -> bool:
+    return tuple(dims[:2]) in _IMAGE_AXES
 
 
 def _on_coordinates(var: Any, dims: list[str]) -> bool:
-    """Whether a 2-D mode's maps can be drawn on its coordinates (distinct numbers)."""
-    if len(dims) != 2:
+    """Whether a 2-D mode's maps can be drawn on its coordinates (distinct numbers; a
+    picture's pixels are drawn as an image, whatever their coordinates)."""
+    if len(dims) != 2 or _is_picture(dims):
         return False
     for d in dims:
         values = var[d].values if d in var.coords else None

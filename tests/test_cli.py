@@ -230,6 +230,7 @@ BAD = {  # changes to a good command line (None: leave the option out) -> expect
     "bad modes text": ({"--modes": "lat,;variable"}, "cannot parse"),
     "no n_components": ({"--n-components": None}, "--n-components is required"),
     "zero steps": ({"--steps": "0"}, "--steps must be >= 1"),
+    "zero plot components": ({"--plot-components": "0"}, "--plot-components must be >= 1"),
     "inapplicable option": ({"--model": "robust-nmf", "--loss": "kl"},
                             "--loss does not apply to --model robust-nmf"),
     "bad --param": ({"--param": "ridge"}, "--param expects KEY=VALUE"),
@@ -600,6 +601,34 @@ def test_two_outputs_on_one_file_are_refused_before_the_run(climate_file, tmp_pa
     assert main(["fit", str(path), *FIT, "--steps", "2", "--out", str(out), *args]) == 1
     assert "give each output its own file" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_plot_components_chooses_how_many_the_figure_draws_and_it_says_so(climate_file,
+                                                                           tmp_path, monkeypatch):
+    """``--plot`` drew 8 of 16 components and did not say so (issue 34): the figure's title
+    names how many it shows, and ``--plot-components`` draws more."""
+    pytest.importorskip("matplotlib")
+    import tensorstream.plot as plot
+
+    titles = []
+    drawn = plot.plot_factors
+
+    def spy(ds, **kwargs):
+        fig = drawn(ds, **kwargs)
+        titles.append((ds.sizes["component"], fig.get_suptitle()))
+        return fig
+
+    monkeypatch.setattr(plot, "plot_factors", spy)
+    path, _ = climate_file
+    options = list(FIT)
+    options[options.index("--n-components") + 1] = "14"
+    command = ["fit", str(path), *options, "--steps", "2",
+               "--out", str(tmp_path / "f.nc"), "--plot", str(tmp_path / "f.png")]
+    assert main(command) == 0
+    assert main([*command, "--plot-components", "14"]) == 0
+    assert titles[0][0] == 14 and titles[0][1].endswith(
+        "\nshowing 12 of 14 components (max_components=12)")
+    assert "showing" not in titles[1][1]
 
 
 def test_a_plot_format_matplotlib_cannot_write_is_refused_before_the_run(climate_file, tmp_path,

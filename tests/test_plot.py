@@ -80,17 +80,23 @@ def test_plot_atom_rows_puts_each_dictionary_on_a_row(tmp_path):
 def test_plot_factors_maps_lines_and_codes_on_their_coordinates(factors, tmp_path):
     fig = plot_factors(factors, title="climate", path=tmp_path / "factors.png")
     labels = [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
-    # three maps on (lat, lon) with units, one line panel per 1-D mode, codes against time
-    assert labels[0] == ("lon [degrees_east]", "lat_lon_loadings\nlat [degrees_north]")
+    # three maps on (lat, lon) with units, one line panel per 1-D mode, codes against time:
+    # the dims and their units label the axes, the quantity the values, never a variable name
+    assert labels[0] == ("lon [degrees_east]", "lat [degrees_north]")
     assert sum(1 for x, _ in labels if x == "lon [degrees_east]") == 3
-    assert ("variable", "variable_loadings") in labels
-    assert ("time", "codes") in labels
+    assert ("variable", "loading") in labels
+    assert ("time", "code") in labels
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == [
+        "loadings over lat and lon", "loadings over variable", "codes over time"]
+    assert not any("_loadings" in text for pair in labels for text in pair)
     # a categorical profile: grouped bars (one group of bars per component), not lines
-    bars = next(ax for ax in fig.axes if ax.get_ylabel() == "variable_loadings")
+    bars = next(ax for ax in fig.axes if ax.get_xlabel() == "variable")
     assert len(bars.containers) == 3 and all(len(c) == 4 for c in bars.containers)
     assert [t.get_text() for t in bars.get_xticklabels()] == ["t2m", "rh", "wind", "precip"]
-    # every map has its colour bar; the legends are outside the axes
-    assert sum(1 for ax in fig.axes if ax.get_label() == "<colorbar>") == 3
+    # every map has its colour bar, each labelled; the legends are outside the axes
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bars) == 3 and {bar.get_ylabel() for bar in bars} == {"loading"}
+    assert fig.get_suptitle() == "climate"  # all components shown: no note
     for ax in fig.axes:
         if ax.get_legend() is not None:
             assert ax.get_legend().get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
@@ -170,7 +176,7 @@ def test_maps_on_descending_or_unsorted_coordinates_are_drawn_on_them():
         assert np.sort(lat)[row] == 45.0 and np.sort(lon)[column] == 90.0
     repeated = ds.assign_coords(lon=np.r_[lon[:-1], lon[0]])
     ax = plot_factors(repeated).axes[0]
-    assert ax.get_xlabel() == "lon (position)" and ax.get_ylabel().endswith("lat (position)")
+    assert ax.get_xlabel() == "lon (position)" and ax.get_ylabel() == "lat (position)"
 
 
 @pytest.mark.parametrize("calendar", ["noleap", "360_day"])
@@ -184,3 +190,77 @@ def test_codes_over_a_model_calendar_are_lines(calendar):
     ax = plot_factors(ds).axes[-1]
     assert {line.get_linestyle() for line in ax.get_lines()} == {"-"}
     assert len(ax.get_xticklabels()) < 20
+
+
+# -- issue 34: figures that hide nothing ----------------------------------------------------------
+
+
+def _dataset(n_components, signed=False, seed=0):
+    rng = np.random.default_rng(seed)
+    maps = rng.standard_normal((3, 4, n_components))
+    return xr.Dataset(
+        {"lat_lon_loadings": (("lat", "lon", "component"), maps if signed else np.abs(maps)),
+         "variable_loadings": (("variable", "component"), rng.random((2, n_components)))},
+        coords={"lat": [-10.0, 0.0, 10.0], "lon": [0.0, 90.0, 180.0, 270.0],
+                "variable": ["t2m", "tp"], "component": np.arange(n_components)})
+
+
+def _maps(fig):
+    return [ax for ax in fig.axes if ax.collections or ax.get_images()
+            if ax.get_label() != "<colorbar>"]
+
+
+def test_fewer_components_than_fitted_are_announced_in_the_figure():
+    ds = _dataset(16)
+    fig = plot_factors(ds, title="run 3")
+    assert fig.get_suptitle() == "run 3\nshowing 12 of 16 components (max_components=12)"
+    assert len(_maps(fig)) == 12
+    assert len(_maps(plot_factors(ds, max_components=20))) == 16
+    assert "of 16" not in plot_factors(ds, max_components=16).get_suptitle()
+    assert plot_factors(ds, components=[3, 5]).get_suptitle() == "showing 2 of 16 components"
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="max_components must be an integer >= 1"):
+            plot_factors(ds, max_components=bad)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_signed_maps_are_diverging_around_zero_nonnegative_ones_sequential(signed):
+    fig = plot_factors(_dataset(3, signed=signed, seed=1))
+    for ax in _maps(fig):
+        mesh = ax.collections[0]
+        low, high = mesh.get_clim()
+        assert mesh.get_cmap().name == ("RdBu_r" if signed else "viridis")
+        assert (low == -high) if signed else (low == 0.0 and high > 0)
+    atoms = plot_atoms(np.random.default_rng(2).standard_normal((2, 4, 4)) * (
+        1 if signed else 0) + (0 if signed else 1))
+    assert atoms.axes[0].get_images()[0].get_cmap().name == ("RdBu_r" if signed else "viridis")
+
+
+@pytest.mark.parametrize("modes, kind", [(["y", "x", "channel"], "rgb"),
+                                         ([("y", "x"), "channel"], "rgb"),
+                                         (["y", "x"], "gray"), ([("y", "x")], "gray")])
+def test_picture_modes_are_drawn_as_images_not_bar_charts(modes, kind):
+    """Patches learned with the picture's axes as separate modes (or one stacked mode) are
+    drawn as the atoms' images, pixel rows downwards, never as a bar chart per axis."""
+    rng = np.random.default_rng(3)
+    shape = (60, 5, 6, 3) if kind == "rgb" else (60, 5, 6)
+    dims = ("patch", "y", "x", "channel")[:len(shape)]
+    da = xr.DataArray(rng.random(shape), dims=dims,
+                      coords={"y": np.arange(5), "x": np.arange(6)})
+    model = OnlineCPDL(2, max_iter=1, random_state=0).fit(da, sample_dim="patch",
+                                                             modes=modes)
+    fig = plot_factors(model.factors_)
+    assert not any(ax.containers for ax in fig.axes)  # no bars
+    images = [ax.get_images()[0] for ax in fig.axes if ax.get_images()]
+    assert len(images) == 2 and not any(ax.collections for ax in fig.axes
+                                        if ax.get_label() != "<colorbar>")  # no pcolormesh
+    expected = cp_atoms(model.loadings_, shape=shape[1:])
+    if kind == "rgb":
+        assert images[0].get_array().shape == (5, 6, 3)
+        assert fig.subfigs[0]._suptitle.get_text().startswith("atoms over y, x and channel")
+    else:
+        assert images[0].get_array().shape == (5, 6)
+        np.testing.assert_allclose(images[1].get_array(), expected[1])
+        assert images[0].origin == "upper" and fig.axes[0].get_ylabel() == "y"
+        bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+        assert len(bars) == 2 and all(bar.get_ylabel() for bar in bars)

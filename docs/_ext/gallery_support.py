@@ -6,16 +6,27 @@ so the gallery builds in about two minutes) and writes into its own folder,
 ``docs/_build/gallery-output/<example>/``; :func:`scrape_written_figures` then shows every
 image the example wrote there, in the order they were written.
 
+The published output must not show the build machine: the folder is passed relative to the
+folder sphinx-gallery runs the example in (``examples/``), and warnings are printed by
+:func:`format_warning` (paths relative to the repository or to ``site-packages``, lines of at
+most :data:`WIDTH` characters, which the pages show without cutting).
+
 sphinx-gallery re-runs an example only when its source changes: after editing
 :data:`EXAMPLE_ARGS`, remove ``docs/auto_examples/`` (or the example's ``.md5`` file there).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import textwrap
+import warnings
 from pathlib import Path
 
-OUTPUT = Path(__file__).resolve().parents[1] / "_build" / "gallery-output"
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / "docs" / "_build" / "gallery-output"
+#: Longest output line the gallery pages show whole.
+WIDTH = 88
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg")
 
 #: Arguments per example (file stem); ``{out}`` is the example's output folder. The comment
@@ -49,13 +60,33 @@ def output_folder(src_file: str | Path) -> Path:
 
 
 def reset_argv(gallery_conf, script_vars) -> list[str]:
-    """The example's arguments; its output folder is emptied first."""
+    """The example's arguments, its output folder relative to where it runs (emptied first)."""
     src_file = Path(script_vars["src_file"])
     folder = output_folder(src_file)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     _shown[src_file.stem] = set()
-    return [arg.replace("{out}", str(folder)) for arg in EXAMPLE_ARGS.get(src_file.stem, [])]
+    warnings.formatwarning = format_warning  # sphinx-gallery's capture calls it per warning
+    relative = os.path.relpath(folder, src_file.parent)
+    return [arg.replace("{out}", relative) for arg in EXAMPLE_ARGS.get(src_file.stem, [])]
+
+
+def short_path(filename: str) -> str:
+    """``filename`` relative to the installed packages or to the repository, when under them."""
+    path = Path(filename)
+    if "site-packages" in path.parts:
+        return str(Path(*path.parts[path.parts.index("site-packages") + 1:]))
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return filename
+
+
+def format_warning(message, category, filename, lineno, line=None) -> str:
+    """``path:line: Category: message``, the path short, wrapped at :data:`WIDTH` columns."""
+    text = f"{short_path(filename)}:{lineno}: {category.__name__}: {message}"
+    lines = [textwrap.fill(part, WIDTH, subsequent_indent="    ") for part in text.splitlines()]
+    return "\n".join(lines) + "\n"
 
 
 def scrape_written_figures(block, block_vars, gallery_conf) -> str:

@@ -261,7 +261,8 @@ def write_outputs(ds: Any, history: list[dict], args: argparse.Namespace) -> Non
         from ..plot import plot_convergence, plot_factors
 
         plot = Path(args.plot)
-        plot_factors(ds, title=ds.attrs["title"], path=plot)
+        plot_factors(ds, max_components=args.plot_components, title=ds.attrs["title"],
+                     path=plot)
         written.append(str(plot))
         if any("batch_loss" in info for info in history):
             curve = plot.with_name(f"{plot.stem}_convergence{plot.suffix}")

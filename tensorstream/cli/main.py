@@ -178,6 +178,9 @@ def _add_fit_output(out: Any) -> None:
                           "data) and write them")
     out.add_argument("--plot", metavar="FILE.png",
                      help="plot the factors (and the loss per step, in FILE_convergence.png)")
+    out.add_argument("--plot-components", type=int, default=12, metavar="N",
+                     help="components drawn by --plot (default: 12; the figure says how many "
+                          "of all it shows)")
 
 
 class _Deprecated(argparse.Action):
@@ -312,7 +315,7 @@ def _plan(args: argparse.Namespace) -> dict:
     from ..io import data_format
 
     for option in ("n_components", "batch_size", "epochs", "steps", "checkpoint_every",
-                   "chunk_size"):
+                   "chunk_size", "plot_components"):
         value = getattr(args, option)
         if value is not None and value < 1:
             raise CLIError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
