@@ -16,8 +16,8 @@ held out from training:
 
 Poor candidates are dropped early by successive halving: after each pass but the last, a
 candidate is kept if it ranks in the best ``1/halving`` of the candidates by imputation error,
-or lies within one standard error of the best (so that every candidate the rule could choose
-survives).
+or lies within one standard error or ``4 * tolerance`` times the best (so that a candidate the
+rule could choose, still converging, survives).
 
 **The rule** (:attr:`Selection.chosen`): among the *replicable* candidates (every matched
 component's factor match score at least ``min_replicability``), take the best imputation error
@@ -57,7 +57,7 @@ import xarray as xr
 from .core.backend import take_rows, to_numpy
 from .modes import as_modes, format_groups
 
-__all__ = ["Selection", "factor_match", "select"]
+__all__ = ["Grouped", "Selection", "factor_match", "select"]
 
 
 def factor_match(first: Sequence[Any], second: Sequence[Any]) -> np.ndarray:
@@ -157,7 +157,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
            sample_dim: str | None = None, var: str | None = None, n_passes: int = 3,
            batch_size: int | None = None, holdout: float = 0.1, max_holdout: int = 1000,
            hidden: float = 0.2, halving: float = 2.0, min_replicability: float = 0.8,
-           client: Any = None, random_state: int = 0, verbose: bool = False) -> Selection:
+           tolerance: float = 0.1, client: Any = None, random_state: int = 0,
+           verbose: bool = False) -> Selection:
     """Score every grouping x rank online and choose one by the documented rule.
 
     Parameters
@@ -190,6 +191,10 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         standard error of the best); ``1`` keeps all.
     min_replicability : float, default 0.8
         The worst component's factor match score a replicable candidate reaches.
+    tolerance : float, default 0.1
+        Errors within ``tolerance`` times the best also count as tied with it (besides those
+        within one standard error): online fits of the right rank approach the noise floor
+        more slowly than larger ones, which spend their extra components on the gap.
     client : dask.distributed.Client, optional
         Run the candidates in parallel on the cluster's workers (each reads the same batches,
         so the answer is the sequential one).
@@ -203,7 +208,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     Selection
         The table (an ``xarray.Dataset``), the chosen candidate and a plot.
     """
-    _check_choices(modes, n_components, n_passes, holdout, hidden, halving, min_replicability)
+    _check_choices(modes, n_components, n_passes, holdout, hidden, halving, min_replicability,
+                   tolerance)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or getattr(learner, "batch_size", None) or 256
     source.check_groupings(modes)  # a bad grouping is named before anything is fitted
@@ -221,12 +227,13 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             c.passes = p + 1
             c.scores = _scores(c, held, observed, source)
         if p < n_passes - 1:
-            _halve(alive, halving)
+            _halve(alive, halving, tolerance)
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
-                   min_replicability, source)
+                   min_replicability, tolerance)
 
 
-def _check_choices(modes, n_components, n_passes, holdout, hidden, halving, minimum) -> None:
+def _check_choices(modes, n_components, n_passes, holdout, hidden, halving, minimum,
+                   tolerance) -> None:
     if isinstance(modes, str) or not isinstance(modes, Sequence) or not modes:
         raise ValueError(f"modes: give a list of candidate groupings, e.g. ['0,1;2', '0;1;2'], "
                          f"got {modes!r}")
@@ -246,6 +253,8 @@ def _check_choices(modes, n_components, n_passes, holdout, hidden, halving, mini
         raise ValueError(f"halving must be >= 1 (1 keeps every candidate), got {halving!r}")
     if not 0 <= minimum <= 1:
         raise ValueError(f"min_replicability must be in [0, 1], got {minimum!r}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
 
 
 def _grouping_text(modes: Any) -> str:
@@ -437,14 +446,16 @@ def _nbytes(model: Any) -> int:
     return int(sum(to_numpy(x).nbytes for x in leaves if hasattr(x, "shape")))
 
 
-def _halve(alive: list, halving: float) -> None:
+def _halve(alive: list, halving: float, tolerance: float) -> None:
     """Successive halving: keep the best ``1/halving`` by imputation error and every
-    candidate within one standard error of the best."""
+    candidate within one standard error or ``4 * tolerance`` times the best: the right rank
+    may still trail larger ones after a pass (it closes the gap more slowly), and must not be
+    dropped for that."""
     if halving == 1 or len(alive) < 2:
         return
     means = np.array([c.scores["imputation"].mean() for c in alive])
     best = int(np.argmin(means))
-    bar = means[best] + _se(alive[best].scores["imputation"])
+    bar = means[best] * (1 + 4 * tolerance) + _se(alive[best].scores["imputation"])
     n_keep = max(1, math.ceil(len(alive) / halving))
     kept = set(np.argsort(means, kind="stable")[:n_keep].tolist())
     for i, c in enumerate(alive):
@@ -456,7 +467,7 @@ def _se(values: np.ndarray) -> float:
 
 
 def _result(candidates: list, modes: list, ranks: list, minimum: float,
-            source: _Source) -> Selection:
+            tolerance: float) -> Selection:
     groupings = [_grouping_text(m) for m in modes]
     n_comp = max(ranks)
     shape = (len(groupings), len(ranks))
@@ -483,25 +494,27 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
     ds["replicability_per_component"] = (("grouping", "rank", "component"), per_component)
     ds["passes"] = (("grouping", "rank"), passes)
     ds["replicable"] = ds["replicability"] >= minimum
-    ds.attrs["min_replicability"] = minimum
-    chosen, rule = _choose(ds)
+    ds.attrs["min_replicability"], ds.attrs["tolerance"] = minimum, tolerance
+    chosen, rule = _choose(ds, tolerance)
     ds.attrs["rule"] = rule
     ds.attrs["chosen_grouping"], ds.attrs["chosen_rank"] = chosen
     return Selection(ds, {"grouping": chosen[0], "modes": modes[groupings.index(chosen[0])],
                           "n_components": int(chosen[1])})
 
 
-def _choose(ds: xr.Dataset) -> tuple[tuple[str, int], str]:
-    """The rule: fewest parameters within one SE of the best replicable imputation error
-    (among the candidates that ran every pass)."""
+def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
+    """The rule: fewest parameters within one SE (or ``tolerance`` times) of the best
+    replicable imputation error (among the candidates that ran every pass)."""
     ran = ds["passes"] == ds["passes"].max()
     pool = ran & ds["replicable"]
-    rule = "fewest parameters within one SE of the best imputation error, among replicable"
+    rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
+            f"imputation error, among replicable")
     if not bool(pool.any()):
         pool, rule = ran, rule.replace("among replicable", "none replicable: among all")
     error = ds["imputation_error"].where(pool)
     best = error.argmin(dim=("grouping", "rank"))
-    bar = float(error.isel(best)) + float(ds["imputation_se"].isel(best))
+    lowest = float(error.isel(best))
+    bar = lowest + max(float(ds["imputation_se"].isel(best)), tolerance * lowest)
     within = pool & (ds["imputation_error"] <= bar)
     stacked = ds[["n_parameters", "imputation_error"]].where(within).stack(c=("grouping",
                                                                             "rank"))
@@ -509,3 +522,109 @@ def _choose(ds: xr.Dataset) -> tuple[tuple[str, int], str]:
     order = np.lexsort((stacked["imputation_error"].values, stacked["n_parameters"].values))
     pick = stacked.isel(c=int(order[0]))
     return (str(pick["grouping"].values), int(pick["rank"].values)), rule
+
+
+class Grouped:
+    """A learner that regroups its input by ``modes``: scikit-learn's model selection
+    (``GridSearchCV``, ``cross_val_score``, pipelines) can then search the grouping like any
+    other parameter.
+
+    Parameters
+    ----------
+    learner : OnlineLearner
+        The learner to fit (cloned by ``fit``; its parameters are searched as
+        ``learner__n_components`` and so on).
+    modes : list or str, optional
+        The grouping ``fit`` gives the learner (see :mod:`tensorstream.modes`); None keeps
+        every axis a mode.
+
+    Attributes
+    ----------
+    learner_ : OnlineLearner
+        The fitted clone.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.model_selection import GridSearchCV
+    >>> from tensorstream import OnlineCPDL
+    >>> X = np.random.default_rng(0).random((60, 4, 3, 2))
+    >>> search = GridSearchCV(Grouped(OnlineCPDL(2, max_iter=1, random_state=0)),
+    ...                       {"modes": ["0;1;2", "0,1;2"], "learner__n_components": [1, 2]},
+    ...                       cv=2).fit(X)
+    >>> sorted(search.best_params_)
+    ['learner__n_components', 'modes']
+    """
+
+    def __init__(self, learner: Any, modes: Any = None):
+        self.learner = learner
+        self.modes = modes
+
+    def get_params(self, deep: bool = True) -> dict:
+        """``learner`` and ``modes``, and with ``deep`` the learner's as ``learner__name``."""
+        params = {"learner": self.learner, "modes": self.modes}
+        if deep and hasattr(self.learner, "get_params"):
+            params.update({f"learner__{k}": v for k, v in self.learner.get_params().items()})
+        return params
+
+    def set_params(self, **params: Any) -> Grouped:
+        """Set ``learner``, ``modes`` or the learner's ``learner__name``."""
+        nested = {k.split("__", 1)[1]: v for k, v in params.items() if k.startswith("learner__")}
+        for name, value in params.items():
+            if name in ("learner", "modes"):
+                setattr(self, name, value)
+            elif not name.startswith("learner__"):
+                raise ValueError(f"invalid parameter {name!r} for Grouped; valid parameters "
+                                 f"are 'learner', 'modes' and the learner's as 'learner__name'")
+        if nested:
+            self.learner.set_params(**nested)
+        return self
+
+    def __repr__(self) -> str:
+        return f"Grouped({self.learner!r}, modes={self.modes!r})"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return "learner_" in self.__dict__
+
+    def __sklearn_tags__(self) -> Any:
+        return self.learner.__sklearn_tags__()  # what the learner takes, it takes
+
+    def _fitted(self) -> Any:
+        if "learner_" not in self.__dict__:
+            from .learners._base import NotFittedError
+
+            raise NotFittedError("this Grouped learner is not fitted yet; call fit first")
+        return self.learner_
+
+    def fit(self, X: Any, y: Any = None, **fit_params: Any) -> Grouped:
+        """Fit a clone of the learner on ``X`` regrouped by ``modes``."""
+        learner = type(self.learner)(**self.learner.get_params())
+        learner.fit(X, **({} if self.modes is None else {"modes": self.modes}), **fit_params)
+        self.learner_ = learner
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None, **fit_params: Any) -> Grouped:
+        """Learn from one batch (the first one clones the learner)."""
+        learner = self.__dict__.get("learner_") or type(self.learner)(
+            **self.learner.get_params())
+        first = "learner_" not in self.__dict__
+        grouping = {"modes": self.modes} if first and self.modes is not None else {}
+        learner.partial_fit(X, **grouping, **fit_params)
+        self.learner_ = learner
+        return self
+
+    def transform(self, X: Any, **kwargs: Any) -> Any:
+        """The fitted learner's codes of ``X``."""
+        return self._fitted().transform(X, **kwargs)
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        """``fit(X)`` then ``transform(X)``."""
+        return self.fit(X, **fit_params).transform(X)
+
+    def inverse_transform(self, codes: Any) -> Any:
+        """Samples from codes, in the axes ``X`` was given in."""
+        return self._fitted().inverse_transform(codes)
+
+    def score(self, X: Any, y: Any = None, **kwargs: Any) -> float:
+        """The fitted learner's score (minus the mean coding objective)."""
+        return self._fitted().score(X, **kwargs)
