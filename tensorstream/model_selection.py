@@ -150,6 +150,10 @@ class Selection:
         axes[1].axhline(self.table.attrs["min_replicability"], color="gray", ls=":")
         axes[1].set(xlabel="rank", ylabel="replicability (worst component)", ylim=(0, 1.05))
         axes[0].legend(title="grouping", fontsize="small")
+        from matplotlib.ticker import MaxNLocator
+
+        for ax in axes:  # ranks are whole numbers
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         return axes
 
 
@@ -212,7 +216,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
                    tolerance)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or getattr(learner, "batch_size", None) or 256
-    source.check_groupings(modes)  # a bad grouping is named before anything is fitted
+    source.check_groupings(modes, learner)  # a bad grouping is named before any fit
     held, observed = source.held_out(holdout, max_holdout, hidden)
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
                                                              for seed in (0, 1)])
@@ -305,20 +309,28 @@ class _Source:
                              "out)")
         return cls(data, sample_dim, random_state)
 
-    def check_groupings(self, modes: Sequence[Any]) -> None:
-        """Each candidate grouping parsed against the data's axes (or dims)."""
+    def check_groupings(self, modes: Sequence[Any], learner: Any) -> None:
+        """Each candidate grouping parsed against the data's axes (or dims), and one mode
+        only for a learner of matrices."""
+        from .modes import _is_matrix_learner
+
         first = self.data if self.array else self.data[0]
         for m in modes:
             try:
                 if self.labelled:
                     from .labels import ModeLayout
 
-                    ModeLayout.from_dataarray(first.isel({self.sample_dim: slice(0, 1)}),
-                                              self.sample_dim, as_modes(m, first.dims))
+                    n_modes = len(ModeLayout.from_dataarray(
+                        first.isel({self.sample_dim: slice(0, 1)}), self.sample_dim,
+                        as_modes(m, first.dims)).modes)
                 else:
-                    as_modes(m, len(first.shape) - 1)
+                    n_modes = len(as_modes(m, len(first.shape) - 1))
             except (TypeError, ValueError) as error:
                 raise type(error)(f"modes: candidate {m!r}: {error}") from None
+            if n_modes > 1 and _is_matrix_learner(learner):
+                raise ValueError(f"modes: candidate {m!r} makes {n_modes} modes, but "
+                                 f"{type(learner).__name__} factorizes matrices (one feature "
+                                 f"mode): group every axis into one, or use OnlineCPDL")
 
     def n_samples(self) -> int:
         if self.labelled:
