@@ -16,6 +16,7 @@ from .learners.ocpdl import OnlineCPDL
 from .learners.robust_nmf import RobustNMF, RobustOnlineNMF
 from .learners.robust_pca import OnlineRobustPCA, RobustPCA
 from .learners.variance_reduced import VarianceReducedMF
+from .modes import unstack_loadings
 
 __all__ = [
     "NotFittedError", "OnlineCPDL", "OnlineDivergenceNMF", "OnlineMaxNormMD", "OnlineNMF",
@@ -24,4 +25,5 @@ __all__ = [
     "unstack_modes", "write_factors",
 ]
 __all__ += ["VarianceReducedMF"]
+__all__ += ["unstack_loadings"]  # regrouped array fits (tensorstream.modes)
 __version__ = "0.1.0"

@@ -893,9 +893,8 @@ def _normalize_modes(
         if not features:
             raise ValueError(f"the array has no dims besides sample_dim {sample_dim!r}")
         return [(d, (d,)) for d in features]
-    if isinstance(modes, str):
-        raise TypeError(f"modes: expected a list of modes, got the string {modes!r}; "
-                        f"write [{modes!r}]")
+    if isinstance(modes, str):  # the command line's text, accepted in Python alike
+        modes = parse_modes(modes)
     if isinstance(modes, Mapping):
         named = [(_check_mode_key(k), _as_dims(v)) for k, v in modes.items()]
     elif isinstance(modes, Sequence):

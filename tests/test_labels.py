@@ -567,7 +567,8 @@ def test_factor_errors_name_the_problem():
         ("time", [], ValueError, "modes is empty"),
         ("time", {}, ValueError, "modes is empty"),
         ("time", [(), "lat", "lon", "variable"], ValueError, "at least one dim"),
-        ("time", "lat", TypeError, r"got the string 'lat'; write \['lat'\]"),
+        # text is the command line's syntax: 'lat' is one mode, and the other dims are left
+        ("time", "lat", ValueError, r"dims \['lon', 'variable'\] are neither"),
         ("time", 3, TypeError, "expected a list or dict of modes, got int"),
         ("time", [("lat", 1), "lon", "variable"], TypeError, "dim name or a tuple of dim names"),
         ("time", {1: ("lat", "lon"), "variable": "variable"}, TypeError,

@@ -35,6 +35,8 @@ API_MODULES = (
     "tensorstream.losses",
     "tensorstream.schedules",
     "tensorstream.labels",
+    "tensorstream.modes",
+    "tensorstream.model_selection",
     "tensorstream.io",
     "tensorstream.plot",
     "tensorstream.metrics",

@@ -26,6 +26,7 @@ from ..learners import registry
 from .errors import CLIError
 from .fit import factors, train, write_outputs
 from .info import run_info
+from .select import add_select, run_select
 
 # --------------------------------------------------------------------------------------------
 # the parser
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the full traceback of errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_fit(commands)
+    add_select(commands)
     _add_demo(commands)
     info = commands.add_parser(
         "info", help="describe a factors (.nc), checkpoint (.npz) or data file, or a Dask "
@@ -250,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_fit(args)
         if args.command == "demo":
             return _run_demo(args)
+        if args.command == "select":
+            return run_select(args)
         return run_info(args)
     except KeyboardInterrupt:
         if args.debug:

@@ -91,6 +91,7 @@ from ..labels import (
     from_samples,
     to_samples,
 )
+from ..modes import decode_array_layout, encode_array_layout, regroup
 from ._output import (
     CONTAINERS,
     OUTPUT_METHODS,
@@ -543,10 +544,14 @@ class OnlineEstimator(CheckedParameters):
             Stop after this many mini-batches (needed for infinite streams).
         sample_dim : str, optional
             For DataArray input: the dim along which samples lie.
-        modes : list, optional
-            For DataArray input: one entry per CP mode, a dim name or a tuple of dims stacked
-            into one mode (their joint features are learned); None makes every other dim a mode.
-            See :mod:`tensorstream.labels`.
+        modes : list or str, optional
+            One entry per CP mode, stacked into one mode where it holds several (their joint
+            features are learned). Arrays and streams: axis groups of a sample, e.g.
+            ``[(0, 1), 2]`` (the sample axis excluded; the learner's ``array_layout_`` keeps
+            the grouping, :func:`tensorstream.modes.unstack_loadings` gives each loading its
+            group's shape). DataArrays: dim names, e.g. ``[("y", "x"), "channel"]``. Both take
+            the text ``"0,1;2"`` / ``"y,x;channel"``. None makes every axis (dim) a mode.
+            See :mod:`tensorstream.modes` and :mod:`tensorstream.labels`.
         client : dask.distributed.Client, str or None, optional
             Fit on a Dask cluster (array input): every step's batch is split across the
             workers, which code their shards and return additive statistics; the result
@@ -652,7 +657,9 @@ class OnlineEstimator(CheckedParameters):
                 if client is not None:
                     extra["client"] = client
                 try:
-                    self.partial_fit(batch, **extra, **(labels if is_labelled(batch) else {}))
+                    # every batch gets the labels: modes regroup arrays too, and labels
+                    # that cannot apply are refused there, never dropped
+                    self.partial_fit(batch, **extra, **(labels or {}))
                 except Exception as error:
                     error.add_note(f"(at mini-batch {step} of the stream)")
                     raise
@@ -687,8 +694,9 @@ class OnlineEstimator(CheckedParameters):
         layout = self.__dict__.get("layout_")
         X = as_array(X)
         if not is_labelled(X):
-            if sample_dim is not None or modes is not None:
-                raise TypeError("sample_dim and modes apply to xarray.DataArray input only")
+            if sample_dim is not None:  # modes of an array were applied by regroup
+                raise TypeError("sample_dim applies to xarray.DataArray input only; for an "
+                                "array the samples lie along its first axis")
             if layout is not None:
                 raise TypeError(f"this learner was fitted on labelled data (dims "
                                 f"{layout.dims}); pass an xarray.DataArray")
@@ -942,7 +950,8 @@ class OnlineLearner(OnlineEstimator):
                              f"fit, which fixes it; call fit to start anew with it")
 
     def _reset(self) -> None:
-        for name in ("state_", "backend_", "sample_shape_", "layout_", "_context", "_rng",
+        for name in ("state_", "backend_", "sample_shape_", "layout_", "array_layout_",
+                     "_context", "_rng",
                      "_last_info", "_last_codes", "feature_names_in_"):
             self.__dict__.pop(name, None)
 
@@ -974,6 +983,8 @@ class OnlineLearner(OnlineEstimator):
         if layout is not None:
             meta["layout"], layout_arrays = encode_layout(layout)
             arrays.update(layout_arrays)
+        if "array_layout_" in self.__dict__:
+            meta["array_layout"] = encode_array_layout(self.array_layout_)
         return meta, arrays
 
     #: parameters renamed since version 0.1 (old name: new name; old value: new value), so
@@ -1049,6 +1060,9 @@ class OnlineLearner(OnlineEstimator):
             rng = np.random.default_rng()
             rng.bit_generator.state = meta["rng"]
             health = decode_health(meta.get("health"), int(loadings[0].shape[1]))
+            grouping = (decode_array_layout(meta["array_layout"], tuple(U.shape[0] for U in
+                                                                        loadings))
+                        if "array_layout" in meta else None)
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
@@ -1069,6 +1083,8 @@ class OnlineLearner(OnlineEstimator):
             backend_=backend, sample_shape_=sample_shape, _context=context, _rng=rng)
         if layout is not None:
             learner.layout_ = layout
+        if grouping is not None:
+            learner.array_layout_ = grouping
         learner._restore_output_meta(meta, path)
         return learner
 
@@ -1119,6 +1135,7 @@ class OnlineLearner(OnlineEstimator):
         """``(X, mask, layout)`` of data given to a fitted learner's methods."""
         self._check_feature_names(X)
         mask = _mask_of_frame(mask, X)
+        X, mask, _ = regroup(self, X, mask, None)  # as the learner was fitted
         data, layout = self._unlabel(X, None, None)
         X, mask = self._validate_masked(data, self._unlabel_mask(mask, layout, X))
         return X, mask, layout
@@ -1146,7 +1163,8 @@ class OnlineLearner(OnlineEstimator):
         mask : boolean array of X's shape, optional
             True where an entry is observed; missing entries never influence the result.
         sample_dim, modes : optional
-            Labelled input only (see :meth:`fit`).
+            See :meth:`fit`: ``sample_dim`` for labelled input only; ``modes`` regroups
+            arrays too, given with the first batch (later ones are regrouped alike).
         client : dask.distributed.Client, str or None, optional
             Take the step on a Dask cluster: the batch is split across the workers (see
             :meth:`fit`); the result equals the step in this process.
@@ -1162,9 +1180,15 @@ class OnlineLearner(OnlineEstimator):
         self._check_params_against_state()
         self._check_feature_names(X)  # on a cluster too: columns are matched by name
         mask = _mask_of_frame(mask, X)
+        X, mask, grouping = regroup(self, X, mask, modes)  # arrays: tensorstream.modes
+        if grouping is not None:
+            modes = None  # used up: what follows sees the regrouped array
         if client is not None:
             with connected(client) as open_client:
-                return self._partial_fit_on(open_client, X, mask, sample_dim, modes)
+                self._partial_fit_on(open_client, X, mask, sample_dim, modes)
+            if grouping is not None:
+                self.array_layout_ = grouping
+            return self
         algorithm = self._algorithm()
         names = None if self._fitted else feature_names(X)
         data, layout = self._unlabel(X, sample_dim, modes)
@@ -1192,6 +1216,8 @@ class OnlineLearner(OnlineEstimator):
         self._last_codes = codes
         if layout is not None:
             self.layout_ = layout
+        if grouping is not None:
+            self.array_layout_ = grouping
         self._say_what_went_wrong(info)
         return self
 
@@ -1336,6 +1362,8 @@ class OnlineLearner(OnlineEstimator):
                             owner=type(self).__name__, missing_hint=False)
         with using(self.backend_):
             samples = reconstruct(self.loadings_, codes)
+        if "array_layout_" in self.__dict__:  # the axes as the samples were given
+            samples = self.array_layout_.restore(samples)
         return samples if layout is None else from_samples(samples, layout)
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, mask: Any = None) -> float:

@@ -1,0 +1,642 @@
+"""Choose the grouping of modes and the number of components from the data, online.
+
+:func:`select` fits every candidate (a grouping of the sample's axes times a rank) from the
+same mini-batches as they are read: one read of the data per pass serves all candidates. Each
+candidate is two learners, fitted on two disjoint halves of every batch, and scored on samples
+held out from training:
+
+* **held-out error**: the relative squared error of the held-out samples coded from all their
+  entries (``||x - x_hat||^2 / ||x||^2``, per sample);
+* **imputation error**: the same, on a fixed random share of each held-out sample's entries
+  hidden from the coder (``mask``) and predicted from the others: unlike the held-out error, it
+  rises again when a model fits noise, so it is the score the rule uses;
+* **replicability**: the two halves' factors matched one to one (Hungarian assignment on the
+  factor match score, the product over modes of the columns' absolute cosines), per component;
+* time spent fitting, and the bytes of the fitted state.
+
+Poor candidates are dropped early by successive halving: after each pass but the last, a
+candidate is kept if it ranks in the best ``1/halving`` of the candidates by imputation error,
+or lies within one standard error or ``4 * tolerance`` times the best (so that a candidate the
+rule could choose, still converging, survives).
+
+**The rule** (:attr:`Selection.chosen`): among the *replicable* candidates (every matched
+component's factor match score at least ``min_replicability``), take the best imputation error
+and its standard error over held-out samples; of the candidates within one standard error of
+it, choose the one with the fewest parameters (``rank * sum of mode sizes``): the smallest rank,
+and of equal ranks the finest grouping. When no candidate is replicable, the rule falls back to
+all candidates and says so (``Selection.table.attrs["rule"]``).
+
+Examples
+--------
+>>> import numpy as np
+>>> from tensorstream import OnlineCPDL
+>>> from tensorstream.model_selection import select
+>>> rng = np.random.default_rng(0)
+>>> A, B, C = rng.random((6, 2)), rng.random((5, 2)), rng.random((3, 2))
+>>> X = np.einsum("nr,ir,jr,kr->nijk", rng.random((400, 2)), A, B, C)
+>>> result = select(OnlineCPDL(2, batch_size=50, random_state=0), X,
+...                 modes=["0;1;2", "0,1;2"], n_components=[1, 2, 3], n_passes=2)
+>>> result.table["imputation_error"].dims
+('grouping', 'rank')
+>>> sorted(result.chosen)
+['grouping', 'modes', 'n_components']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .core.backend import take_rows, to_numpy
+from .modes import as_modes, format_groups
+
+__all__ = ["Grouped", "Selection", "factor_match", "select"]
+
+
+def factor_match(first: Sequence[Any], second: Sequence[Any]) -> np.ndarray:
+    """Per-component factor match scores of two CP fits, components matched one to one.
+
+    Parameters
+    ----------
+    first, second : list of arrays of shape (I_k, R)
+        The loadings of two fits of the same modes and rank.
+
+    Returns
+    -------
+    ndarray of shape (R,)
+        For each component of ``first``, the product over modes of the absolute cosine with
+        its match in ``second`` (Hungarian assignment maximizing the total), in ``[0, 1]``;
+        sorted from best to worst.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    similarity = np.ones((first[0].shape[1], second[0].shape[1]))
+    for U, V in zip(first, second, strict=True):
+        U, V = _unit_columns(to_numpy(U)), _unit_columns(to_numpy(V))
+        similarity *= np.abs(U.T @ V)
+    rows, cols = linear_sum_assignment(similarity, maximize=True)
+    return np.sort(similarity[rows, cols])[::-1]
+
+
+def _unit_columns(U: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(U, axis=0)
+    return U / np.where(norms > 0, norms, 1.0)  # a dead (zero) column matches nothing
+
+
+@dataclasses.dataclass
+class _Candidate:
+    """One grouping at one rank: the learners of the two halves and what they cost."""
+
+    grouping: str
+    modes: Any
+    rank: int
+    halves: list
+    seconds: float = 0.0
+    passes: int = 0
+    alive: bool = True
+    scores: dict = dataclasses.field(default_factory=dict)
+
+
+class Selection:
+    """What :func:`select` found.
+
+    Attributes
+    ----------
+    table : xarray.Dataset
+        Dims ``grouping`` x ``rank`` (and ``component`` for the per-component
+        replicability): ``imputation_error``, ``imputation_se``, ``heldout_error``,
+        ``heldout_se``, ``replicability`` (the worst matched component), ``replicable``,
+        ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``
+        and ``passes`` (how many passes the candidate ran before successive halving dropped
+        it; NaN scores for candidates not run). ``attrs["rule"]`` says how ``chosen`` was found.
+    chosen : dict
+        ``{"grouping": text, "modes": as given, "n_components": int}`` by the rule of
+        :mod:`tensorstream.model_selection`.
+    """
+
+    def __init__(self, table: xr.Dataset, chosen: dict):
+        self.table = table
+        self.chosen = chosen
+
+    def __repr__(self) -> str:
+        return (f"Selection(chosen={self.chosen}, groupings={list(self.table.grouping.values)}, "
+                f"ranks={list(self.table.rank.values)})")
+
+    def plot(self, axes: Any = None) -> Any:
+        """Imputation error and replicability against rank, one line per grouping; the chosen
+        candidate circled. Returns the matplotlib axes (two)."""
+        import matplotlib.pyplot as plt
+
+        if axes is None:
+            _, axes = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True)
+        ranks = self.table["rank"].values
+        for g in self.table["grouping"].values:
+            row = self.table.sel(grouping=g)
+            axes[0].errorbar(ranks, row["imputation_error"], row["imputation_se"], marker="o",
+                             capsize=3, label=g)
+            axes[1].plot(ranks, row["replicability"], marker="o", label=g)
+        chosen = self.table.sel(grouping=self.chosen["grouping"],
+                                rank=self.chosen["n_components"])
+        axes[0].plot(self.chosen["n_components"], chosen["imputation_error"], "o", ms=14,
+                     mfc="none", mec="k", label="chosen")
+        axes[0].set(xlabel="rank", ylabel="imputation error (relative)")
+        axes[1].axhline(self.table.attrs["min_replicability"], color="gray", ls=":")
+        axes[1].set(xlabel="rank", ylabel="replicability (worst component)", ylim=(0, 1.05))
+        axes[0].legend(title="grouping", fontsize="small")
+        from matplotlib.ticker import MaxNLocator
+
+        for ax in axes:  # ranks are whole numbers
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        return axes
+
+
+def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Sequence[int],
+           sample_dim: str | None = None, var: str | None = None, n_passes: int = 3,
+           batch_size: int | None = None, holdout: float = 0.1, max_holdout: int = 1000,
+           hidden: float = 0.2, halving: float = 2.0, min_replicability: float = 0.8,
+           tolerance: float = 0.1, client: Any = None, random_state: int = 0,
+           verbose: bool = False) -> Selection:
+    """Score every grouping x rank online and choose one by the documented rule.
+
+    Parameters
+    ----------
+    learner : OnlineLearner
+        A configured learner (e.g. ``OnlineCPDL(..., alpha=0.1)``); its ``n_components`` is
+        replaced by each rank, and it is cloned, never fitted itself.
+    data : array, xarray.DataArray, path or list of batches
+        Samples along the first axis (arrays, tensors, dask arrays), along ``sample_dim``
+        (DataArrays, and netCDF/zarr/npy files opened lazily by
+        :func:`tensorstream.open_dataarray` with ``var``), or a re-iterable list of batches
+        (its first batch is held out).
+    modes : list
+        The candidate groupings, each as ``fit`` takes ``modes`` (``[(0, 1), 2]``,
+        ``"y,x;channel"``, ...).
+    n_components : list of int
+        The candidate ranks.
+    sample_dim, var : str, optional
+        For labelled data and files.
+    n_passes : int, default 3
+        Passes over the training samples; successive halving after each but the last.
+    batch_size : int, optional
+        Samples per mini-batch (each half gets half of it); default the learner's.
+    holdout : float, default 0.1
+        Share of the samples held out for scoring, at most ``max_holdout`` samples.
+    hidden : float, default 0.2
+        Share of each held-out sample's entries hidden for the imputation error.
+    halving : float, default 2.0
+        Keep the best ``1/halving`` of the candidates after each pass (and all within one
+        standard error of the best); ``1`` keeps all.
+    min_replicability : float, default 0.8
+        The worst component's factor match score a replicable candidate reaches.
+    tolerance : float, default 0.1
+        Errors within ``tolerance`` times the best also count as tied with it (besides those
+        within one standard error): online fits of the right rank approach the noise floor
+        more slowly than larger ones, which spend their extra components on the gap.
+    client : dask.distributed.Client, optional
+        Run the candidates in parallel on the cluster's workers (each reads the same batches,
+        so the answer is the sequential one).
+    random_state : int, default 0
+        Seeds the held-out split, the hidden entries and the batches' order.
+    verbose : bool, default False
+        A progress bar over the mini-batches.
+
+    Returns
+    -------
+    Selection
+        The table (an ``xarray.Dataset``), the chosen candidate and a plot.
+    """
+    _check_choices(modes, n_components, n_passes, holdout, hidden, halving, min_replicability,
+                   tolerance)
+    source = _Source.of(data, sample_dim, var, random_state)
+    batch_size = batch_size or getattr(learner, "batch_size", None) or 256
+    source.check_groupings(modes, learner)  # a bad grouping is named before any fit
+    held, observed = source.held_out(holdout, max_holdout, hidden)
+    candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
+                                                             for seed in (0, 1)])
+                  for m in modes for r in n_components]
+    for p in range(n_passes):
+        alive = [c for c in candidates if c.alive]
+        if client is None:
+            _train_pass(alive, source.pass_batches(p, batch_size), source, verbose)
+        else:
+            _train_on_cluster(client, alive, source, p, batch_size)
+        for c in alive:
+            c.passes = p + 1
+            c.scores = _scores(c, held, observed, source)
+        if p < n_passes - 1:
+            _halve(alive, halving, tolerance)
+    return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
+                   min_replicability, tolerance)
+
+
+def _check_choices(modes, n_components, n_passes, holdout, hidden, halving, minimum,
+                   tolerance) -> None:
+    if isinstance(modes, str) or not isinstance(modes, Sequence) or not modes:
+        raise ValueError(f"modes: give a list of candidate groupings, e.g. ['0,1;2', '0;1;2'], "
+                         f"got {modes!r}")
+    texts = [_grouping_text(m) for m in modes]
+    if len(set(texts)) < len(texts):
+        raise ValueError(f"modes: a grouping is listed twice in {texts}")
+    ranks = list(n_components) if isinstance(n_components, Iterable) else [n_components]
+    if not ranks or any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1
+                        for r in ranks):
+        raise ValueError(f"n_components: give a list of positive integers, got {n_components!r}")
+    if not isinstance(n_passes, int) or n_passes < 1:
+        raise ValueError(f"n_passes must be a positive integer, got {n_passes!r}")
+    for name, value, low, high in (("holdout", holdout, 0, 0.5), ("hidden", hidden, 0, 0.9)):
+        if not low < value <= high:
+            raise ValueError(f"{name} must be in ({low}, {high}], got {value!r}")
+    if not halving >= 1:
+        raise ValueError(f"halving must be >= 1 (1 keeps every candidate), got {halving!r}")
+    if not 0 <= minimum <= 1:
+        raise ValueError(f"min_replicability must be in [0, 1], got {minimum!r}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+
+
+def _grouping_text(modes: Any) -> str:
+    """A candidate's label: the command line's text for its grouping."""
+    if isinstance(modes, str):
+        return modes.replace(" ", "")
+    if isinstance(modes, dict):
+        return ";".join(f"{k}=" + ",".join(v if isinstance(v, tuple) else (v,))
+                        for k, v in modes.items())
+    groups = [g if isinstance(g, (tuple, list)) else (g,) for g in modes]
+    return format_groups(groups)
+
+
+def _clone(learner: Any, rank: int, half: int) -> Any:
+    params = learner.get_params()
+    params["n_components"] = rank
+    if "random_state" in params and params["random_state"] is None:
+        params["random_state"] = half  # deterministic: the halves' own seeds
+    return type(learner)(**params)
+
+
+class _Source:
+    """Where the batches come from: an array (any backend, labelled or not) or a list."""
+
+    def __init__(self, data: Any, sample_dim: str | None, random_state: int):
+        self.data, self.sample_dim = data, sample_dim
+        self.labelled = isinstance(data, xr.DataArray)
+        self.seed = random_state
+        self.rng = np.random.default_rng(random_state)
+        self.array = hasattr(data, "shape") and hasattr(data, "ndim")
+        self.train = None
+
+    @classmethod
+    def of(cls, data: Any, sample_dim: str | None, var: str | None,
+           random_state: int) -> _Source:
+        if isinstance(data, (str, os.PathLike)):
+            from .io import open_dataarray
+
+            data = open_dataarray(data, var, sample_dim=sample_dim)
+            sample_dim = sample_dim or "sample"
+        if isinstance(data, xr.DataArray) and sample_dim is None:
+            raise ValueError(f"sample_dim is required for labelled data (dims {data.dims})")
+        if not (hasattr(data, "shape") or isinstance(data, Sequence)):
+            raise TypeError(f"data must be an array, a DataArray, a file or a list of batches "
+                            f"(read once per pass), got {type(data).__name__}")
+        if not hasattr(data, "shape") and len(data) < 2:
+            raise ValueError("data: a list of batches needs two at least (the first is held "
+                             "out)")
+        return cls(data, sample_dim, random_state)
+
+    def check_groupings(self, modes: Sequence[Any], learner: Any) -> None:
+        """Each candidate grouping parsed against the data's axes (or dims), and one mode
+        only for a learner of matrices."""
+        from .modes import _is_matrix_learner
+
+        first = self.data if self.array else self.data[0]
+        for m in modes:
+            try:
+                if self.labelled:
+                    from .labels import ModeLayout
+
+                    n_modes = len(ModeLayout.from_dataarray(
+                        first.isel({self.sample_dim: slice(0, 1)}), self.sample_dim,
+                        as_modes(m, first.dims)).modes)
+                else:
+                    n_modes = len(as_modes(m, len(first.shape) - 1))
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"modes: candidate {m!r}: {error}") from None
+            if n_modes > 1 and _is_matrix_learner(learner):
+                raise ValueError(f"modes: candidate {m!r} makes {n_modes} modes, but "
+                                 f"{type(learner).__name__} factorizes matrices (one feature "
+                                 f"mode): group every axis into one, or use OnlineCPDL")
+
+    def n_samples(self) -> int:
+        if self.labelled:
+            return int(self.data.sizes[self.sample_dim])
+        return int(self.data.shape[0])
+
+    def take(self, rows: np.ndarray) -> Any:
+        rows = np.sort(rows)  # a lazily read array reads its chunks once
+        if self.labelled:
+            return self.data.isel({self.sample_dim: rows})
+        return take_rows(self.data, rows)
+
+    def held_out(self, share: float, most: int, hidden: float) -> tuple[Any, Any]:
+        """The held-out samples (loaded) and the mask of their observed entries."""
+        if not self.array:
+            held = self.data[0]
+        else:
+            n = self.n_samples()
+            order = self.rng.permutation(n)
+            n_held = max(1, min(most, int(round(share * n))))
+            if n - n_held < 2:
+                raise ValueError(f"data: {n} samples are too few to hold {n_held} out and "
+                                 f"fit two halves")
+            self.train = order[n_held:]
+            held = self.take(order[:n_held])
+        held = held.load() if self.labelled else held
+        shape = tuple(held.shape)
+        observed = self.rng.random(shape) >= hidden
+        if self.labelled:
+            observed = xr.DataArray(observed, dims=held.dims, coords=held.coords)
+        return held, observed
+
+    def pass_batches(self, p: int, batch_size: int) -> Iterable:
+        """Pass ``p``'s batches, each split in two halves of alternate samples."""
+        if not self.array:
+            for batch in self.data[1:]:
+                yield batch[0::2], batch[1::2]
+            return
+        # each pass's order from the seed and the pass alone: a worker that runs a pass
+        # (client=) draws the order the sequential run draws
+        order = np.random.default_rng([self.seed, p]).permutation(self.train)
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            if len(rows) >= 2:
+                yield self.take(rows[0::2]), self.take(rows[1::2])
+
+    def fit_kwargs(self, modes: Any) -> dict:
+        if self.labelled:
+            return {"sample_dim": self.sample_dim, "modes": modes}
+        return {"modes": modes}
+
+
+def _train_pass(alive: list, batches: Iterable, source: _Source, verbose: bool) -> None:
+    """Every live candidate learns from each batch as it is read (one read for all)."""
+    progress = None
+    if verbose:
+        from tqdm.auto import tqdm
+
+        progress = tqdm(desc=f"select ({len(alive)} candidates)", unit="batch")
+    for halves in batches:
+        for c in alive:
+            _step(c, halves, source)
+        if progress is not None:
+            progress.update(1)
+    if progress is not None:
+        progress.close()
+
+
+def _step(c: _Candidate, halves: tuple, source: _Source) -> None:
+    start = time.perf_counter()
+    for learner, batch in zip(c.halves, halves):
+        kwargs = source.fit_kwargs(c.modes) if "state_" not in learner.__dict__ else {}
+        learner.partial_fit(batch, **kwargs)
+    c.seconds += time.perf_counter() - start
+
+
+def _train_on_cluster(client: Any, alive: list, source: _Source, p: int,
+                      batch_size: int) -> None:
+    """The candidates of one pass as tasks: each worker reads the pass's batches itself, in
+    the same order, so every candidate learns what it learns in one process."""
+    futures = client.map(_train_alone, alive, [source] * len(alive), [p] * len(alive),
+                         [batch_size] * len(alive), pure=False)
+    for c, trained in zip(alive, client.gather(futures)):
+        c.halves, c.seconds = trained.halves, trained.seconds
+
+
+def _train_alone(c: _Candidate, source: _Source, p: int, batch_size: int) -> _Candidate:
+    for halves in source.pass_batches(p, batch_size):
+        _step(c, halves, source)
+    return c
+
+
+def _scores(c: _Candidate, held: Any, observed: Any, source: _Source) -> dict:
+    """Held-out and imputation errors per held-out sample (mean of the two halves'),
+    replicability per component, the state's bytes."""
+    full = np.mean([_relative_errors(m, held, None, source) for m in c.halves], axis=0)
+    imputed = np.mean([_relative_errors(m, held, observed, source) for m in c.halves], axis=0)
+    return {"heldout": full, "imputation": imputed,
+            "components": factor_match(c.halves[0].loadings_, c.halves[1].loadings_),
+            "bytes": sum(_nbytes(m) for m in c.halves) // 2,
+            "parameters": c.rank * sum(int(U.shape[0]) for U in c.halves[0].loadings_)}
+
+
+def _relative_errors(model: Any, held: Any, observed: Any, source: _Source) -> np.ndarray:
+    """Per sample: squared error over the entries scored (all, or the hidden ones) over the
+    squared norm of those entries."""
+    estimate = model.reconstruct(held, mask=observed)
+    if source.labelled:
+        x, estimate = held.values, estimate.transpose(*held.dims).values
+        scored = np.ones(x.shape, bool) if observed is None else ~observed.values
+    else:
+        x, estimate = to_numpy(held), to_numpy(estimate)
+        scored = np.ones(x.shape, bool) if observed is None else ~observed
+    axes = tuple(range(1, x.ndim))
+    if source.labelled:
+        sample_axis = held.dims.index(source.sample_dim)
+        axes = tuple(a for a in range(x.ndim) if a != sample_axis)
+    error = np.sum(np.where(scored, (x - estimate) ** 2, 0.0), axis=axes)
+    norm = np.sum(np.where(scored, x ** 2, 0.0), axis=axes)
+    return error / np.where(norm > 0, norm, 1.0)
+
+
+def _nbytes(model: Any) -> int:
+    leaves = list(model.loadings_) + list((model.statistics_ or {}).values())
+    return int(sum(to_numpy(x).nbytes for x in leaves if hasattr(x, "shape")))
+
+
+def _halve(alive: list, halving: float, tolerance: float) -> None:
+    """Successive halving: keep the best ``1/halving`` by imputation error and every
+    candidate within one standard error or ``4 * tolerance`` times the best: the right rank
+    may still trail larger ones after a pass (it closes the gap more slowly), and must not be
+    dropped for that."""
+    if halving == 1 or len(alive) < 2:
+        return
+    means = np.array([c.scores["imputation"].mean() for c in alive])
+    best = int(np.argmin(means))
+    bar = means[best] * (1 + 4 * tolerance) + _se(alive[best].scores["imputation"])
+    n_keep = max(1, math.ceil(len(alive) / halving))
+    kept = set(np.argsort(means, kind="stable")[:n_keep].tolist())
+    for i, c in enumerate(alive):
+        c.alive = i in kept or means[i] <= bar
+
+
+def _se(values: np.ndarray) -> float:
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def _result(candidates: list, modes: list, ranks: list, minimum: float,
+            tolerance: float) -> Selection:
+    groupings = [_grouping_text(m) for m in modes]
+    n_comp = max(ranks)
+    shape = (len(groupings), len(ranks))
+    table = {name: np.full(shape, np.nan) for name in (
+        "imputation_error", "imputation_se", "heldout_error", "heldout_se", "replicability",
+        "fit_seconds", "state_bytes", "n_parameters")}
+    passes = np.zeros(shape, int)
+    per_component = np.full((*shape, n_comp), np.nan)
+    for c in candidates:
+        i, j = groupings.index(c.grouping), ranks.index(c.rank)
+        s = c.scores
+        values = {"imputation_error": s["imputation"].mean(),
+                  "imputation_se": _se(s["imputation"]), "heldout_error": s["heldout"].mean(),
+                  "heldout_se": _se(s["heldout"]), "replicability": s["components"].min(),
+                  "fit_seconds": c.seconds, "state_bytes": s["bytes"],
+                  "n_parameters": s["parameters"]}
+        for name, value in values.items():
+            table[name][i, j] = value
+        per_component[i, j, :c.rank] = s["components"]
+        passes[i, j] = c.passes
+    coords = {"grouping": groupings, "rank": ranks}
+    ds = xr.Dataset({name: (("grouping", "rank"), v) for name, v in table.items()},
+                    coords=coords)
+    ds["replicability_per_component"] = (("grouping", "rank", "component"), per_component)
+    ds["passes"] = (("grouping", "rank"), passes)
+    ds["replicable"] = ds["replicability"] >= minimum
+    ds.attrs["min_replicability"], ds.attrs["tolerance"] = minimum, tolerance
+    chosen, rule = _choose(ds, tolerance)
+    ds.attrs["rule"] = rule
+    ds.attrs["chosen_grouping"], ds.attrs["chosen_rank"] = chosen
+    return Selection(ds, {"grouping": chosen[0], "modes": modes[groupings.index(chosen[0])],
+                          "n_components": int(chosen[1])})
+
+
+def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
+    """The rule: fewest parameters within one SE (or ``tolerance`` times) of the best
+    replicable imputation error (among the candidates that ran every pass)."""
+    ran = ds["passes"] == ds["passes"].max()
+    pool = ran & ds["replicable"]
+    rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
+            f"imputation error, among replicable")
+    if not bool(pool.any()):
+        pool, rule = ran, rule.replace("among replicable", "none replicable: among all")
+    error = ds["imputation_error"].where(pool)
+    best = error.argmin(dim=("grouping", "rank"))
+    lowest = float(error.isel(best))
+    bar = lowest + max(float(ds["imputation_se"].isel(best)), tolerance * lowest)
+    within = pool & (ds["imputation_error"] <= bar)
+    stacked = ds[["n_parameters", "imputation_error"]].where(within).stack(c=("grouping",
+                                                                            "rank"))
+    stacked = stacked.dropna("c", subset=["n_parameters"])
+    order = np.lexsort((stacked["imputation_error"].values, stacked["n_parameters"].values))
+    pick = stacked.isel(c=int(order[0]))
+    return (str(pick["grouping"].values), int(pick["rank"].values)), rule
+
+
+class Grouped:
+    """A learner that regroups its input by ``modes``: scikit-learn's model selection
+    (``GridSearchCV``, ``cross_val_score``, pipelines) can then search the grouping like any
+    other parameter.
+
+    Parameters
+    ----------
+    learner : OnlineLearner
+        The learner to fit (cloned by ``fit``; its parameters are searched as
+        ``learner__n_components`` and so on).
+    modes : list or str, optional
+        The grouping ``fit`` gives the learner (see :mod:`tensorstream.modes`); None keeps
+        every axis a mode.
+
+    Attributes
+    ----------
+    learner_ : OnlineLearner
+        The fitted clone.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.model_selection import GridSearchCV
+    >>> from tensorstream import OnlineCPDL
+    >>> X = np.random.default_rng(0).random((60, 4, 3, 2))
+    >>> search = GridSearchCV(Grouped(OnlineCPDL(2, max_iter=1, random_state=0)),
+    ...                       {"modes": ["0;1;2", "0,1;2"], "learner__n_components": [1, 2]},
+    ...                       cv=2).fit(X)
+    >>> sorted(search.best_params_)
+    ['learner__n_components', 'modes']
+    """
+
+    def __init__(self, learner: Any, modes: Any = None):
+        self.learner = learner
+        self.modes = modes
+
+    def get_params(self, deep: bool = True) -> dict:
+        """``learner`` and ``modes``, and with ``deep`` the learner's as ``learner__name``."""
+        params = {"learner": self.learner, "modes": self.modes}
+        if deep and hasattr(self.learner, "get_params"):
+            params.update({f"learner__{k}": v for k, v in self.learner.get_params().items()})
+        return params
+
+    def set_params(self, **params: Any) -> Grouped:
+        """Set ``learner``, ``modes`` or the learner's ``learner__name``."""
+        nested = {k.split("__", 1)[1]: v for k, v in params.items() if k.startswith("learner__")}
+        for name, value in params.items():
+            if name in ("learner", "modes"):
+                setattr(self, name, value)
+            elif not name.startswith("learner__"):
+                raise ValueError(f"invalid parameter {name!r} for Grouped; valid parameters "
+                                 f"are 'learner', 'modes' and the learner's as 'learner__name'")
+        if nested:
+            self.learner.set_params(**nested)
+        return self
+
+    def __repr__(self) -> str:
+        return f"Grouped({self.learner!r}, modes={self.modes!r})"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return "learner_" in self.__dict__
+
+    def __sklearn_tags__(self) -> Any:
+        return self.learner.__sklearn_tags__()  # what the learner takes, it takes
+
+    def _fitted(self) -> Any:
+        if "learner_" not in self.__dict__:
+            from .learners._base import NotFittedError
+
+            raise NotFittedError("this Grouped learner is not fitted yet; call fit first")
+        return self.learner_
+
+    def fit(self, X: Any, y: Any = None, **fit_params: Any) -> Grouped:
+        """Fit a clone of the learner on ``X`` regrouped by ``modes``."""
+        learner = type(self.learner)(**self.learner.get_params())
+        learner.fit(X, **({} if self.modes is None else {"modes": self.modes}), **fit_params)
+        self.learner_ = learner
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None, **fit_params: Any) -> Grouped:
+        """Learn from one batch (the first one clones the learner)."""
+        learner = self.__dict__.get("learner_") or type(self.learner)(
+            **self.learner.get_params())
+        first = "learner_" not in self.__dict__
+        grouping = {"modes": self.modes} if first and self.modes is not None else {}
+        learner.partial_fit(X, **grouping, **fit_params)
+        self.learner_ = learner
+        return self
+
+    def transform(self, X: Any, **kwargs: Any) -> Any:
+        """The fitted learner's codes of ``X``."""
+        return self._fitted().transform(X, **kwargs)
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        """``fit(X)`` then ``transform(X)``."""
+        return self.fit(X, **fit_params).transform(X)
+
+    def inverse_transform(self, codes: Any) -> Any:
+        """Samples from codes, in the axes ``X`` was given in."""
+        return self._fitted().inverse_transform(codes)
+
+    def score(self, X: Any, y: Any = None, **kwargs: Any) -> float:
+        """The fitted learner's score (minus the mean coding objective)."""
+        return self._fitted().score(X, **kwargs)

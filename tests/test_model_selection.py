@@ -1,0 +1,204 @@
+"""Choosing the grouping and the rank (issue #32): the rule finds planted CP structure, the
+scores mean what they say, every input gives the same answer, bad choices are named."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+import xarray as xr
+from state_helpers import LEARNERS, entry_of, make
+
+from tensorstream import OnlineCPDL, OnlineNMF
+from tensorstream.model_selection import Grouped, factor_match, select
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+GROUPINGS = ["0;1;2", "0,1;2", "0,1,2"]
+
+
+def planted(seed=0, rank=3, n=800, noise=0.1, joint_space=False):
+    """Samples of shape (6, 6, 3) with CP rank ``rank`` in the modes (y, x, channel); with
+    ``joint_space`` the spatial atoms are full 6 x 6 patterns (rank ``rank`` in (y.x, channel)
+    only)."""
+    rng = np.random.default_rng(seed)
+    C, H = rng.random((3, rank)), rng.random((n, rank))
+    if joint_space:
+        space = rng.random((36, rank)) ** 4  # sparse-ish patterns, far from rank one
+        X = np.einsum("nr,sr,kr->nsk", H, space, C).reshape(n, 6, 6, 3)
+    else:
+        X = np.einsum("nr,ir,jr,kr->nijk", H, rng.random((6, rank)), rng.random((6, rank)), C)
+    return np.abs(X + noise * X.std() * rng.standard_normal(X.shape))
+
+
+def run(X, **kwargs):
+    settings = {"modes": GROUPINGS, "n_components": [1, 2, 3, 4, 5], "n_passes": 2, **kwargs}
+    return select(OnlineCPDL(3, batch_size=64, random_state=0), X, **settings)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_planted_rank_and_grouping_are_chosen(seed):
+    """Enough steps for the right rank to converge (benchmarks/bench_selection.py measures
+    the share of seeds over noise levels; on 800 samples and 2 passes the right rank still
+    trails larger ones)."""
+    result = run(planted(seed, n=1500, noise=0.2), n_passes=3)
+    assert result.chosen["grouping"] == "0;1;2"
+    assert result.chosen["n_components"] == 3
+
+
+def test_a_planted_joint_grouping_is_chosen():
+    """Full spatial patterns are no rank-one atoms: three separate modes need more parameters
+    than the joint (y.x, channel) grouping of rank 3, which the rule prefers."""
+    result = run(planted(0, joint_space=True))
+    assert result.chosen == {"grouping": "0,1;2", "modes": "0,1;2", "n_components": 3}
+
+
+def test_the_table_holds_every_score():
+    result = run(planted(0, n=400), n_passes=1)
+    table = result.table
+    assert dict(table.sizes) == {"grouping": 3, "rank": 5, "component": 5}
+    for name in ("imputation_error", "imputation_se", "heldout_error", "heldout_se",
+                 "replicability", "fit_seconds", "state_bytes", "n_parameters"):
+        assert table[name].dims == ("grouping", "rank")
+        assert np.isfinite(table[name]).all(), name
+    assert (table["n_parameters"].sel(grouping="0;1;2") == [15, 30, 45, 60, 75]).all()
+    # a rank-2 candidate has two matched components, the others NaN
+    per = table["replicability_per_component"].sel(grouping="0;1;2", rank=2).values
+    assert np.isfinite(per[:2]).all() and np.isnan(per[2:]).all()
+    # more components never fit the held-out samples (coded from all entries) worse by much
+    heldout = table["heldout_error"].sel(grouping="0;1;2").values
+    assert heldout[2] < 0.5 * heldout[0]
+
+
+def test_successive_halving_drops_poor_candidates_and_keeps_the_chosen():
+    result = run(planted(0), n_passes=3)
+    passes = result.table["passes"]
+    assert int(passes.min()) == 1 and int(passes.max()) == 3
+    assert int(passes.sel(grouping="0;1;2", rank=3)) == 3
+    assert (run(planted(0, n=400), n_passes=2, halving=1).table["passes"] == 2).all()
+
+
+def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
+    learner = OnlineCPDL(3, batch_size=64, random_state=0)
+    X = planted(0, n=400)
+    first = select(learner, X, modes=GROUPINGS[:2], n_components=[2, 3], n_passes=1)
+    second = select(learner, X, modes=GROUPINGS[:2], n_components=[2, 3], n_passes=1)
+    xr.testing.assert_identical(first.table.drop_vars("fit_seconds"),
+                                second.table.drop_vars("fit_seconds"))
+    assert "state_" not in learner.__dict__
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
+def test_torch_gives_the_numpy_answer():
+    import torch
+
+    X = planted(0, n=400)
+    kwargs = {"modes": GROUPINGS[:2], "n_components": [2, 3], "n_passes": 1}
+    on_numpy = select(OnlineCPDL(3, batch_size=64, random_state=0), X, **kwargs)
+    on_torch = select(OnlineCPDL(3, batch_size=64, random_state=0), torch.tensor(X), **kwargs)
+    assert on_numpy.chosen == on_torch.chosen
+    np.testing.assert_allclose(on_numpy.table["imputation_error"],
+                               on_torch.table["imputation_error"], rtol=1e-8)
+
+
+def test_dataarrays_and_files_take_dim_names(tmp_path):
+    X = planted(0, n=400)
+    da = xr.DataArray(X, dims=("patch", "y", "x", "channel"))
+    kwargs = {"n_components": [2, 3], "n_passes": 1}
+    labelled = select(OnlineCPDL(3, batch_size=64, random_state=0), da, sample_dim="patch",
+                      modes=["y;x;channel", "y,x;channel"], **kwargs)
+    plain = select(OnlineCPDL(3, batch_size=64, random_state=0), X,
+                   modes=["0;1;2", "0,1;2"], **kwargs)
+    assert list(labelled.table.grouping.values) == ["y;x;channel", "y,x;channel"]
+    np.testing.assert_allclose(labelled.table["imputation_error"].values,
+                               plain.table["imputation_error"].values, rtol=1e-8)
+    np.save(tmp_path / "patches.npy", X)
+    from_file = select(OnlineCPDL(3, batch_size=64, random_state=0), tmp_path / "patches.npy",
+                       modes=["axis1;axis2;axis3", "axis1,axis2;axis3"], **kwargs)
+    np.testing.assert_allclose(from_file.table["imputation_error"].values,
+                               plain.table["imputation_error"].values, rtol=1e-8)
+
+
+def test_a_list_of_batches_holds_its_first_batch_out():
+    X = planted(0, n=400)
+    result = select(OnlineNMF(2, random_state=0), [X[i:i + 50] for i in range(0, 400, 50)],
+                    modes=["0,1,2"], n_components=[1, 2], n_passes=1)
+    assert result.table["passes"].values.tolist() == [[1, 1]]
+
+
+def test_a_dask_client_gives_the_same_answer():
+    distributed = pytest.importorskip("distributed")
+    X = planted(0, n=400)
+    kwargs = {"modes": GROUPINGS[:2], "n_components": [2, 3], "n_passes": 2}
+    alone = select(OnlineCPDL(3, batch_size=64, random_state=0), X, **kwargs)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        parallel = select(OnlineCPDL(3, batch_size=64, random_state=0), X, client=client,
+                          **kwargs)
+    assert parallel.chosen == alone.chosen
+    xr.testing.assert_identical(parallel.table.drop_vars("fit_seconds"),
+                                alone.table.drop_vars("fit_seconds"))
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"modes": ["0;1;2", "0;1"]}, ValueError, r"candidate '0;1'.*axes \[2\]"),
+    ({"modes": ["0;1;2", "0;1;2"]}, ValueError, "listed twice"),
+    ({"modes": "0;1;2"}, ValueError, "a list of candidate groupings"),
+    ({"n_components": [0, 2]}, ValueError, "n_components: give a list of positive"),
+    ({"n_passes": 0}, ValueError, "n_passes must be a positive integer"),
+    ({"hidden": 0}, ValueError, "hidden must be in"),
+    ({"halving": 0.5}, ValueError, "halving must be >= 1"),
+])
+def test_bad_choices_are_named(kwargs, error, message):
+    settings = {"modes": ["0;1;2"], "n_components": [2], **kwargs}
+    with pytest.raises(error, match=message):
+        select(OnlineCPDL(2), planted(0, n=100), **settings)
+
+
+def test_factor_match_matches_components_one_to_one():
+    rng = np.random.default_rng(0)
+    loadings = [rng.random((5, 3)), rng.random((4, 3))]
+    permuted = [2.0 * U[:, [2, 0, 1]] for U in loadings]  # order and scale do not count
+    np.testing.assert_allclose(factor_match(loadings, permuted), 1.0)
+    other = [np.eye(5)[:, :3], np.eye(4)[:, 1:]]
+    assert factor_match([np.eye(5)[:, :3], np.eye(4)[:, :3]], other).max() == 0.0
+
+
+def test_the_plot_draws_a_line_per_grouping():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    result = run(planted(0, n=300), n_passes=1)
+    axes = result.plot()
+    assert len(axes[1].get_lines()) == 3 + 1  # one per grouping, and the threshold
+
+
+ONLINE = [name for name in LEARNERS if entry_of(name).kind == "online"]
+
+
+@pytest.mark.parametrize("name", ONLINE)
+def test_grid_search_over_rank_and_grouping_works_on_every_learner(name):
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+
+    X = planted(0, n=120)
+    groupings = ["0,1,2", "2,0,1"] if entry_of(name).matrix else ["0;1;2", "0,1;2"]
+    grouped = Grouped(make(name), modes=groupings[0])
+    assert clone(grouped).get_params()["learner__n_components"] == 2
+    search = GridSearchCV(grouped, {"modes": groupings, "learner__n_components": [1, 2]},
+                          cv=2).fit(X)
+    assert search.best_params_["modes"] in groupings
+    best = search.best_estimator_.learner_
+    assert best.array_layout_.text == search.best_params_["modes"]
+    assert best.n_components_ == search.best_params_["learner__n_components"]
+    assert search.best_estimator_.inverse_transform(search.transform(X[:3])).shape == (3, 6, 6, 3)
+
+
+def test_grouped_names_its_parameters_and_refuses_unfitted_use():
+    grouped = Grouped(OnlineCPDL(2), modes="0,1;2")
+    with pytest.raises(ValueError, match="invalid parameter 'rank' for Grouped"):
+        grouped.set_params(rank=3)
+    grouped.set_params(learner__n_components=4, modes="0;1;2")
+    assert (grouped.learner.n_components, grouped.modes) == (4, "0;1;2")
+    with pytest.raises(ValueError, match="not fitted yet"):
+        grouped.transform(planted(0, n=5))
+    grouped.partial_fit(planted(0, n=40)).partial_fit(planted(1, n=40))
+    assert grouped.learner_.n_steps_ == 2 and "state_" not in grouped.learner.__dict__
