@@ -20,8 +20,11 @@ Columns: the corrupted input itself, plain ``OnlineNMF``, scikit-learn's ``MiniB
 every robust learner with its defaults (``RobustOnlineNMF``, ``OnlineRobustPCA``,
 ``OnlineMaxNormMD``, the batch ``RobustNMF``), batch PCP (ours: ``RobustPCA``; TensorLy's
 ``robust_pca``) and the clean ceiling (scikit-learn's ``NMF`` fitted to the clean data). Each
-cell is the PSNR (dB) of the method's low-rank reconstruction of the corrupted data against
-the clean data; the online learners stream the samples once per pass with their own
+cell is the PSNR (dB) against the clean data of the method's output on the corrupted data:
+for the plain learners their reconstruction, for the robust ones their ``denoise`` (the
+entries they flag as outliers replaced by their low-rank part, the others as observed; PCP's
+by the same rule on its sparse part; ``--low-rank``: the low-rank part alone); the online
+learners stream the samples once per pass with their own
 ``max_iter`` and reconstruct the same samples by ``transform`` (a new corrupted sample gets the
 same treatment). For the video, the cell is the F1 score of the outlier support
 (``|outliers| > 0.1``) against the object's pixels, and ``fps`` the frames per second of fit +
@@ -164,13 +167,29 @@ def psnr(estimate: np.ndarray, clean: np.ndarray) -> float:
     return float("inf") if mse == 0 else 10 * np.log10(1.0 / mse)
 
 
+#: what a robust method's cell measures: ``"denoise"`` (its ``denoise`` output: the entries it
+#: flags replaced by its low-rank part, the others as observed; for PCP the same rule on its
+#: sparse part) or ``"low-rank"`` (its low-rank part alone, as for the plain learners)
+OUTPUT = {"kind": "denoise"}
+
+
+def _cleaned(X: np.ndarray, low_rank: np.ndarray, outliers: np.ndarray) -> np.ndarray:
+    """The output a cell measures (``OUTPUT``), from a method's parts."""
+    if OUTPUT["kind"] == "low-rank":
+        return low_rank
+    return np.where(outliers == 0, X, low_rank)
+
+
 def _online(cls: type, **fixed: object) -> Callable:
-    """Fit ``cls`` (defaults, ``random_state=0``) on the data; its low-rank part and outliers."""
+    """Fit ``cls`` (defaults, ``random_state=0``) on the data; its output and outliers."""
     def run(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
         model = cls(K, random_state=0, **fixed).fit(X)
         low_rank = to_numpy(model.inverse_transform(model.transform(X)))
-        outliers = to_numpy(model.outliers(X)) if hasattr(model, "outliers") else None
-        return low_rank, outliers
+        if not hasattr(model, "denoise"):
+            return low_rank, None
+        if OUTPUT["kind"] == "denoise":
+            low_rank = to_numpy(model.denoise(X))
+        return low_rank, to_numpy(model.outliers(X))
     return run
 
 
@@ -185,14 +204,16 @@ def _pcp_ours(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
     from tensorstream.learners.robust_pca import RobustPCA
 
     model = RobustPCA().fit(X)
-    return to_numpy(model.low_rank_), to_numpy(model.sparse_)
+    sparse = to_numpy(model.sparse_)
+    return _cleaned(X, to_numpy(model.low_rank_), sparse), sparse
 
 
 def _pcp_tensorly(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
     from tensorly.decomposition import robust_pca
 
     low_rank, sparse = robust_pca(X, reg_E=1 / np.sqrt(max(X.shape)), reg_J=0.5, verbose=0)
-    return np.asarray(low_rank), np.asarray(sparse)
+    sparse = np.asarray(sparse)
+    return _cleaned(X, np.asarray(low_rank), sparse), sparse
 
 
 def methods() -> dict[str, Callable]:
@@ -254,8 +275,8 @@ def image_rows(sets: dict, kinds: list[str], strengths: list[str]) -> list[dict]
                        "input": (psnr(np.clip(Xc, 0, 1), X), 0.0),
                        "ceiling": (clean_ceiling, 0.0)}
                 for method, run in table.items():
-                    (low_rank, _), seconds = timed(run, Xc, K)
-                    row[method] = (psnr(low_rank, X), seconds)
+                    (output, _), seconds = timed(run, Xc, K)
+                    row[method] = (psnr(output, X), seconds)
                 rows.append(row)
                 print(format_row(row), flush=True)
     return rows
@@ -266,9 +287,9 @@ def video_row(n_frames: int) -> dict:
     clean, corrupted, truth = video(n_frames)
     row = {"data": "video", "class": "foreground", "strength": "-"}
     for method, run in methods().items():
-        (low_rank, outliers), seconds = timed(run, corrupted, 3)
+        (output, outliers), seconds = timed(run, corrupted, 3)
         if outliers is None:  # plain NMF: the residual is its foreground
-            outliers = corrupted - low_rank
+            outliers = corrupted - output
         row[method] = (f1(outliers, truth), n_frames / seconds)
     print(format_row(row, unit="F1 / fps"), flush=True)
     return row
@@ -321,7 +342,10 @@ def main(argv: list[str] | None = None) -> None:
     size.add_argument("--quick", action="store_true", help="faces and video, two classes")
     size.add_argument("--small", action="store_true", help="every class, weak strength only")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    parser.add_argument("--low-rank", action="store_true",
+                        help="measure the robust methods' low-rank part, not their denoise output")
     args = parser.parse_args(argv)
+    OUTPUT["kind"] = "low-rank" if args.low_rank else "denoise"
     kinds, strengths = list(CORRUPTIONS), list(STRENGTHS)
     sets = {"faces": (faces(), 25, (25, 25)), "patches": (patches(), 16, (8, 8))}
     n_frames = 120

@@ -73,9 +73,11 @@ from ..core.validation import (
 )
 from ..engine import Codes
 from ..engine.loop import usable_scale
+from ..labels import from_samples
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
 from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, OnlineLearner
+from ._output import replace_flagged
 from .nmf import loadings_from_init
 from .ocpdl import SurrogateCP
 
@@ -478,8 +480,34 @@ class RobustOnlineNMF(OnlineLearner):
 
     def outliers(self, X: Any, mask: Any = None) -> Any:
         """The outlier part ``E`` of ``X`` (``X`` ~ ``inverse_transform(codes) + E``; 0 on
-        missing entries)."""
-        return self.decompose(X, mask)[1]
+        missing entries), shaped like ``X`` (labelled like it when it is a DataArray)."""
+        _, coded, _, relabel = self._coded_parts(X, mask)
+        return relabel(coded.outliers)
+
+    def denoise(self, X: Any, mask: Any = None) -> Any:
+        """``X`` with its outliers removed: every entry the model calls an outlier (``E != 0``)
+        or that is missing is replaced by the reconstruction ``W h``; the others stay as
+        observed (labelled like ``X`` when it is a DataArray).
+
+        Unlike ``W h`` alone it keeps the detail the dictionary cannot express; unlike
+        ``X - E`` it leaves no trace of an outlier (the l1 weight shrinks ``E`` by
+        ``outlier_alpha_``, which ``X - E`` would keep).
+        """
+        data, coded, mask, relabel = self._coded_parts(X, mask)
+        with using(self.backend_):
+            low_rank = reconstruct(self.loadings_, coded.codes)
+            return relabel(replace_flagged(data, low_rank, coded.outliers, mask))
+
+    def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, Codes, Any, Any]:
+        """The checked samples, their coding step, the mask, and the function that labels a
+        result of the samples' shape like ``X`` (the identity for unlabelled ``X``)."""
+        self._check_fitted()
+        data, mask, layout = self._checked_input(X, mask)
+        coded = self._coded(data, mask)
+        if layout is None:
+            return data, coded, mask, lambda result: result
+        layout = layout.with_samples(X)
+        return data, coded, mask, lambda result: from_samples(result, layout)
 
     @property
     def scale_(self) -> float:
@@ -975,6 +1003,14 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def outliers(self, X: Any) -> Any:
         """Outliers of new samples, shaped like ``X``."""
         return self.decompose(X)[1]
+
+    def denoise(self, X: Any) -> Any:
+        """New samples with their outliers removed: entries the model calls outliers
+        (``E != 0``) replaced by the reconstruction ``W h``, the others as observed."""
+        codes, outliers = self.decompose(X)  # checks the learner and the input first
+        with using(self.backend_):
+            return replace_flagged(self._validate(X), tl.dot(codes, self.components_),
+                                   outliers)
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """``fit(X)``, then the codes of ``X`` against the learned components (as ``transform``
