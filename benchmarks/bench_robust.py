@@ -272,7 +272,7 @@ def image_rows(sets: dict, kinds: list[str], strengths: list[str]) -> list[dict]
             for strength in strengths:
                 Xc = corrupt(X, kind, strength, shape)
                 row = {"data": name, "class": kind, "strength": strength,
-                       "input": (psnr(np.clip(Xc, 0, 1), X), 0.0),
+                       "input": (psnr(Xc, X), 0.0),
                        "ceiling": (clean_ceiling, 0.0)}
                 for method, run in table.items():
                     (output, _), seconds = timed(run, Xc, K)
