@@ -29,6 +29,14 @@ def _outlier_data(seed=0):
     return X
 
 
+def _winsorised_mean(X):
+    """The data scale as documented: each sample's absolute entries clipped at 5 times their
+    median, then the mean over the batch."""
+    rows = np.abs(X.reshape(len(X), -1))
+    limits = 5 * np.median(rows, axis=1, keepdims=True)
+    return np.minimum(rows, limits).mean()
+
+
 def _parts(model, X):
     H, R = model.decompose(X)
     return to_numpy(H) @ to_numpy(model.components_), to_numpy(R)
@@ -62,7 +70,7 @@ def test_batch_learner_is_scale_free(solver):
     fits = {c: RobustNMF(3, solver=solver, max_iter=30, random_state=0).fit(c * X)
             for c in (1e-8, 1.0, 1e8)}
     for c, model in fits.items():
-        assert model.scale_ == pytest.approx(c * np.abs(X).mean(), rel=1e-12)
+        assert model.scale_ == pytest.approx(c * _winsorised_mean(X), rel=1e-12)
         np.testing.assert_allclose(model.codes_ @ model.components_ / c,
                                    fits[1.0].codes_ @ fits[1.0].components_, rtol=1e-6,
                                    atol=1e-9)
@@ -76,7 +84,7 @@ def test_the_scale_is_kept_in_checkpoints(tmp_path):
     X = _outlier_data()
     model = RobustOnlineNMF(3, batch_size=10, random_state=0).partial_fit(100 * X[:10])
     resumed = load(model.save(tmp_path / "robust"))
-    assert resumed.scale_ == model.scale_ == pytest.approx(100 * np.abs(X[:10]).mean())
+    assert resumed.scale_ == model.scale_ == pytest.approx(100 * _winsorised_mean(X[:10]))
     for learner in (model, resumed):
         learner.partial_fit(100 * X[10:20])  # later batches keep the first batch's scale
     assert resumed.scale_ == model.scale_
@@ -103,7 +111,7 @@ def test_paper_params_are_the_papers_settings(cls):
     fitted = model.set_params(random_state=0).fit(X)
     assert fitted.scale_ == 1.0
     default = cls(3, random_state=0)
-    assert default.outlier_alpha == "auto" and default.outlier_bound == 10.0
+    assert default.outlier_alpha == "auto" and default.outlier_bound is None
     assert default.data_scale == "auto"
 
 
@@ -184,9 +192,11 @@ def test_a_checkpoint_from_before_data_scale_resumes_as_before(tmp_path):
     np.testing.assert_array_equal(resumed.components_, paper.components_)
 
 
-def test_the_default_box_keeps_a_gross_outlier_out_of_the_dictionary():
-    """One entry of 1e10 in order-1 data: the other samples keep a good fit (0.076 measured;
-    0.19 without the box, 0.95 at the paper's settings)."""
+def test_a_gross_outlier_stays_out_of_the_dictionary():
+    """One entry of 1e10 in order-1 data: the other samples keep a good fit (the winsorised
+    data scale keeps the unit of the thresholds at the data's; with the plain mean it was 5e7
+    and the fit 0.19 without a box, 0.076 with the box of 10 data units, 0.95 at the paper's
+    settings)."""
     rng = np.random.default_rng(0)
     clean = rng.random((60, 3)) @ rng.random((3, 20)) / 3
     X = clean.copy()
@@ -240,3 +250,20 @@ def test_the_batch_learner_with_its_defaults_fits_faces_with_outliers():
     theirs = NMF(25, random_state=0).fit(data.X)
     assert fitted >= psnr(faces, theirs.transform(data.X) @ theirs.components_) + 0.5
     assert fitted >= psnr(faces, data.X) + 3.0 and abs(coded - fitted) < 0.3
+
+
+@pytest.mark.parametrize("cls", [RobustOnlineNMF, RobustNMF])
+def test_gross_entries_do_not_set_the_data_scale(cls):
+    """Spikes in the first batch leave the data scale where the clean data put it (the plain
+    mean made one entry of 1e10 among 200 a scale of 5e7), for every scale of the data."""
+    rng = np.random.default_rng(0)
+    clean = rng.random((20, 10))
+    spiked = clean.copy()
+    spiked[3, 4] = 1e10
+    spiked[7, 1] = 50.0
+    for c in (1e-3, 1.0, 1e3):
+        model = cls(3, random_state=0, **({"max_iter": 2} if cls is RobustNMF else
+                                           {"batch_size": 20}))  # one first batch
+        scale = model.fit(c * spiked).scale_
+        assert scale == pytest.approx(c * _winsorised_mean(spiked), rel=1e-12)
+        assert scale < 1.1 * c * np.abs(clean).mean()

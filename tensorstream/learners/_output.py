@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 import xarray as xr
 
 from ..core.backend import to_numpy
@@ -140,3 +141,13 @@ def _frame(container: str, data: np.ndarray, columns: np.ndarray, index: Any) ->
     import polars as pl
 
     return pl.DataFrame(data, schema=columns, orient="row")
+
+
+def replace_flagged(X: Any, low_rank: Any, outliers: Any, mask: Any = None) -> Any:
+    """``X`` with the entries flagged as outliers (``outliers != 0``) or missing (``mask``
+    0) replaced by ``low_rank``: what every robust learner's ``denoise`` returns (tensors
+    of the active backend, ``mask`` 0/1 in ``X``'s dtype)."""
+    cleaned = tl.where(outliers == 0, X, low_rank)
+    if mask is None:
+        return cleaned
+    return cleaned * mask + low_rank * (1 - mask)

@@ -52,6 +52,7 @@ from ..labels import from_samples
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
+from ._output import replace_flagged
 
 VARIANTS = ("authors", "paper")
 BASIS_SOLVERS = ("bcd_subgrad", "prox_grad")
@@ -145,6 +146,17 @@ class RobustMatrixLearner(OnlineLearner):
         """
         _, coded, _, relabel = self._coded_parts(X, mask)
         return relabel(coded.outliers)
+
+    def denoise(self, X: Any, mask: Any = None) -> Any:
+        """``X`` with its sparse corruption removed: entries the model calls corrupt
+        (``E != 0``) or that are missing are replaced by the low-rank part ``L r``, the others
+        stay as observed (labelled like ``X`` when it is a DataArray).
+
+        The low-rank part alone is ``inverse_transform(transform(X))``.
+        """
+        X, coded, mask, relabel = self._coded_parts(X, mask)
+        with using(self.backend_):
+            return relabel(replace_flagged(X, coded.low_rank, coded.outliers, mask))
 
     def impute(self, X: Any, mask: Any = None) -> Any:
         """``X`` with its missing entries replaced by the model's low-rank part ``L r``

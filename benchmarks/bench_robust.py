@@ -1,0 +1,365 @@
+"""Corruption benchmark of the robust learners on real images (issue #31).
+
+Data that ships offline, scaled to [0, 1]:
+
+- ``faces``: the 100 faces of ``skimage.data.lfw_subset`` (25 x 25, 625 features), K = 25;
+- ``patches``: 8 x 8 patches of ``camera``, ``astronaut`` and ``coffee`` (grey, halved), K = 16;
+- ``video``: frames of ``camera`` (halved twice, 64 x 64) under a slowly changing light, with a
+  real object (a crop of ``coffee``'s cup) moving across it; K = 3.
+
+Corruption classes, each at two strengths (``weak`` / ``strong``), on half of the samples
+(every frame of the video carries its moving object):
+
+- ``block-bright`` / ``block-dark``: one square block at 1 or 0 covering 7% / 15% of a sample;
+- ``salt-pepper``: 5% / 15% of a sample's pixels at 0 or 1;
+- ``stripes``: 1 / 3 dead (0) or saturated (1) rows or columns (sensor defects);
+- ``spikes``: 2% / 5% of a sample's pixels plus ``|Cauchy|`` spikes (scale 2, at most 50);
+- ``foreground`` (video only): the moving object.
+
+Columns: the corrupted input itself, plain ``OnlineNMF``, scikit-learn's ``MiniBatchNMF``,
+every robust learner with its defaults (``RobustOnlineNMF``, ``OnlineRobustPCA``,
+``OnlineMaxNormMD``, the batch ``RobustNMF``), batch PCP (ours: ``RobustPCA``; TensorLy's
+``robust_pca``) and the clean ceiling (scikit-learn's ``NMF`` fitted to the clean data). Each
+cell is the PSNR (dB) against the clean data of the method's output on the corrupted data:
+for the plain learners their reconstruction, for the robust ones their ``denoise`` (the
+entries they flag as outliers replaced by their low-rank part, the others as observed; PCP's
+by the same rule on its sparse part; ``--low-rank``: the low-rank part alone); the online
+learners stream the samples once per pass with their own
+``max_iter`` and reconstruct the same samples by ``transform`` (a new corrupted sample gets the
+same treatment). For the video, the cell is the F1 score of the outlier support
+(``|outliers| > 0.1``) against the object's pixels, and ``fps`` the frames per second of fit +
+transform. Times are wall seconds on the machine the benchmark runs on, BLAS on one thread.
+The last lines print the ratios the issue's goals name: best online robust learner against the
+input, plain OnlineNMF and our PCP, and its time against PCP's.
+
+Usage::
+
+    python benchmarks/bench_robust.py --quick        # one data set per kind, small (~1 min)
+    python benchmarks/bench_robust.py --small        # every class, weak strength only
+    python benchmarks/bench_robust.py                # everything (the table of docs/robustness.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from tensorstream.core.backend import to_numpy
+
+# -- clean data --------------------------------------------------------------------------------
+
+
+def faces(n: int = 100) -> np.ndarray:
+    """The lfw faces, one per row, each scaled to [0, 1]."""
+    from skimage.data import lfw_subset
+
+    X = lfw_subset()[:n].reshape(n, -1).astype(float)
+    X -= X.min(axis=1, keepdims=True)
+    return X / X.max(axis=1, keepdims=True)
+
+
+def patches(n: int = 1500, size: int = 8, seed: int = 0) -> np.ndarray:
+    """``n`` patches of three grey images (halved), one per row, in [0, 1]."""
+    from skimage import data
+    from skimage.color import rgb2gray
+    from skimage.transform import rescale
+
+    rng = np.random.default_rng(seed)
+    images = [data.camera() / 255.0, rgb2gray(data.astronaut()), rgb2gray(data.coffee())]
+    rows = []
+    for k, image in enumerate(images):
+        image = rescale(image, 0.5, anti_aliasing=True)
+        count = n // len(images) + (k < n % len(images))
+        i = rng.integers(0, image.shape[0] - size, count)
+        j = rng.integers(0, image.shape[1] - size, count)
+        rows += [image[a:a + size, b:b + size].ravel() for a, b in zip(i, j)]
+    return np.clip(np.array(rows), 0, 1)
+
+
+def video(n_frames: int = 120, side: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(clean, corrupted, foreground)``: a still of ``camera`` under a slowly changing
+    light (the low-rank background), and the same frames with a crop of ``coffee``'s cup
+    moving across, the object's pixels marked in ``foreground``."""
+    from skimage import data
+    from skimage.color import rgb2gray
+    from skimage.transform import resize
+
+    background = resize(data.camera() / 255.0, (side, side), anti_aliasing=True)
+    cup = resize(rgb2gray(data.coffee())[60:300, 180:460], (16, 18), anti_aliasing=True)
+    light = 0.85 + 0.15 * np.sin(np.linspace(0, 2 * np.pi, n_frames))
+    clean = light[:, None, None] * background[None] * 0.9
+    corrupted, foreground = clean.copy(), np.zeros(clean.shape, dtype=bool)
+    h, w = cup.shape
+    for t in range(n_frames):
+        top = int(8 + 30 * t / n_frames)
+        left = int((side - w) * t / max(n_frames - 1, 1))
+        corrupted[t, top:top + h, left:left + w] = cup
+        foreground[t, top:top + h, left:left + w] = \
+            np.abs(cup - clean[t, top:top + h, left:left + w]) > 0.05
+    return (clean.reshape(n_frames, -1), corrupted.reshape(n_frames, -1),
+            foreground.reshape(n_frames, -1))
+
+
+# -- corruption --------------------------------------------------------------------------------
+
+STRENGTHS = {"weak": 0, "strong": 1}
+
+
+def corrupt(X: np.ndarray, kind: str, strength: str, shape: tuple[int, int],
+            seed: int = 0) -> np.ndarray:
+    """A corrupted copy of ``X`` (one sample a row, images of ``shape``): the class ``kind``
+    on every other sample, at ``strength``."""
+    rng = np.random.default_rng(seed)
+    s = STRENGTHS[strength]
+    out = X.copy()
+    images = out.reshape(len(X), *shape)
+    for i in range(0, len(X), 2):
+        CORRUPTIONS[kind](images[i], s, rng)
+    return out
+
+
+def _block(image: np.ndarray, s: int, rng, value: float) -> None:
+    side = max(1, int(round(np.sqrt((0.07, 0.15)[s] * image.size))))
+    a = rng.integers(0, image.shape[0] - side + 1)
+    b = rng.integers(0, image.shape[1] - side + 1)
+    image[a:a + side, b:b + side] = value
+
+
+def _salt_pepper(image: np.ndarray, s: int, rng) -> None:
+    hit = rng.random(image.shape) < (0.05, 0.15)[s]
+    image[hit] = rng.integers(0, 2, int(hit.sum()))
+
+
+def _stripes(image: np.ndarray, s: int, rng) -> None:
+    for _ in range((1, 3)[s]):
+        value = float(rng.integers(0, 2))
+        if rng.random() < 0.5:
+            image[rng.integers(0, image.shape[0])] = value
+        else:
+            image[:, rng.integers(0, image.shape[1])] = value
+
+
+def _spikes(image: np.ndarray, s: int, rng) -> None:
+    hit = rng.random(image.shape) < (0.02, 0.05)[s]
+    image[hit] += np.minimum(2.0 * np.abs(rng.standard_cauchy(int(hit.sum()))), 50.0)
+
+
+CORRUPTIONS: dict[str, Callable] = {
+    "block-bright": lambda image, s, rng: _block(image, s, rng, 1.0),
+    "block-dark": lambda image, s, rng: _block(image, s, rng, 0.0),
+    "salt-pepper": _salt_pepper,
+    "stripes": _stripes,
+    "spikes": _spikes,
+}
+
+
+# -- methods -----------------------------------------------------------------------------------
+
+
+def psnr(estimate: np.ndarray, clean: np.ndarray) -> float:
+    """Peak signal-to-noise ratio (dB) against ``clean``, data in [0, 1]."""
+    mse = float(np.mean((estimate - clean) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(1.0 / mse)
+
+
+#: what a robust method's cell measures: ``"denoise"`` (its ``denoise`` output: the entries it
+#: flags replaced by its low-rank part, the others as observed; for PCP the same rule on its
+#: sparse part) or ``"low-rank"`` (its low-rank part alone, as for the plain learners)
+OUTPUT = {"kind": "denoise"}
+
+
+def _cleaned(X: np.ndarray, low_rank: np.ndarray, outliers: np.ndarray) -> np.ndarray:
+    """The output a cell measures (``OUTPUT``), from a method's parts."""
+    if OUTPUT["kind"] == "low-rank":
+        return low_rank
+    return np.where(outliers == 0, X, low_rank)
+
+
+def _online(cls: type, **fixed: object) -> Callable:
+    """Fit ``cls`` (defaults, ``random_state=0``) on the data; its output and outliers."""
+    def run(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
+        model = cls(K, random_state=0, **fixed).fit(X)
+        low_rank = to_numpy(model.inverse_transform(model.transform(X)))
+        if not hasattr(model, "denoise"):
+            return low_rank, None
+        if OUTPUT["kind"] == "denoise":
+            low_rank = to_numpy(model.denoise(X))
+        return low_rank, to_numpy(model.outliers(X))
+    return run
+
+
+def _minibatch_nmf(X: np.ndarray, K: int) -> tuple[np.ndarray, None]:
+    from sklearn.decomposition import MiniBatchNMF
+
+    model = MiniBatchNMF(K, random_state=0, max_iter=200)
+    return model.inverse_transform(model.fit_transform(X)), None
+
+
+def _pcp_ours(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    from tensorstream.learners.robust_pca import RobustPCA
+
+    model = RobustPCA().fit(X)
+    sparse = to_numpy(model.sparse_)
+    return _cleaned(X, to_numpy(model.low_rank_), sparse), sparse
+
+
+def _pcp_tensorly(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    from tensorly.decomposition import robust_pca
+
+    low_rank, sparse = robust_pca(X, reg_E=1 / np.sqrt(max(X.shape)), reg_J=0.5, verbose=0)
+    sparse = np.asarray(sparse)
+    return _cleaned(X, np.asarray(low_rank), sparse), sparse
+
+
+def methods() -> dict[str, Callable]:
+    """Every column but the input and the ceiling, by name."""
+    from tensorstream.learners.maxnorm import OnlineMaxNormMD
+    from tensorstream.learners.nmf import OnlineNMF
+    from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+    from tensorstream.learners.robust_pca import OnlineRobustPCA
+
+    return {"OnlineNMF": _online(OnlineNMF), "MiniBatchNMF": _minibatch_nmf,
+            "RobustOnlineNMF": _online(RobustOnlineNMF),
+            "OnlineRobustPCA": _online(OnlineRobustPCA),
+            "OnlineMaxNormMD": _online(OnlineMaxNormMD), "RobustNMF": _online(RobustNMF),
+            "PCP (ours)": _pcp_ours, "PCP (TensorLy)": _pcp_tensorly}
+
+
+#: the online robust learners, whose best the goals compare
+ONLINE_ROBUST = ("RobustOnlineNMF", "OnlineRobustPCA", "OnlineMaxNormMD")
+
+
+def ceiling(X: np.ndarray, K: int) -> np.ndarray:
+    """A rank-``K`` NMF of the clean data (what no method fitted to corrupted data beats)."""
+    from sklearn.decomposition import NMF
+
+    model = NMF(K, init="nndsvda", max_iter=500, random_state=0)
+    return model.inverse_transform(model.fit_transform(X))
+
+
+def timed(run: Callable, *args: object) -> tuple[object, float]:
+    tic = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = run(*args)
+    return result, time.perf_counter() - tic
+
+
+def f1(outliers: np.ndarray | None, truth: np.ndarray, threshold: float = 0.1) -> float:
+    """F1 of the support ``|outliers| > threshold`` against the true foreground."""
+    if outliers is None:
+        return float("nan")
+    found = np.abs(outliers) > threshold
+    hits = float(np.sum(found & truth))
+    return 0.0 if hits == 0 else 2 * hits / (found.sum() + truth.sum())
+
+
+# -- the runs ----------------------------------------------------------------------------------
+
+
+def image_rows(sets: dict, kinds: list[str], strengths: list[str]) -> list[dict]:
+    """One row per (data set, class, strength): PSNR and seconds of every column."""
+    rows = []
+    table = methods()
+    for name, (X, K, shape) in sets.items():
+        clean_ceiling = psnr(ceiling(X, K), X)
+        for kind in kinds:
+            for strength in strengths:
+                Xc = corrupt(X, kind, strength, shape)
+                row = {"data": name, "class": kind, "strength": strength,
+                       "input": (psnr(Xc, X), 0.0),
+                       "ceiling": (clean_ceiling, 0.0)}
+                for method, run in table.items():
+                    (output, _), seconds = timed(run, Xc, K)
+                    row[method] = (psnr(output, X), seconds)
+                rows.append(row)
+                print(format_row(row), flush=True)
+    return rows
+
+
+def video_row(n_frames: int) -> dict:
+    """F1 of the foreground support and frames per second of every method with outliers."""
+    clean, corrupted, truth = video(n_frames)
+    row = {"data": "video", "class": "foreground", "strength": "-"}
+    for method, run in methods().items():
+        (output, outliers), seconds = timed(run, corrupted, 3)
+        if outliers is None:  # plain NMF: the residual is its foreground
+            outliers = corrupted - output
+        row[method] = (f1(outliers, truth), n_frames / seconds)
+    print(format_row(row, unit="F1 / fps"), flush=True)
+    return row
+
+
+COLUMNS = ("input", "OnlineNMF", "MiniBatchNMF", "RobustOnlineNMF", "OnlineRobustPCA",
+           "OnlineMaxNormMD", "RobustNMF", "PCP (ours)", "PCP (TensorLy)", "ceiling")
+
+
+def format_row(row: dict, unit: str = "dB (s)") -> str:
+    cells = []
+    for column in COLUMNS:
+        if column not in row:
+            cells.append("-")
+            continue
+        value, seconds = row[column]
+        cells.append(f"{value:.2f}" if column in ("input", "ceiling") and unit == "dB (s)"
+                     else f"{value:.2f} ({seconds:.1f})")
+    return f"| {row['data']} | {row['class']} | {row['strength']} | " + " | ".join(cells) + " |"
+
+
+def header() -> str:
+    names = " | ".join(COLUMNS)
+    return f"| data | class | strength | {names} |\n|" + "---|" * (3 + len(COLUMNS))
+
+
+def ratios(rows: list[dict], video: dict | None) -> None:
+    """The goals of issue #31, one line per row."""
+    print("\nbest online robust learner against the goals (dB; time as a fraction of PCP's):")
+    for row in rows:
+        best = max(ONLINE_ROBUST, key=lambda name: row[name][0])
+        value, seconds = row[best]
+        print(f"  {row['data']}/{row['class']}/{row['strength']}: {best} "
+              f"input {value - row['input'][0]:+.2f} (>= +2), "
+              f"OnlineNMF {value - row['OnlineNMF'][0]:+.2f} (>= +1.5), "
+              f"PCP {value - row['PCP (ours)'][0]:+.2f} (>= -0.5), "
+              f"time {seconds / row['PCP (ours)'][1]:.3f} (<= 0.05); "
+              f"PCP ours - TensorLy {row['PCP (ours)'][0] - row['PCP (TensorLy)'][0]:+.2f} dB, "
+              f"time {row['PCP (ours)'][1] / row['PCP (TensorLy)'][1]:.2f}x")
+    if video is not None:
+        best = max(ONLINE_ROBUST, key=lambda name: video[name][0])
+        f, fps = video[best]
+        print(f"  video: {best} F1 {f:.3f} vs PCP {video['PCP (ours)'][0]:.3f} (>=), "
+              f"fps {fps / video['PCP (ours)'][1]:.1f}x PCP's (>= 20)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="faces and video, two classes")
+    size.add_argument("--small", action="store_true", help="every class, weak strength only")
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    parser.add_argument("--low-rank", action="store_true",
+                        help="measure the robust methods' low-rank part, not their denoise output")
+    args = parser.parse_args(argv)
+    OUTPUT["kind"] = "low-rank" if args.low_rank else "denoise"
+    kinds, strengths = list(CORRUPTIONS), list(STRENGTHS)
+    sets = {"faces": (faces(), 25, (25, 25)), "patches": (patches(), 16, (8, 8))}
+    n_frames = 120
+    if args.quick:
+        kinds, strengths, n_frames = ["block-bright", "salt-pepper"], ["strong"], 60
+        sets = {"faces": sets["faces"]}
+    elif args.small:
+        strengths = ["weak"]
+    with threadpool_limits(args.threads):
+        print(header())
+        rows = image_rows(sets, kinds, strengths)
+        row = video_row(n_frames)
+    ratios(rows, row)
+
+
+if __name__ == "__main__":
+    main()
