@@ -188,6 +188,7 @@ class ModeLayout:
             Mode(name, group, tuple(da.sizes[d] for d in group)) for name, group in entries
         )
         _check_mode_names(layout_modes, da)
+        _check_unique_labels(da, [d for m in layout_modes for d in m.dims])
         sample_names = [n for n, c in da.coords.items() if sample_dim in c.dims]
         feature_names = [n for n in da.coords if n not in sample_names]
         return cls(
@@ -958,6 +959,23 @@ def _check_mode_names(modes: tuple[Mode, ...], da: xr.DataArray) -> None:
         if names.count(m.name) > 1:
             raise ValueError(
                 f"modes: two modes are named {m.name!r}; name them with a dict of modes"
+            )
+
+
+def _check_unique_labels(da: xr.DataArray, dims: list) -> None:
+    """Refuse repeated labels along a feature dim: later batches are matched to the first by
+    label, and two columns labelled alike could be swapped without anyone noticing."""
+    for dim in dims:
+        if dim not in da.indexes:
+            continue  # no labels: matched by position, as the dim's size is checked
+        index = da.indexes[dim]
+        if index.has_duplicates:
+            repeated = sorted({repr(label) for label in index[index.duplicated()]})
+            raise ValueError(
+                f"dim {dim!r} has repeated labels {', '.join(repeated[:5])}: features are "
+                f"matched by label, so each must be unique; relabel them (e.g. "
+                f"da.assign_coords({{{dim!r}: range(da.sizes[{dim!r}])}})) or drop the "
+                f"coordinate"
             )
 
 
