@@ -100,7 +100,12 @@ def _new_temporary(path: Path) -> tuple[Path, int]:
         try:
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                os.close(made)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
         except BaseException:  # no lock file may outlive its descriptor
             _lock_path(tmp).unlink(missing_ok=True)
             os.close(lock)
