@@ -420,6 +420,17 @@ def test_a_fit_past_max_fit_steps_is_refused_up_front(name, backend):
     model.fit(data(backend), **({} if huge == "n_epochs" else {"n_steps": MAX_FIT_STEPS}))
 
 
+@pytest.mark.parametrize("name", [n for n in LEARNERS if n not in STEPPED])
+def test_batch_max_iter_is_bounded(name):
+    """Batch learners iterate over the whole data up to max_iter: bounded the same way."""
+    model = fitted(name, "numpy").set_params(max_iter=10**12)
+    before = state_of(model)
+    with pytest.raises(ValueError, match="max_iter"):
+        model.fit(data())
+    assert state_of(model) == before
+    model.set_params(max_iter=MAX_FIT_STEPS)._check_params()
+
+
 def test_n_steps_bounds_the_work_of_a_large_max_iter():
     """n_steps below the bound makes a large max_iter fine (the work is what counts)."""
     model = make("nmf", max_iter=10**12).fit(data(), n_steps=5)

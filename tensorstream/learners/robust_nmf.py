@@ -75,7 +75,13 @@ from ..engine import Codes
 from ..engine.loop import usable_scale
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
-from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, OnlineLearner
+from ._base import (
+    MAX_FIT_STEPS,
+    SHARED_CONSTRAINTS,
+    ArrayCheckpoint,
+    OnlineEstimator,
+    OnlineLearner,
+)
 from .nmf import loadings_from_init
 from .ocpdl import SurrogateCP
 
@@ -775,7 +781,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
-        "max_iter": [Interval("int", 1, None)],  # iterations: no "auto" (passes of online fits)
+        # iterations (no "auto": that is passes of online fits), bounded as online fits are
+        "max_iter": [Interval("int", 1, MAX_FIT_STEPS)],
         "tol": [Interval("real", 0, None)],
         "max_time": [Interval("real", 0, None, closed="neither"), NONE],
         "code_tol": [Interval("real", 0, None)],

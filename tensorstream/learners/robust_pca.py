@@ -23,7 +23,7 @@ from ..core.backend import backend_of, finfo_of, float_dtype_of, using
 from ..core.constraints import soft_threshold
 from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
 from ..steps.surrogate import penalized_column_bcd
-from ._base import ArrayCheckpoint, CheckedParameters, OnlineEstimator
+from ._base import MAX_FIT_STEPS, ArrayCheckpoint, CheckedParameters, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 
 
@@ -236,7 +236,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
         "tol": [Interval("real", 0, None)],
         "change_tol": [Interval("real", 0, None)],
         "rho": [Interval("real", 1, None)],
-        "max_iter": [Interval("int", 1, None)],
+        "max_iter": [Interval("int", 1, MAX_FIT_STEPS)],  # bounded as online fits are
         "backend": BACKEND,
     }
 
