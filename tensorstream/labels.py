@@ -39,6 +39,7 @@ __all__ = [
     "Mode",
     "ModeLayout",
     "aligned_samples",
+    "check_unique_labels",
     "codes_from_dataarray",
     "codes_to_dataarray",
     "dataset_to_loadings",
@@ -188,7 +189,6 @@ class ModeLayout:
             Mode(name, group, tuple(da.sizes[d] for d in group)) for name, group in entries
         )
         _check_mode_names(layout_modes, da)
-        _check_unique_labels(da, [d for m in layout_modes for d in m.dims])
         sample_names = [n for n, c in da.coords.items() if sample_dim in c.dims]
         feature_names = [n for n in da.coords if n not in sample_names]
         return cls(
@@ -962,9 +962,16 @@ def _check_mode_names(modes: tuple[Mode, ...], da: xr.DataArray) -> None:
             )
 
 
-def _check_unique_labels(da: xr.DataArray, dims: list) -> None:
-    """Refuse repeated labels along a feature dim: later batches are matched to the first by
-    label, and two columns labelled alike could be swapped without anyone noticing."""
+def check_unique_labels(da: xr.DataArray, dims: Sequence) -> None:
+    """Refuse repeated labels along the feature ``dims`` of ``da`` for learning: later batches
+    are matched to the first by label, and two columns labelled alike could be swapped without
+    anyone noticing. (Stacking and unstacking themselves keep repeated labels as they are.)
+
+    Raises
+    ------
+    ValueError
+        A dim with repeated labels, named with them and the way out.
+    """
     for dim in dims:
         if dim not in da.indexes:
             continue  # no labels: matched by position, as the dim's size is checked

@@ -86,6 +86,7 @@ from ..engine.loop import LearningWarning
 from ..labels import (
     ModeLayout,
     aligned_samples,
+    check_unique_labels,
     codes_from_dataarray,
     codes_to_dataarray,
     factors_to_dataset,
@@ -114,10 +115,13 @@ def is_labelled(X: Any) -> bool:
 
 
 def make_layout(da: Any, sample_dim: str | None, modes: Any) -> ModeLayout:
-    """The mode layout of a DataArray, with a clear error when ``sample_dim`` is missing."""
+    """The mode layout of a DataArray, with a clear error when ``sample_dim`` is missing or
+    a feature dim repeats a label."""
     if sample_dim is None:
         raise ValueError(f"sample_dim is required for xarray.DataArray input (dims {da.dims})")
-    return ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+    layout = ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+    check_unique_labels(da, [dim for mode in layout.modes for dim in mode.dims])
+    return layout
 
 
 #: mini-batches ``fit`` reads from a stream of unknown length (a generator) given no ``n_steps``
