@@ -113,6 +113,16 @@ def test_concurrent_steps_are_lost_without_the_lock(monkeypatch):
 
 
 @pytest.mark.parametrize("name", LEARNERS)
+def test_every_method_that_commits_holds_the_lock(name):
+    """fit, partial_fit, fit_transform, set_params and save of every learner (the batch
+    learners' save comes from a mixin outside the parameter machinery)."""
+    cls = type(make(name))
+    for method in _base.SERIALISED_METHODS:
+        if hasattr(cls, method):
+            assert getattr(getattr(cls, method), "_serialised", False), method
+
+
+@pytest.mark.parametrize("name", LEARNERS)
 def test_copies_have_their_own_lock_and_no_lock_in_their_state(name):
     """clone, pickle and deepcopy never meet the lock (it is kept outside the learner), and a
     copy is serialised on its own."""

@@ -809,6 +809,7 @@ class ArrayCheckpoint:
     _renamed_parameters: dict = {}
     _array_parameters: tuple = ()
 
+    @_serialised  # not a CheckedParameters subclass: its save is not wrapped on its own
     def save(self, path: Any) -> Any:
         """Write the fitted learner to ``path`` (``.npz``, atomically); read it back with
         :func:`tensorstream.load`."""
