@@ -476,3 +476,37 @@ def test_repeated_feature_labels_are_refused_at_the_first_batch(name, backend):
     assert not model._fitted
     with pytest.raises(ValueError, match="repeated labels"):
         make(name).fit(da, sample_dim="time")
+
+
+def test_the_cli_writes_its_checkpoint_when_a_kernel_is_interrupted(tmp_path, monkeypatch,
+                                                                    capsys):
+    """Ctrl-C inside the compiled sweep during `tensorstream fit`: the command stops as on any
+    Ctrl-C (exit 130, the checkpoint of the steps done written), not with an error."""
+    from tensorstream import OnlineCPDL
+    from tensorstream.cli import main
+    from tensorstream.cli.demo import climate_like_dataarray
+    from tensorstream.steps import compiled as steps_compiled
+
+    pytest.importorskip("numba")
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    da, _ = climate_like_dataarray(n_days=2, random_state=1)
+    path, checkpoint = tmp_path / "climate.nc", tmp_path / "run.npz"
+    da.to_netcdf(path)
+    real, steps = steps_compiled._compiled(), []
+    learn = OnlineCPDL.partial_fit
+
+    def counted(self, *args, **kwargs):
+        learn(self, *args, **kwargs)
+        steps.append(1)
+        return self
+
+    monkeypatch.setattr(OnlineCPDL, "partial_fit", counted)
+    # the kernel is interrupted from the third step on
+    monkeypatch.setattr(steps_compiled, "_compiled", lambda: compiled.interruptible(
+        kernel_interrupted) if len(steps) >= 2 else real)
+    options = ["--var", "obs", "--sample-dim", "time", "--modes", "lat,lon;variable",
+               "--n-components", "3", "--batch-size", "16", "--quiet"]
+    assert main(["fit", str(path), *options, "--steps", "6", "--checkpoint", str(checkpoint),
+                 "--out", str(tmp_path / "f.nc")]) == 130
+    assert "interrupted after step 2" in capsys.readouterr().err
+    assert load(checkpoint).n_steps_ == 2
