@@ -30,6 +30,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 import zipfile
@@ -534,6 +535,226 @@ def run_numerics(subject: Subject, backend: str, record: Callable) -> None:
                                        names=("X", "n_components")))
 
 
+# -- areas: threads, interrupts, control (issue 35) -------------------------------------------
+
+
+def progress_of(model: Any) -> tuple:
+    """What a step advances: (mini-batches, samples), or epochs for VarianceReducedMF."""
+    if "n_epochs_" in vars(model):
+        return model.n_epochs_, None
+    return model.n_steps_, model.n_samples_seen_
+
+
+def quietly(call: Callable[[], Any]) -> Any:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return call()
+
+
+def run_threads(subject: Subject, backend: str, record: Callable) -> None:
+    """24 partial_fit calls from 4 threads (stepped learners): every step kept; two fits at
+    once (every learner): the result of one of them, whole; transform and score from three
+    threads while another learns: finite results, no error."""
+    import threading
+
+    def in_threads(work: list[Callable[[], Any]]) -> list[BaseException]:
+        errors: list[BaseException] = []
+
+        def guarded(call: Callable[[], Any]) -> None:
+            try:
+                quietly(call)
+            except BaseException as error:  # noqa: BLE001 -- reported as the case's failure
+                errors.append(error)
+
+        threads = [threading.Thread(target=guarded, args=(call,)) for call in work]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        return errors
+
+    if subject.kind != "batch":
+        model = quietly(lambda: subject.make().partial_fit(on(backend, clean(20))))
+        steps, samples = progress_of(model)
+        batches = [on(backend, clean(20, seed=k)) for k in range(1, 25)]
+        errors = in_threads([lambda share=batches[k::4]: [model.partial_fit(b) for b in share]
+                             for k in range(4)])
+        after = progress_of(model)
+        why = (f"{type(errors[0]).__name__}: {errors[0]}" if errors else
+               None if after == (steps + 24, None if samples is None else samples + 480)
+               else f"lost steps: {after} after 24 from {(steps, samples)}")
+        record("threads", "24 partial_fit from 4 threads", why)
+    model = subject.make()
+    alone = factors_of(fitted(subject, backend))
+    errors = in_threads([lambda: model.fit(on(backend, clean())) for _ in range(2)])
+    same = not errors and all(np.array_equal(to_host(a), to_host(b)) for a, b in
+                              zip(factors_of(model), alone, strict=True))
+    record("threads", "two fits at once", None if same else
+           f"{errors[0]!r}" if errors else "the result is no fit's")
+    model = fitted(subject, backend)
+    results: list[Any] = []
+    use = [m for m in ("transform", "score") if hasattr(model, m)]
+    if "partial_fit" in subject.methods() and use:
+        X = on(backend, clean(20, seed=7))
+        methods = [use[k % len(use)] for k in range(3)]
+        readers = [lambda m=m: results.append(getattr(model, m)(X)) for m in methods]
+        n = 30 if subject.kind == "finite" else 20  # VR steps on the data set of its fit
+        learner = [lambda: [model.partial_fit(on(backend, clean(n, seed=k)))
+                            for k in range(8)]]
+        errors = in_threads(readers + learner)
+        bad = [r for r in results if not np.all(np.isfinite(to_host(r)))]
+        record("threads", "read while learning", f"{errors[0]!r}" if errors else
+               "non-finite result" if bad else None)
+
+
+class _Interrupter:
+    """Ctrl-C (``_thread.interrupt_main``) after ``delay`` seconds, unless disarmed first;
+    the lock makes disarming and firing exclusive, so no interrupt arrives after ``disarm``
+    returns (one fired just before arrives during it)."""
+
+    def __init__(self, delay: float):
+        import threading
+
+        self.lock = threading.Lock()
+        self.armed = True
+        self.timer = threading.Timer(delay, self._fire)
+        self.timer.start()
+
+    def _fire(self) -> None:
+        import _thread
+
+        with self.lock:
+            if self.armed:
+                _thread.interrupt_main()
+
+    def disarm(self) -> None:
+        self.timer.cancel()
+        with self.lock:
+            self.armed = False
+
+
+def interrupted(call: Callable[[], Any], delay: float) -> tuple[bool, BaseException | None]:
+    """Run ``call`` with Ctrl-C after ``delay`` s: (whether KeyboardInterrupt came out, any
+    other error)."""
+    interrupter = None
+    try:
+        try:
+            interrupter = _Interrupter(delay)  # it may fire before it is even returned
+            quietly(call)
+        finally:
+            if interrupter is not None:
+                interrupter.disarm()
+    except KeyboardInterrupt:
+        return True, None
+    except BaseException as error:  # noqa: BLE001 -- reported as the case's failure
+        return False, error
+    try:  # a Ctrl-C that fired as the call returned is handled here
+        time.sleep(0.002)
+    except KeyboardInterrupt:
+        return True, None
+    return False, None
+
+
+def run_interrupts(subject: Subject, backend: str, record: Callable, folder: Path,
+                   trials: int = 12) -> None:
+    """Ctrl-C at random points of a refit (inside compiled kernels too, where numba is
+    installed) and of ``save``. Held: a refit comes out as KeyboardInterrupt with the previous
+    fit exactly kept, or completes as an uninterrupted refit would; a save comes out as
+    KeyboardInterrupt or completes, the checkpoint on disk always loads, and no temporary,
+    lock file or descriptor is left."""
+    rng = np.random.default_rng(35)
+    X = on(backend, clean(60, seed=3))
+    reference = [to_host(U) for U in factors_of(quietly(lambda: subject.make().fit(X)))]
+    start = time.perf_counter()
+    quietly(lambda: subject.make().fit(X))
+    duration = time.perf_counter() - start
+    model = fitted(subject, backend)
+    for trial in range(trials):
+        before = fingerprint(vars(model))
+        stopped, error = interrupted(partial(model.fit, X), rng.uniform(0, duration))
+        if error is not None:
+            why = f"{type(error).__name__} instead of the interrupt: {str(error)[:120]}"
+        elif stopped:
+            why = None if fingerprint(vars(model)) == before else "previous fit not kept"
+            if why and all(np.array_equal(to_host(U), V) for U, V in
+                           zip(factors_of(model), reference, strict=True)):
+                why = None  # it fired as the completed refit returned
+        else:
+            same = all(np.array_equal(to_host(U), V) for U, V in
+                       zip(factors_of(model), reference, strict=True))
+            why = None if same else "a completed refit differs from an uninterrupted one"
+        record("interrupts", f"refit, Ctrl-C #{trial + 1}", why)
+        model = fitted(subject, backend)
+    path = folder / f"{subject.name}-{backend}-interrupts.npz"
+    model.save(path)
+    start = time.perf_counter()
+    model.save(path)
+    duration = time.perf_counter() - start
+    for trial in range(trials):
+        descriptors = _descriptors()
+        stopped, error = interrupted(lambda: model.save(path), rng.uniform(0, duration))
+        left = sorted(p.name for p in folder.glob(f".{path.name}.*"))
+        try:
+            usable_file = type(load(path)) is type(model)
+        except Exception as problem:  # noqa: BLE001 -- reported as the case's failure
+            usable_file = False
+            error = error or problem
+        why = (f"{type(error).__name__} instead of the interrupt: {str(error)[:120]}"
+               if error is not None else f"left {left}" if left else
+               "descriptor leaked" if _descriptors() != descriptors else
+               None if usable_file else "checkpoint unusable")
+        record("interrupts", f"save, Ctrl-C #{trial + 1}", why)
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def control_cases(subject: Subject, backend: str) -> dict[str, tuple[Callable, str, tuple]]:
+    """Name: (make the call on a fitted learner, what must happen, words a refusal names)."""
+    X = clean()
+    hidden = np.eye(*X.shape, dtype=bool)
+    masked = np.ma.masked_array(np.where(hidden, 1e6, X), mask=hidden)
+    takes_masks = "missing" in inspect.signature(subject.cls.__init__).parameters
+    huge = "n_epochs" if subject.kind == "finite" else "max_iter"
+    cases = {
+        "masked array fit": (lambda m: m.fit(masked), "accept" if takes_masks else "refuse",
+                             ("masked",)),
+        f"{huge}=10**12": (lambda m: m.fit(on(backend, X)), "refuse",
+                           (huge, "MAX_FIT_STEPS")),
+    }
+    if subject.kind == "online":
+        import xarray as xr
+
+        labels = ["a", "a"] + [f"f{k}" for k in range(6)]
+        cases.update({
+            "sample_dim=0": (lambda m: m.fit(xr.DataArray(on(backend, X), dims=(0, "f")),
+                                             sample_dim=0), "accept", ()),
+            "repeated labels": (lambda m: m.fit(xr.DataArray(on(backend, X), dims=("t", "f"),
+                                                             coords={"f": labels}),
+                                                sample_dim="t"), "refuse", ("repeated",)),
+            "masked array partial_fit": (lambda m: m.partial_fit(masked),
+                                         "accept" if takes_masks else "refuse", ("masked",)),
+        })
+    return cases
+
+
+def run_control(subject: Subject, backend: str, record: Callable) -> None:
+    """Masked arrays (honoured where the learner takes masks, refused elsewhere), a fit past
+    MAX_FIT_STEPS refused up front, integer sample dims and repeated labels."""
+    for case, (call, must, names) in control_cases(subject, backend).items():
+        model = fitted(subject, backend)
+        if case.endswith("=10**12"):
+            model.set_params(**{case.split("=")[0]: 10**12})
+        before = fingerprint(vars(model))
+        record("control", case, judge(model, before, partial(call, model), must=must,
+                                      names=names))
+
+
+CONTROL_AREAS = {"threads": run_threads, "interrupts": run_interrupts, "control": run_control}
+AREAS = AREAS + tuple(CONTROL_AREAS)
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -583,7 +804,11 @@ class Recorder:
 def run_areas(subject: Subject, backend: str, record: Recorder, args: argparse.Namespace,
               folder: Path) -> None:
     for area in args.areas:
-        if area == "data":
+        if area == "interrupts":
+            run_interrupts(subject, backend, record, folder)
+        elif area in CONTROL_AREAS:
+            CONTROL_AREAS[area](subject, backend, record)
+        elif area == "data":
             run_data(subject, backend, record)
         elif area == "params":
             run_params(subject, backend, record, args.quick)

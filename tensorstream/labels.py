@@ -39,6 +39,7 @@ __all__ = [
     "Mode",
     "ModeLayout",
     "aligned_samples",
+    "check_unique_labels",
     "codes_from_dataarray",
     "codes_to_dataarray",
     "dataset_to_loadings",
@@ -957,6 +958,30 @@ def _check_mode_names(modes: tuple[Mode, ...], da: xr.DataArray) -> None:
         if names.count(m.name) > 1:
             raise ValueError(
                 f"modes: two modes are named {m.name!r}; name them with a dict of modes"
+            )
+
+
+def check_unique_labels(da: xr.DataArray, dims: Sequence) -> None:
+    """Refuse repeated labels along the feature ``dims`` of ``da`` for learning: later batches
+    are matched to the first by label, and two columns labelled alike could be swapped without
+    anyone noticing. (Stacking and unstacking themselves keep repeated labels as they are.)
+
+    Raises
+    ------
+    ValueError
+        A dim with repeated labels, named with them and the way out.
+    """
+    for dim in dims:
+        if dim not in da.indexes:
+            continue  # no labels: matched by position, as the dim's size is checked
+        index = da.indexes[dim]
+        if index.has_duplicates:
+            repeated = sorted({repr(label) for label in index[index.duplicated()]})
+            raise ValueError(
+                f"dim {dim!r} has repeated labels {', '.join(repeated[:5])}: features are "
+                f"matched by label, so each must be unique; relabel them (e.g. "
+                f"da.assign_coords({{{dim!r}: range(da.sizes[{dim!r}])}})) or drop the "
+                f"coordinate"
             )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
+import threading
 import time
 
 try:  # POSIX advisory locks tell a live writer's temporary from a killed one's
@@ -30,19 +32,50 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """
     path = Path(path)
     remove_stale_temporaries(path)
-    tmp, lock = _new_temporary(path)
+    tmp = lock = None
     try:
+        with deferred_interrupt():  # a Ctrl-C here would leave the pair half made
+            tmp, lock = _new_temporary(path)
         yield Path(tmp)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
     finally:
-        _lock_path(tmp).unlink(missing_ok=True)
-        os.close(lock)
+        if lock is not None:
+            with deferred_interrupt():  # the lock file and its descriptor go together
+                _lock_path(tmp).unlink(missing_ok=True)
+                os.close(lock)
     _fsync_folder(path.parent)
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold back a Ctrl-C (SIGINT) until the block is done, then raise it as usual.
+
+    For the few steps that must not be cut in half (a file made and its descriptor kept, a
+    file removed and its descriptor closed): a KeyboardInterrupt between them would leak the
+    descriptor or leave a lock file nobody holds. Only the main thread receives signals in
+    Python, so elsewhere (and where SIGINT has no Python handler) the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *caught: received.append(caught))
+    except (ValueError, OSError):  # pragma: no cover - no signals in this interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received and callable(previous):
+            previous(*received[0])  # Python's default handler raises KeyboardInterrupt
 
 
 _GRACE_SECONDS = 5.0
@@ -64,9 +97,19 @@ def _new_temporary(path: Path) -> tuple[Path, int]:
             lock = os.open(_lock_path(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             continue
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        try:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                os.close(made)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except BaseException:  # no lock file may outlive its descriptor
+            _lock_path(tmp).unlink(missing_ok=True)
+            os.close(lock)
+            raise
         return tmp, lock
     raise FileExistsError(f"cannot create a temporary file next to {str(path)!r}")
 
@@ -76,34 +119,49 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
 
     Returns the removed temporaries. One that another process is writing right now has its
     lock file locked, and is kept; one without a lock file (a write killed before it locked,
-    or by an older version) is removed once it is a few seconds old.
+    or by an older version) is removed once it is a few seconds old, and so is a lock file
+    without its temporary that nobody holds (a write killed between making the two).
     """
     if fcntl is None:
         return []
     removed = []
-    for tmp in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
-        lock = _lock_path(tmp)
-        try:
-            if not lock.exists():
-                if time.time() - tmp.stat().st_mtime < _GRACE_SECONDS:
-                    continue  # its writer may not have created the lock yet
-                tmp.unlink(missing_ok=True)
+    folder, name = Path(path).parent, Path(path).name
+    with deferred_interrupt():  # each lock probe opens a descriptor: never leak one
+        for tmp in folder.glob(f".{name}.*.tmp"):
+            if _remove_if_stale(tmp, _lock_path(tmp)):
                 removed.append(tmp)
-                continue
-            fd = os.open(lock, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # a live writer holds it
-        else:
-            tmp.unlink(missing_ok=True)
-            lock.unlink(missing_ok=True)
-            removed.append(tmp)
-        finally:
-            os.close(fd)
+        for lock in folder.glob(f".{name}.*.tmp.lock"):
+            tmp = lock.with_name(lock.name[:-len(".lock")])
+            if not tmp.exists() and _remove_if_stale(tmp, lock):
+                removed.append(lock)
     return removed
+
+
+def _remove_if_stale(tmp: Path, lock: Path) -> bool:
+    """Remove ``tmp`` and ``lock`` unless a live writer may hold them; True if removed. A
+    file without its partner is left for ``_GRACE_SECONDS`` (its writer may be making the
+    other); a lock file somebody holds is kept."""
+    try:
+        if not (lock.exists() and tmp.exists()):
+            alone = tmp if tmp.exists() else lock
+            if time.time() - alone.stat().st_mtime < _GRACE_SECONDS:
+                return False
+            if alone is tmp:
+                tmp.unlink(missing_ok=True)
+                return True
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live writer holds it
+    else:
+        tmp.unlink(missing_ok=True)
+        lock.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ numba is installed).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 
@@ -28,12 +29,37 @@ def jit(function: Callable) -> Callable | None:
     numba. Cached on disk by numba, so later processes load it in milliseconds; compiled in
     memory when there is no writable cache directory (a read-only install). ``nogil``: the
     kernels touch only their own arrays, so learners fitted in threads run them at once.
-    Callers keep the result (``functools.cache``): compiling costs 0.3-0.7 s."""
+    Callers keep the result (``functools.cache``): compiling costs 0.3-0.7 s. The kernel comes
+    :func:`interruptible`."""
     try:
         import numba
     except ImportError:  # not installed, or built for another numpy
         return None
     try:
-        return numba.njit(cache=True, nogil=True)(function)
+        return interruptible(numba.njit(cache=True, nogil=True)(function))
     except RuntimeError:  # no writable cache directory
-        return numba.njit(nogil=True)(function)
+        return interruptible(numba.njit(nogil=True)(function))
+
+
+def interruptible(kernel: Callable) -> Callable:
+    """``kernel`` whose Ctrl-C comes out as the KeyboardInterrupt it is.
+
+    A SIGINT that arrives while a compiled kernel runs is handled as the dispatcher returns,
+    and CPython then reports ``SystemError: CPUDispatcher(...) returned a result with an
+    exception set``, the KeyboardInterrupt as its cause. Left so, ``fit`` would undo itself
+    as if the data were bad and the command line (which stops on KeyboardInterrupt, writing
+    its checkpoint) would exit with an error; the interrupt is raised in its place.
+    """
+
+    @functools.wraps(kernel)
+    def call(*args: object) -> object:
+        try:
+            return kernel(*args)
+        except SystemError as error:
+            interrupt = error.__cause__ or error.__context__
+            if interrupt is None or isinstance(interrupt, Exception):
+                raise
+            raise interrupt from None
+
+    call.kernel = kernel  # the dispatcher itself (its signatures, its py_func)
+    return call

@@ -116,6 +116,7 @@ def check_batch(
     """
     if X is None:
         raise TypeError(f"{name} must be an array of shape (n_samples, I_1, ..., I_n), got None")
+    _refuse_masked(X, name, owner, missing_hint)
     X = densify(X)
     source = backend_of(X)
     if getattr(getattr(X, "device", None), "type", None) == "meta":
@@ -159,6 +160,42 @@ def check_batch(
                          f"{low:.3g}): {name} has negative entries, but "
                          f"the model is nonnegative (nonnegative=True)")
     return tensor
+
+
+def is_masked(X: Any) -> bool:
+    """True for a ``numpy.ma`` masked array with at least one masked entry."""
+    return isinstance(X, np.ma.MaskedArray) and bool(np.ma.getmaskarray(X).any())
+
+
+def split_masked(X: Any, mask: Any) -> tuple[Any, Any]:
+    """``(data, mask)`` of a ``numpy.ma`` masked array ``X``: its masked entries become
+    missing ones (False in the returned mask, with ``mask``'s own missing entries); anything
+    else is returned as it is. Masked entries' values never reach a learner."""
+    if not isinstance(X, np.ma.MaskedArray):
+        return X, mask
+    observed = ~np.ma.getmaskarray(X)
+    if mask is not None:
+        mask = densify(mask)
+        mask = np.asarray(mask.cpu() if backend_of(mask) == "pytorch" else mask)
+        if mask.dtype != bool or mask.shape != observed.shape:  # said by _observed
+            return np.ma.getdata(X), mask
+        observed = observed & mask
+    return np.ma.getdata(X), (None if observed.all() else observed)
+
+
+def _refuse_masked(X: Any, name: str, owner: str, missing_hint: bool) -> None:
+    """A masked array reaching the plain batch check would have its masked values learned
+    as data (``np.asarray`` drops the mask): refuse it, with the ways out."""
+    if not is_masked(X):
+        return
+    count = int(np.ma.getmaskarray(X).sum())
+    way = ("pass missing='nan' with X.filled(np.nan), or mask=~np.ma.getmaskarray(X) with "
+           "X.data" if missing_hint else
+           f"{owner} cannot leave entries out: fill them (X.filled(value)) or drop the samples "
+           f"that hold them")
+    raise ValueError(f"{name} is a numpy masked array with {count} masked entr"
+                     f"{'y' if count == 1 else 'ies'}, whose values would be learned as data; "
+                     f"{way}")
 
 
 def _extremes(tensor: Any, backend: str) -> tuple[float, float]:
@@ -384,6 +421,7 @@ def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
     """
     if missing not in (None, "nan"):
         raise ValueError(f"missing must be None or 'nan', got {missing!r}")
+    X, mask = split_masked(X, mask)
     if mask is None and missing is None:
         return check_batch(X, backend=backend, context=context, sample_shape=sample_shape,
                            nonnegative=nonnegative, name=name, owner=owner), None

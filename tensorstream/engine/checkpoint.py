@@ -138,8 +138,25 @@ def write_checkpoint(path: str | os.PathLike, learner_class: str, meta: dict,
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
     with atomic_file(path) as handle:
-        np.savez(handle, __meta__=np.array(json.dumps(meta)), **arrays)
+        try:
+            np.savez(handle, __meta__=np.array(json.dumps(meta)), **arrays)
+        except Exception as error:
+            # an interrupt inside numpy's writer makes its ZIP file refuse to close ("an open
+            # writing handle"): that ValueError hides the interrupt, which is what happened
+            interrupt = _interrupt_behind(error)
+            if interrupt is None:
+                raise
+            raise interrupt from None
     return path
+
+
+def _interrupt_behind(error: Exception) -> BaseException | None:
+    """The KeyboardInterrupt (or other non-``Exception``) that ``error`` was raised while
+    handling, if any."""
+    cause = error.__context__
+    while cause is not None and isinstance(cause, Exception):
+        cause = cause.__context__
+    return cause
 
 
 def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import inspect
 import math
+import threading
 import time
 import warnings
 import weakref
@@ -63,7 +64,9 @@ from ..core.validation import (
     feature_names,
     generator_of,
     is_data_frame,
+    is_masked,
     is_sparse,
+    split_masked,
     validate_params,
 )
 from ..engine import Algorithm, Codes, OnlineState, online_step
@@ -85,6 +88,7 @@ from ..engine.loop import LearningWarning
 from ..labels import (
     ModeLayout,
     aligned_samples,
+    check_unique_labels,
     codes_from_dataarray,
     codes_to_dataarray,
     factors_to_dataset,
@@ -114,10 +118,13 @@ def is_labelled(X: Any) -> bool:
 
 
 def make_layout(da: Any, sample_dim: str | None, modes: Any) -> ModeLayout:
-    """The mode layout of a DataArray, with a clear error when ``sample_dim`` is missing."""
+    """The mode layout of a DataArray, with a clear error when ``sample_dim`` is missing or
+    a feature dim repeats a label."""
     if sample_dim is None:
         raise ValueError(f"sample_dim is required for xarray.DataArray input (dims {da.dims})")
-    return ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+    layout = ModeLayout.from_dataarray(da, sample_dim, modes).check_factor_names()
+    check_unique_labels(da, [dim for mode in layout.modes for dim in mode.dims])
+    return layout
 
 
 #: mini-batches ``fit`` reads from a stream of unknown length (a generator) given no ``n_steps``
@@ -149,6 +156,21 @@ def epoch_indices(n: int, batch_size: int, n_epochs: int, rng: np.random.Generat
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
             yield order[start:start + batch_size]
+
+
+#: the most mini-batches (or inner steps) one ``fit`` on an array may take: ``max_iter=10**12``
+#: on five samples would run for ever, so a fit past this is refused up front with its size;
+#: more work than this is a loop over ``partial_fit``, which can be stopped and checkpointed
+MAX_FIT_STEPS = 10**7
+
+
+def check_fit_work(steps: int, what: str, lower: str, owner: str) -> None:
+    """Refuse a ``fit`` of more than :data:`MAX_FIT_STEPS` steps, saying what it would take
+    (``what``: how ``steps`` came about) and the parameter to ``lower``."""
+    if steps > MAX_FIT_STEPS:
+        raise ValueError(f"{owner}.fit would take {steps:,} steps ({what}), more than "
+                         f"MAX_FIT_STEPS={MAX_FIT_STEPS:,}: lower {lower}, or call partial_fit "
+                         f"in a loop of your own (which can be stopped and checkpointed)")
 
 
 #: ``max_iter="auto"``: ``AUTO_PASSES`` passes over an array, or more on a small one, so that
@@ -226,6 +248,42 @@ def _threads_limited(method: Any) -> Any:
     return limited
 
 
+#: the methods that read, compute and commit a learner's state: one thread at a time per
+#: learner (:func:`learner_lock`), so that no step is computed from a state another thread is
+#: replacing (and lost when its commit overwrites the other's)
+SERIALISED_METHODS = ("fit", "partial_fit", "fit_transform", "set_params", "save")
+
+#: one re-entrant lock per live learner, by ``id``: kept outside the learner, so that pickling,
+#: ``copy.deepcopy`` and ``sklearn.base.clone`` never meet it and every copy gets its own
+_LOCKS: dict[int, threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def learner_lock(learner: Any) -> threading.RLock:
+    """The lock that serialises ``learner``'s :data:`SERIALISED_METHODS` (re-entrant: ``fit``
+    runs ``partial_fit``); dropped when the learner is garbage collected."""
+    key = id(learner)
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = threading.RLock()
+            # runs before the learner's memory (and so its id) can be reused
+            weakref.finalize(learner, _LOCKS.pop, key, None)
+    return lock
+
+
+def _serialised(method: Any) -> Any:
+    """``method`` run holding the learner's lock (:func:`learner_lock`)."""
+
+    @functools.wraps(method)
+    def serialised(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with learner_lock(self):
+            return method(self, *args, **kwargs)
+
+    serialised._serialised = True
+    return serialised
+
+
 class NotFittedError(ValueError, AttributeError):
     """A learner was used before ``fit`` or ``partial_fit`` (``hasattr`` then returns False).
     Where scikit-learn is installed, what is raised is also its ``NotFittedError``."""
@@ -288,6 +346,10 @@ class CheckedParameters:
             method = cls.__dict__.get(name)
             if inspect.isfunction(method) and not hasattr(method, "_threads_limited"):
                 setattr(cls, name, _threads_limited(method))
+        for name in SERIALISED_METHODS:  # outermost: a waiting thread changes nothing
+            method = cls.__dict__.get(name)
+            if inspect.isfunction(method) and not hasattr(method, "_serialised"):
+                setattr(cls, name, _serialised(method))
 
     #: the data a learner models must be nonnegative (scikit-learn's ``positive_only`` tag)
     _positive_data = False
@@ -581,7 +643,8 @@ class OnlineEstimator(CheckedParameters):
     @contextlib.contextmanager
     def _all_or_nothing(self, method: str) -> Iterator[None]:
         """Undo everything the block did to the learner (its random generator included) when
-        it raises an error; the error says so."""
+        it raises, a KeyboardInterrupt included (Ctrl-C during a refit keeps the previous
+        fit); the error says so."""
         before = dict(self.__dict__)
         # the learner's generator, and a Generator given as random_state, which the learner
         # draws from directly (numpy's default_rng returns it as it is), even before its
@@ -592,7 +655,7 @@ class OnlineEstimator(CheckedParameters):
         states = {key: g.state for key, g in generators.items()}
         try:
             yield
-        except Exception as error:
+        except BaseException as error:
             self.__dict__.clear()
             self.__dict__.update(before)
             for key, generator in generators.items():
@@ -636,6 +699,8 @@ class OnlineEstimator(CheckedParameters):
                        for rows in positions)
             total = n_epochs * -(-n_samples // batch_size)
             n_steps = total if n_steps is None else min(n_steps, total)
+            check_fit_work(n_steps, f"{n_epochs:,} passes of {total // n_epochs:,} "
+                           f"mini-batches", "max_iter or pass n_steps=", type(self).__name__)
         elif isinstance(X, Iterable):
             if mask is not None:
                 raise TypeError("mask applies to array input; a stream yields (X, mask) pairs")
@@ -702,7 +767,9 @@ class OnlineEstimator(CheckedParameters):
                                 f"{layout.dims}); pass an xarray.DataArray")
             return X, None
         if layout is None or sample_dim is not None or modes is not None:
-            fresh = make_layout(X, sample_dim or getattr(layout, "sample_dim", None), modes)
+            if sample_dim is None:  # not `or`: 0 is a valid dim name
+                sample_dim = getattr(layout, "sample_dim", None)
+            fresh = make_layout(X, sample_dim, modes)
             if layout is not None and (fresh.mode_names, fresh.shape) != (layout.mode_names,
                                                                          layout.shape):
                 raise ValueError(f"modes {fresh.mode_names} with shape {fresh.shape} differ from "
@@ -752,6 +819,7 @@ class ArrayCheckpoint:
     _renamed_parameters: dict = {}
     _array_parameters: tuple = ()
 
+    @_serialised  # not a CheckedParameters subclass: its save is not wrapped on its own
     def save(self, path: Any) -> Any:
         """Write the fitted learner to ``path`` (``.npz``, atomically); read it back with
         :func:`tensorstream.load`."""
@@ -1112,7 +1180,10 @@ class OnlineLearner(OnlineEstimator):
         return X
 
     def _validate_masked(self, X: Any, mask: Any, name: str = "X") -> tuple[Any, Any]:
-        """``(X, mask)`` as tensors; ``mask`` is None unless entries are missing."""
+        """``(X, mask)`` as tensors; ``mask`` is None unless entries are missing (the masked
+        entries of a ``numpy.ma`` array are, for a learner that takes masks)."""
+        if is_masked(X) and "missing" in _init_parameter_names(type(self)):
+            X, mask = split_masked(X, mask)
         if mask is None and self.missing is None:
             return self._validate(X, name), None
         X, mask = check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),

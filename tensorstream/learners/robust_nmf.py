@@ -80,7 +80,13 @@ from ..engine.loop import usable_scale
 from ..labels import from_samples
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
-from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, OnlineLearner
+from ._base import (
+    MAX_FIT_STEPS,
+    SHARED_CONSTRAINTS,
+    ArrayCheckpoint,
+    OnlineEstimator,
+    OnlineLearner,
+)
 from ._output import replace_flagged
 from .nmf import loadings_from_init
 from .ocpdl import SurrogateCP
@@ -834,7 +840,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
-        "max_iter": [Interval("int", 1, None)],  # iterations: no "auto" (passes of online fits)
+        # iterations (no "auto": that is passes of online fits), bounded as online fits are
+        "max_iter": [Interval("int", 1, MAX_FIT_STEPS)],
         "tol": [Interval("real", 0, None)],
         "max_time": [Interval("real", 0, None, closed="neither"), NONE],
         "code_tol": [Interval("real", 0, None)],

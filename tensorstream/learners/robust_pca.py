@@ -30,7 +30,7 @@ from ..core.validation import (
     largest_entry,
 )
 from ..steps.surrogate import penalized_column_bcd
-from ._base import ArrayCheckpoint, CheckedParameters, OnlineEstimator
+from ._base import MAX_FIT_STEPS, ArrayCheckpoint, CheckedParameters, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 
 
@@ -229,6 +229,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     get_params = OnlineEstimator.get_params
     set_params = OnlineEstimator.set_params
     __repr__ = OnlineEstimator.__repr__
+    _all_or_nothing = OnlineEstimator._all_or_nothing
 
     def __init__(self, n_components: int | None = None, *, outlier_alpha: float | None = None,
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
@@ -242,12 +243,17 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
         "tol": [Interval("real", 0, None)],
         "change_tol": [Interval("real", 0, None)],
         "rho": [Interval("real", 1, None)],
-        "max_iter": [Interval("int", 1, None)],
+        "max_iter": [Interval("int", 1, MAX_FIT_STEPS)],  # bounded as online fits are
         "backend": BACKEND,
     }
 
     def fit(self, X: Any, y: Any = None) -> RobustPCA:
-        """Split ``X`` (``(n_samples, n_features)``) into a low-rank and a sparse part."""
+        """Split ``X`` (``(n_samples, n_features)``) into a low-rank and a sparse part; on an
+        error or an interrupt the learner is left as it was (a previous fit included)."""
+        with self._all_or_nothing("fit"):
+            return self._decompose(X)
+
+    def _decompose(self, X: Any) -> RobustPCA:
         self._check_params()
         names = feature_names(X)
         backend = self.backend or backend_of(X)

@@ -72,7 +72,13 @@ from ..finite.variance_reduction import (
     vr_direction,
 )
 from ..streams import Epochs, Stream
-from ._base import SHARED_CONSTRAINTS, ArrayCheckpoint, OnlineEstimator, _progress_bar
+from ._base import (
+    SHARED_CONSTRAINTS,
+    ArrayCheckpoint,
+    OnlineEstimator,
+    _progress_bar,
+    check_fit_work,
+)
 from .maxnorm import sample_scale_sums
 
 METHODS = ("vr", "sgd", "smm")
@@ -368,6 +374,9 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
     def _fit_epochs(self, X: Any, spread: SpreadRows | None = None) -> VarianceReducedMF:
         state = self._initial_state(X, spread)
+        check_fit_work(self.n_epochs * state.epoch_length, f"n_epochs={self.n_epochs:,} "
+                       f"epochs of {state.epoch_length:,} inner steps",
+                       "n_epochs or epoch_length", type(self).__name__)
         if self.n_epochs == 0:
             self._commit(state)
             return self
