@@ -5,6 +5,7 @@ two-mode case. See :class:`OnlineCPDL`.
 """
 
 from . import accessor as _accessor  # noqa: F401  (registers DataArray.tensorstream)
+from .engine.loop import LearningWarning
 from .io import load_checkpoint as load
 from .io import open_dataarray, write_factors
 from .labels import stack_modes, unfold, unstack_modes
@@ -23,5 +24,5 @@ __all__ = [
     "RobustNMF", "RobustOnlineNMF", "RobustPCA", "load", "open_dataarray", "stack_modes", "unfold",
     "unstack_modes", "write_factors",
 ]
-__all__ += ["VarianceReducedMF"]
+__all__ += ["VarianceReducedMF", "LearningWarning"]
 __version__ = "0.1.0"

@@ -17,7 +17,6 @@ import contextlib
 import functools
 import inspect
 import time
-import warnings
 import weakref
 from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
@@ -39,6 +38,7 @@ from ..core.backend import (
     to_numpy,
     using,
 )
+from ..core.caller import warn
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -355,8 +355,7 @@ class CheckedParameters:
             if (names is None) != (fitted is None) and self._fitted:
                 which = "has feature names" if fitted is None else "has no feature names"
                 how = "without" if fitted is None else "with"
-                warnings.warn(f"X {which}, but {type(self).__name__} was fitted {how} feature "
-                              f"names", UserWarning, stacklevel=3)
+                warn(f"X {which}, but {type(self).__name__} was fitted {how} feature names")
             return
         if len(names) != len(fitted) or np.any(names != fitted):
             raise ValueError(f"The feature names should match those that were passed during "
@@ -398,8 +397,7 @@ class CheckedParameters:
             try:
                 self.set_output(transform=meta["output"])
             except ImportError as error:
-                warnings.warn(f"checkpoint {str(path)!r}: {error}; its learner gives the "
-                              f"default output", UserWarning, stacklevel=4)
+                warn(f"checkpoint {str(path)!r}: {error}; its learner gives the default output")
             except ValueError:
                 raise ValueError(f"cannot read checkpoint {str(path)!r}: its output container "
                                  f"{meta['output']!r} is none of {list(CONTAINERS)}") from None
@@ -663,10 +661,9 @@ class OnlineEstimator(CheckedParameters):
                     break
                 if n_steps is not None and step >= n_steps:
                     if capped:
-                        warnings.warn(f"{type(self).__name__}.fit stopped after {n_steps} "
-                                      f"mini-batches (STREAM_STEPS): the stream has no length; "
-                                      f"pass n_steps= to read more or fewer", UserWarning,
-                                      stacklevel=4)
+                        warn(f"{type(self).__name__}.fit stopped after {n_steps} mini-batches "
+                             f"(STREAM_STEPS): the stream has no length; pass n_steps= to "
+                             f"read more or fewer")
                     break
         finally:
             if progress is not None:
@@ -1197,7 +1194,7 @@ class OnlineLearner(OnlineEstimator):
         """Warn (once the step is committed) about what the engine's health checks found:
         codes all at a bound, dead atoms, a rising objective."""
         for message in info.get("warnings", ()):
-            warnings.warn(f"{type(self).__name__}: {message}", LearningWarning, stacklevel=3)
+            warn(f"{type(self).__name__}: {message}", LearningWarning)
 
     def _partial_fit_on(self, client: Any, X: Any, mask: Any, sample_dim: Any,
                         modes: Any) -> OnlineLearner:

@@ -21,13 +21,13 @@ import contextlib
 import copy
 import dataclasses
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 import tensorly as tl
 
 from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
+from ..core.caller import warn
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
@@ -478,9 +478,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             init = "gaussian" if form.robust else "random"
         if isinstance(init, str) and init in ("random", "ones"):
             if init == "ones":
-                warnings.warn("init='ones' (the paper's start) keeps W rank one forever (identical "
-                              "columns stay identical); adding 1e-3 Gaussian noise", UserWarning,
-                              stacklevel=3)
+                warn("init='ones' (the paper's start) keeps W rank one forever (identical columns "
+                     "stay identical); adding 1e-3 Gaussian noise")
                 base = np.ones((d, k))
             else:
                 rows = rng.choice(n, k, replace=n < k)
