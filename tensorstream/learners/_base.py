@@ -199,6 +199,12 @@ THREADED_METHODS = ("fit", "partial_fit", "transform", "fit_transform", "inverse
                     "score", "objective", "surrogate_value", "decompose", "outliers", "impute",
                     "reconstruct", "to_cp_tensor", "gradient_mapping")
 
+#: the way out of a model that is nonnegative by definition (NMF), for signed data
+SIGNED_DATA_WAY_OUT = ("this model is nonnegative by definition: shift the data to be "
+                       "nonnegative, or use a learner for signed data: OnlineCPDL(nonnegative="
+                       "False), OnlineRobustPCA or OnlineMaxNormMD (tensorstream fit: --model "
+                       "ocpdl --param nonnegative=False)")
+
 #: parameters renamed in every learner (old name: new name), for checkpoints
 RENAMED_EVERYWHERE = {"blas_threads": "n_threads"}
 
@@ -846,6 +852,13 @@ class OnlineLearner(OnlineEstimator):
     def _nonnegative_data(self) -> bool:
         return bool(getattr(self, "nonnegative", False))
 
+    def _negative_way_out(self) -> str:
+        """What a user with negative data can do instead, said when they are refused."""
+        if "nonnegative" in _init_parameter_names(type(self)):
+            return ("pass nonnegative=False to learn signed atoms and codes (tensorstream fit: "
+                    "--param nonnegative=False)")
+        return SIGNED_DATA_WAY_OUT
+
     def _keeps_sparse(self, X: Any, backend: str) -> bool:
         """True when the sparse batch ``X`` stays sparse (the algorithm codes it on its support);
         otherwise it is densified."""
@@ -1086,7 +1099,7 @@ class OnlineLearner(OnlineEstimator):
         hint = {} if check is check_sparse_batch else {
             "missing_hint": "missing" in _init_parameter_names(type(self))}
         X = check(X, backend=backend, nonnegative=self._nonnegative_data(), name=name,
-                  **self._checked_against_fit(), **hint)
+                  way_out=self._negative_way_out(), **self._checked_against_fit(), **hint)
         self._check_samples(X, name)
         return X
 
@@ -1096,6 +1109,7 @@ class OnlineLearner(OnlineEstimator):
             return self._validate(X, name), None
         X, mask = check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
                                      nonnegative=self._nonnegative_data(), name=name,
+                                     way_out=self._negative_way_out(),
                                      **self._checked_against_fit())
         self._check_samples(X, name)
         return X, mask
@@ -1226,7 +1240,8 @@ class OnlineLearner(OnlineEstimator):
             if isinstance(state, Carried):  # the shards' state: tensors, made for the step
                 state = state.tensors(keep=False)
             checks = {"missing": self.missing, "backend": backend, "context": fitted["_context"],
-                      "sample_shape": sample_shape, "nonnegative": self._nonnegative_data()}
+                      "sample_shape": sample_shape, "nonnegative": self._nonnegative_data(),
+                      "way_out": self._negative_way_out()}
             new, info = self._cluster_step(client, data, mask, checks, backend, state)
         except BaseException:  # as partial_fit: a refused step leaves the generator as it was
             self._rng.bit_generator.state = saved

@@ -322,8 +322,10 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                     context["device"] = X.device if backend_of(X) == "pytorch" else \
                         tl.context(tl.tensor(probe))["device"]
         nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
+        way_out = (f"formulation={self.formulation!r} is nonnegative: pass allow_negative=True, "
+                   f"or a formulation for signed data (e.g. 'odl', 'orpca')")
         return FiniteData(X, backend, context, nonnegative, spread,
-                          1.0 if scale is None else scale)
+                          1.0 if scale is None else scale, way_out)
 
     @contextlib.contextmanager
     def _spread(self, X: Any, client: Any) -> Any:
@@ -457,7 +459,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             return dataclasses.replace(state, step_size=float(self.step_size))
         n = state.n_samples
         rows = np.sort(state.rng.choice(n, min(n, self.auto_samples), replace=False))
-        subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative)
+        subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative,
+                               way_out=data.way_out)
         start = time.perf_counter()
         with using(data.backend):
             L, passes = estimate_lipschitz(state.formulation, state.dictionary, subsample, n,
