@@ -141,3 +141,27 @@ def test_claims_are_checked():
     with pytest.raises(AssertionError):
         run_block("(5, 8)  # -> (5, 9): the codes\n", 1, page, {})
     run_block("[(1, 2)]  # -> [(1, 2)]\n", 1, page, {})
+
+
+def test_minibatchnmf_differences_are_the_true_ones():
+    """docs/nmf.md's table of MiniBatchNMF's parameters that OnlineNMF lacks is exactly the
+    set scikit-learn has and OnlineNMF has not; the attributes it says differ, differ."""
+    import inspect
+
+    import numpy as np
+
+    decomposition = pytest.importorskip("sklearn.decomposition")
+    from tensorstream import OnlineNMF
+
+    text = (ROOT / "docs" / "nmf.md").read_text()
+    section = text.split("## Differences from scikit-learn's MiniBatchNMF")[1].split("\n## ")[0]
+    first_table = section.split("\n\n| |")[0].split("|---|---|")[1]  # its rows, no header
+    documented = {name for row in first_table.splitlines() if row.startswith("| `")
+                  for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+    theirs = set(inspect.signature(decomposition.MiniBatchNMF).parameters)
+    ours = set(inspect.signature(OnlineNMF).parameters)
+    assert documented == theirs - ours
+    model = OnlineNMF(2, batch_size=10, max_iter=2, random_state=0).fit(
+        np.random.default_rng(0).random((30, 5)))
+    assert model.n_iter_ == model.n_steps_ == 6
+    assert not hasattr(model, "reconstruction_err_")
