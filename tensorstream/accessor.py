@@ -14,12 +14,14 @@ learners, so the two spellings give identical results.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 
-from . import labels
 from .learners.registry import learner_class
+
+if TYPE_CHECKING:  # imported where used: labels brings TensorLy
+    from .labels import ModeLayout
 
 __all__ = ["TensorStreamAccessor"]
 
@@ -101,7 +103,7 @@ class TensorStreamAccessor:
                              f"{self._da.dims}")
         return learner.fit(self._da.transpose(sample_dim, ...))
 
-    def layout(self, sample_dim: str | None = None, modes: Any = None) -> labels.ModeLayout:
+    def layout(self, sample_dim: str | None = None, modes: Any = None) -> ModeLayout:
         """The :class:`~tensorstream.labels.ModeLayout` of the array for these modes.
 
         Examples
@@ -112,6 +114,8 @@ class TensorStreamAccessor:
         >>> da.tensorstream.layout("time", [("lat", "lon"), "variable"]).shape
         (12, 2)
         """
+        from . import labels  # with its TensorLy: not at `import tensorstream`
+
         return labels.ModeLayout.from_dataarray(self._da, sample_dim, modes)
 
     def samples(self, sample_dim: str, modes: Any = None) -> Any:
@@ -125,6 +129,8 @@ class TensorStreamAccessor:
         >>> da.tensorstream.samples("time", [("lat", "lon"), "variable"]).shape
         (5, 12, 2)
         """
+        from . import labels  # with its TensorLy: not at `import tensorstream`
+
         return labels.to_samples(self._da, self.layout(sample_dim, modes))
 
     def stack_modes(self, modes: Any = None, sample_dim: str | None = None) -> xr.DataArray:
@@ -138,6 +144,8 @@ class TensorStreamAccessor:
         >>> da.tensorstream.stack_modes([("lat", "lon")], "time").dims
         ('time', 'lat_lon')
         """
+        from . import labels  # with its TensorLy: not at `import tensorstream`
+
         return labels.stack_modes(self._da, modes, sample_dim)
 
     def unfold(self, mode: Any, **names: str) -> xr.DataArray:
@@ -151,5 +159,7 @@ class TensorStreamAccessor:
         >>> da.tensorstream.unfold("b").sizes
         Frozen({'b': 3, 'a_c': 8})
         """
+        from . import labels  # with its TensorLy: not at `import tensorstream`
+
         return labels.unfold(self._da, mode, **names)
 

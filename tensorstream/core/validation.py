@@ -107,6 +107,7 @@ def check_batch(
     name: str = "X",
     owner: str = "this learner",
     missing_hint: bool = True,
+    way_out: str = "",
 ) -> Any:
     """Return ``X`` as a finite float tensor of ``backend`` with samples on the first axis.
 
@@ -156,9 +157,7 @@ def check_batch(
             if missing_hint else ""
         raise ValueError(f"{name} contains NaN or infinite values{hint}")
     if nonnegative and low < 0:
-        raise ValueError(f"Negative values in data passed to {name} (min "
-                         f"{low:.3g}): {name} has negative entries, but "
-                         f"the model is nonnegative (nonnegative=True)")
+        raise ValueError(negative_data_message(name, low, way_out))
     return tensor
 
 
@@ -196,6 +195,13 @@ def _refuse_masked(X: Any, name: str, owner: str, missing_hint: bool) -> None:
     raise ValueError(f"{name} is a numpy masked array with {count} masked entr"
                      f"{'y' if count == 1 else 'ies'}, whose values would be learned as data; "
                      f"{way}")
+
+
+def negative_data_message(name: str, low: float, way_out: str = "") -> str:
+    """The refusal of negative data by a nonnegative model, with the way out when there is one
+    (``way_out``: what to pass instead, from the learner that refuses)."""
+    return (f"Negative values in data passed to {name} (min {low:.3g}): {name} has negative "
+            f"entries, but the model is nonnegative" + (f"; {way_out}" if way_out else ""))
 
 
 def _extremes(tensor: Any, backend: str) -> tuple[float, float]:
@@ -342,6 +348,7 @@ def check_sparse_batch(
     nonnegative: bool = False,
     name: str = "X",
     owner: str = "this learner",
+    way_out: str = "",
 ) -> Any:
     """Return a sparse batch ``(n_samples, n_features)`` as a canonical float CSR matrix.
 
@@ -362,6 +369,10 @@ def check_sparse_batch(
         Reject negative entries.
     name : str, default "X"
         Argument name for the messages.
+    owner : str, default "this learner"
+        Who expects the fitted shape, for the messages.
+    way_out : str, default ""
+        What to do instead, appended to the refusal of negative entries.
 
     Returns
     -------
@@ -403,15 +414,14 @@ def check_sparse_batch(
     if not np.all(np.isfinite(csr.data)):
         raise ValueError(f"{name} contains NaN or infinite values")
     if nonnegative and csr.nnz and csr.data.min() < 0:
-        raise ValueError(f"Negative values in data passed to {name} (min "
-                         f"{float(csr.data.min()):.3g}): the model is nonnegative")
+        raise ValueError(negative_data_message(name, float(csr.data.min()), way_out))
     return csr
 
 
 def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
                        context: dict | None = None, sample_shape: tuple | None = None,
                        nonnegative: bool = False, name: str = "X",
-                       owner: str = "this learner") -> tuple[Any, Any]:
+                       owner: str = "this learner", way_out: str = "") -> tuple[Any, Any]:
     """``(X, mask)`` for a batch with missing entries; ``mask`` is None when nothing is missing.
 
     ``mask`` (boolean, X's shape, True = observed) and/or ``missing="nan"`` (NaN = missing)
@@ -424,7 +434,8 @@ def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
     X, mask = split_masked(X, mask)
     if mask is None and missing is None:
         return check_batch(X, backend=backend, context=context, sample_shape=sample_shape,
-                           nonnegative=nonnegative, name=name, owner=owner), None
+                           nonnegative=nonnegative, name=name, owner=owner,
+                           way_out=way_out), None
     X = densify(X)
     shape = tuple(getattr(X, "shape", np.shape(X)))
     if len(shape) >= 2:  # no samples or no features: said as without missing entries
@@ -432,7 +443,7 @@ def check_masked_batch(X: Any, mask: Any, *, missing: str | None, backend: str,
     observed = _observed(X, mask, missing, shape)
     zeroed = np.where(observed, X, 0.0) if backend_of(X) == "numpy" else _zero_missing(X, observed)
     tensor = check_batch(zeroed, backend=backend, context=context, sample_shape=sample_shape,
-                         nonnegative=nonnegative, name=name, owner=owner)
+                         nonnegative=nonnegative, name=name, owner=owner, way_out=way_out)
     with using(backend):
         mask_tensor = as_tensor(observed, backend, **tl.context(tensor))
     return tensor, mask_tensor

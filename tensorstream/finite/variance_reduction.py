@@ -72,14 +72,17 @@ class FiniteData:
     scale : float, default 1.0
         Every piece is read in units of ``scale`` (divided by it as it is read: the data set
         itself is not copied), so that weights, steps and tolerances are in the data's units.
+    way_out : str, default ""
+        What to do instead, said when negative entries are refused.
     """
 
     def __init__(self, X: Any, backend: str, context: dict, nonnegative: bool = False,
-                 spread: Any = None, scale: float = 1.0):
+                 spread: Any = None, scale: float = 1.0, way_out: str = ""):
         self.X = X
         self.backend = backend
         self.context = context
         self.nonnegative = nonnegative
+        self.way_out = way_out
         self.spread = spread
         self.scale = float(scale)
         self.n, self.d = int(X.shape[0]), int(X.shape[1])
@@ -87,7 +90,8 @@ class FiniteData:
     def _convert(self, piece: Any) -> Tensor:
         piece = check_batch(densify(piece), backend=self.backend, context=self.context,
                             sample_shape=(self.d,), nonnegative=self.nonnegative,
-                            missing_hint=False)  # finite data: no missing entries
+                            missing_hint=False,  # finite data: no missing entries
+                            way_out=self.way_out)
         # refused before the scale divides them: the snapshot loss and the squared gradient
         # map (fourth powers of the data) would be inf, or the data vanish (tiny ones)
         check_not_too_large(piece, power=4)
@@ -111,7 +115,8 @@ class FiniteData:
         """
         if self.spread is not None:
             reading = {"backend": self.backend, "context": self.context,
-                       "nonnegative": self.nonnegative, "scale": self.scale}
+                       "nonnegative": self.nonnegative, "scale": self.scale,
+                       "way_out": self.way_out}
             total = _add(self.spread.map_reduce(function, chunk_size, args, reading))
         else:
             total = _add(function(chunk, *args) for _, chunk in self.chunks(chunk_size))

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from ..core.atomic import atomic_path
-from ..engine.checkpoint import json_safe
 
 #: The sample dim of ``.npy`` input (samples lie on the first axis); the other axes are
 #: ``axis1``, ``axis2``, ...
@@ -273,6 +272,9 @@ def _netcdf_ready(ds: Any) -> Any:
 
 
 def _netcdf_attrs(attrs: dict) -> dict:
+    # here, not at the top: reading a data file (tensorstream info) needs no engine, TensorLy
+    from ..engine.checkpoint import json_safe
+
     out = {}
     for key, value in attrs.items():
         if isinstance(value, (bool, np.bool_)) or value is None or isinstance(value, dict):

@@ -19,7 +19,6 @@ import inspect
 import math
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
@@ -41,6 +40,7 @@ from ..core.backend import (
     to_numpy,
     using,
 )
+from ..core.caller import warn
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -223,6 +223,12 @@ DEFAULT_N_THREADS = 1
 THREADED_METHODS = ("fit", "partial_fit", "transform", "fit_transform", "inverse_transform",
                     "score", "objective", "surrogate_value", "decompose", "outliers", "impute",
                     "reconstruct", "to_cp_tensor", "gradient_mapping")
+
+#: the way out of a model that is nonnegative by definition (NMF), for signed data
+SIGNED_DATA_WAY_OUT = ("this model is nonnegative by definition: shift the data to be "
+                       "nonnegative, or use a learner for signed data: OnlineCPDL(nonnegative="
+                       "False), OnlineRobustPCA or OnlineMaxNormMD (tensorstream fit: --model "
+                       "ocpdl --param nonnegative=False)")
 
 #: parameters renamed in every learner (old name: new name), for checkpoints
 RENAMED_EVERYWHERE = {"blas_threads": "n_threads"}
@@ -420,8 +426,7 @@ class CheckedParameters:
             if (names is None) != (fitted is None) and self._fitted:
                 which = "has feature names" if fitted is None else "has no feature names"
                 how = "without" if fitted is None else "with"
-                warnings.warn(f"X {which}, but {type(self).__name__} was fitted {how} feature "
-                              f"names", UserWarning, stacklevel=3)
+                warn(f"X {which}, but {type(self).__name__} was fitted {how} feature names")
             return
         if len(names) != len(fitted) or np.any(names != fitted):
             raise ValueError(f"The feature names should match those that were passed during "
@@ -463,8 +468,7 @@ class CheckedParameters:
             try:
                 self.set_output(transform=meta["output"])
             except ImportError as error:
-                warnings.warn(f"checkpoint {str(path)!r}: {error}; its learner gives the "
-                              f"default output", UserWarning, stacklevel=4)
+                warn(f"checkpoint {str(path)!r}: {error}; its learner gives the default output")
             except ValueError:
                 raise ValueError(f"cannot read checkpoint {str(path)!r}: its output container "
                                  f"{meta['output']!r} is none of {list(CONTAINERS)}") from None
@@ -737,10 +741,9 @@ class OnlineEstimator(CheckedParameters):
                     break
                 if n_steps is not None and step >= n_steps:
                     if capped:
-                        warnings.warn(f"{type(self).__name__}.fit stopped after {n_steps} "
-                                      f"mini-batches (STREAM_STEPS): the stream has no length; "
-                                      f"pass n_steps= to read more or fewer", UserWarning,
-                                      stacklevel=4)
+                        warn(f"{type(self).__name__}.fit stopped after {n_steps} mini-batches "
+                             f"(STREAM_STEPS): the stream has no length; pass n_steps= to "
+                             f"read more or fewer")
                     break
         finally:
             if progress is not None:
@@ -926,6 +929,13 @@ class OnlineLearner(OnlineEstimator):
 
     def _nonnegative_data(self) -> bool:
         return bool(getattr(self, "nonnegative", False))
+
+    def _negative_way_out(self) -> str:
+        """What a user with negative data can do instead, said when they are refused."""
+        if "nonnegative" in _init_parameter_names(type(self)):
+            return ("pass nonnegative=False to learn signed atoms and codes (tensorstream fit: "
+                    "--param nonnegative=False)")
+        return SIGNED_DATA_WAY_OUT
 
     def _keeps_sparse(self, X: Any, backend: str) -> bool:
         """True when the sparse batch ``X`` stays sparse (the algorithm codes it on its support);
@@ -1175,7 +1185,7 @@ class OnlineLearner(OnlineEstimator):
         hint = {} if check is check_sparse_batch else {
             "missing_hint": "missing" in _init_parameter_names(type(self))}
         X = check(X, backend=backend, nonnegative=self._nonnegative_data(), name=name,
-                  **self._checked_against_fit(), **hint)
+                  way_out=self._negative_way_out(), **self._checked_against_fit(), **hint)
         self._check_samples(X, name)
         return X
 
@@ -1188,6 +1198,7 @@ class OnlineLearner(OnlineEstimator):
             return self._validate(X, name), None
         X, mask = check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
                                      nonnegative=self._nonnegative_data(), name=name,
+                                     way_out=self._negative_way_out(),
                                      **self._checked_against_fit())
         self._check_samples(X, name)
         return X, mask
@@ -1296,7 +1307,7 @@ class OnlineLearner(OnlineEstimator):
         """Warn (once the step is committed) about what the engine's health checks found:
         codes all at a bound, dead atoms, a rising objective."""
         for message in info.get("warnings", ()):
-            warnings.warn(f"{type(self).__name__}: {message}", LearningWarning, stacklevel=3)
+            warn(f"{type(self).__name__}: {message}", LearningWarning)
 
     def _partial_fit_on(self, client: Any, X: Any, mask: Any, sample_dim: Any,
                         modes: Any) -> OnlineLearner:
@@ -1328,7 +1339,8 @@ class OnlineLearner(OnlineEstimator):
             if isinstance(state, Carried):  # the shards' state: tensors, made for the step
                 state = state.tensors(keep=False)
             checks = {"missing": self.missing, "backend": backend, "context": fitted["_context"],
-                      "sample_shape": sample_shape, "nonnegative": self._nonnegative_data()}
+                      "sample_shape": sample_shape, "nonnegative": self._nonnegative_data(),
+                      "way_out": self._negative_way_out()}
             new, info = self._cluster_step(client, data, mask, checks, backend, state)
         except BaseException:  # as partial_fit: a refused step leaves the generator as it was
             self._rng.bit_generator.state = saved

@@ -76,6 +76,12 @@ from ..losses import Divergence, get_loss
 from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
 
+
+def divergence_way_out(loss: Divergence) -> str:
+    """The way out for signed data under a divergence defined on nonnegative data only."""
+    return (f"the {loss.name!r} loss is defined for nonnegative data only: use a loss for "
+            f"signed data (loss='l2', 'l1' or 'huber'; tensorstream fit: --loss l2)")
+
 __all__ = ["DivergenceCP", "OnlineDivergenceNMF"]
 
 
@@ -614,6 +620,9 @@ class OnlineDivergenceNMF(OnlineLearner):
 
     def _nonnegative_data(self) -> bool:
         return bool(self.loss_.needs_nonnegative_data)
+
+    def _negative_way_out(self) -> str:
+        return divergence_way_out(self.loss_)
 
     def _keeps_sparse(self, X: Any, backend: str) -> bool:
         return DivergenceCP.keeps_sparse(self.loss_, X, backend)

@@ -1,7 +1,9 @@
 """OnlineNMF: online NMF with the squared loss, the two-mode case of the CP-dictionary engine.
 
-A drop-in for scikit-learn's :class:`~sklearn.decomposition.MiniBatchNMF` where the ideas
-overlap: ``X`` is ``(n_samples, n_features)``, ``components_`` is ``(n_components, n_features)``,
+Follows scikit-learn's :class:`~sklearn.decomposition.MiniBatchNMF` where the ideas overlap
+(not a drop-in: no ``beta_loss``, no early stopping, ``n_iter_`` counts mini-batches, no
+``reconstruction_err_``; docs/nmf.md lists every difference): ``X`` is
+``(n_samples, n_features)``, ``components_`` is ``(n_components, n_features)``,
 the regularisers are ``alpha_W`` (codes), ``alpha_H`` (components) and ``l1_ratio``, and
 ``forget_factor`` discounts past batches. The learning itself is :class:`OnlineCPDL`'s loop
 (Mairal-style surrogate statistics ``A = mean h h^T``, ``B = mean x h^T``, exact column steps)

@@ -61,6 +61,7 @@ from .divergence_nmf import (
     DivergenceCP,
     check_divergence_rules,
     divergence_of,
+    divergence_way_out,
     transform_algorithm,
 )
 
@@ -376,6 +377,11 @@ dict_row_min, normalize, dict_rounds
         if self._squared:
             return bool(self.nonnegative)
         return bool(self.loss_.needs_nonnegative_data)
+
+    def _negative_way_out(self) -> str:
+        if self._squared:
+            return super()._negative_way_out()
+        return divergence_way_out(self.loss_)
 
     def _keeps_sparse(self, X: Any, backend: str) -> bool:
         return not self._squared and DivergenceCP.keeps_sparse(

@@ -83,6 +83,7 @@ from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_st
 from ._base import (
     MAX_FIT_STEPS,
     SHARED_CONSTRAINTS,
+    SIGNED_DATA_WAY_OUT,
     ArrayCheckpoint,
     OnlineEstimator,
     OnlineLearner,
@@ -854,7 +855,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         X = check_batch(X, backend=backend, context=self.__dict__.get("_context"),
                         sample_shape=(self.components_.shape[1],) if fitted else None,
                         nonnegative=True, name=name, owner=type(self).__name__,
-                        missing_hint=False)  # RobustOnlineNMF(missing="nan") has them
+                        missing_hint=False,  # RobustOnlineNMF(missing="nan") has them
+                        way_out=SIGNED_DATA_WAY_OUT)
         if len(X.shape) != 2:
             raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
                              f"{tuple(X.shape)}")

@@ -21,13 +21,13 @@ import contextlib
 import copy
 import dataclasses
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 import tensorly as tl
 
 from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
+from ..core.caller import warn
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
@@ -329,8 +329,10 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                     context["device"] = X.device if backend_of(X) == "pytorch" else \
                         tl.context(tl.tensor(probe))["device"]
         nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
+        way_out = (f"formulation={self.formulation!r} is nonnegative: pass allow_negative=True, "
+                   f"or a formulation for signed data (e.g. 'odl', 'orpca')")
         return FiniteData(X, backend, context, nonnegative, spread,
-                          1.0 if scale is None else scale)
+                          1.0 if scale is None else scale, way_out)
 
     @contextlib.contextmanager
     def _spread(self, X: Any, client: Any) -> Any:
@@ -467,7 +469,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             return dataclasses.replace(state, step_size=float(self.step_size))
         n = state.n_samples
         rows = np.sort(state.rng.choice(n, min(n, self.auto_samples), replace=False))
-        subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative)
+        subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative,
+                               way_out=data.way_out)
         start = time.perf_counter()
         with using(data.backend):
             L, passes = estimate_lipschitz(state.formulation, state.dictionary, subsample, n,
@@ -491,9 +494,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             init = "gaussian" if form.robust else "random"
         if isinstance(init, str) and init in ("random", "ones"):
             if init == "ones":
-                warnings.warn("init='ones' (the paper's start) keeps W rank one forever (identical "
-                              "columns stay identical); adding 1e-3 Gaussian noise", UserWarning,
-                              stacklevel=3)
+                warn("init='ones' (the paper's start) keeps W rank one forever (identical columns "
+                     "stay identical); adding 1e-3 Gaussian noise")
                 base = np.ones((d, k))
             else:
                 rows = rng.choice(n, k, replace=n < k)
