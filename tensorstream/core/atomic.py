@@ -76,6 +76,8 @@ def deferred_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received and callable(previous):
             previous(*received[0])  # Python's default handler raises KeyboardInterrupt
+        elif received and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)  # the process was to end: it does now
 
 
 _GRACE_SECONDS = 5.0
