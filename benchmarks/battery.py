@@ -663,6 +663,7 @@ def run_interrupts(subject: Subject, backend: str, record: Callable, folder: Pat
     KeyboardInterrupt or completes, the checkpoint on disk always loads, and no temporary,
     lock file or descriptor is left."""
     rng = np.random.default_rng(35)
+    arrived = collections.Counter()  # the Ctrl-Cs that came before the call returned
     X = on(backend, clean(60, seed=3))
     reference = [to_host(U) for U in factors_of(quietly(lambda: subject.make().fit(X)))]
     start = time.perf_counter()
@@ -684,6 +685,7 @@ def run_interrupts(subject: Subject, backend: str, record: Callable, folder: Pat
                        zip(factors_of(model), reference, strict=True))
             why = None if same else "a completed refit differs from an uninterrupted one"
         record("interrupts", f"refit, Ctrl-C #{trial + 1}", why)
+        arrived["refit"] += stopped
         model = fitted(subject, backend)
     path = folder / f"{subject.name}-{backend}-interrupts.npz"
     model.save(path)
@@ -704,6 +706,9 @@ def run_interrupts(subject: Subject, backend: str, record: Callable, folder: Pat
                "descriptor leaked" if _descriptors() != descriptors else
                None if usable_file else "checkpoint unusable")
         record("interrupts", f"save, Ctrl-C #{trial + 1}", why)
+        arrived["save"] += stopped
+    print(f"{subject.name} [{backend}]: Ctrl-C arrived during {arrived['refit']} of {trials} "
+          f"refits and {arrived['save']} of {trials} saves", file=sys.stderr, flush=True)
 
 
 def _descriptors() -> int:

@@ -310,6 +310,7 @@ SAVE_POINTS = {
     "zip member opened": (zipfile, "_ZipWriteFile", 2),
     "fsync": (os, "fsync", 1),
     "rename": (os, "replace", 1),
+    "folder synced": (os, "fsync", 2),
     "lock": (atomic.fcntl, "flock", 1),
     "temporary made": (os, "close", 1, True),
 }

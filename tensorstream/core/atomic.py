@@ -76,6 +76,8 @@ def deferred_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received and callable(previous):
             previous(*received[0])  # Python's default handler raises KeyboardInterrupt
+        elif received and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)  # the process was to end: it does now
 
 
 _GRACE_SECONDS = 5.0
@@ -172,14 +174,16 @@ def atomic_file(path: Path) -> Iterator[Any]:
 
 
 def _fsync_folder(folder: Path) -> None:
-    """Make the rename durable too (POSIX); a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """Make the rename durable too (POSIX); a no-op where folders cannot be opened. A Ctrl-C
+    waits for the descriptor to be closed (it would leak between open and close)."""
+    with deferred_interrupt():
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)

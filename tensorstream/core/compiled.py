@@ -29,8 +29,8 @@ def jit(function: Callable) -> Callable | None:
     numba. Cached on disk by numba, so later processes load it in milliseconds; compiled in
     memory when there is no writable cache directory (a read-only install). ``nogil``: the
     kernels touch only their own arrays, so learners fitted in threads run them at once.
-    Callers keep the result (``functools.cache``): compiling costs 0.3-0.7 s. The kernel comes
-    :func:`interruptible`."""
+    Callers keep the result (``functools.cache``): compiling costs 0.3-0.7 s. The kernel is
+    returned :func:`interruptible`."""
     try:
         import numba
     except ImportError:  # not installed, or built for another numpy
@@ -51,7 +51,7 @@ def interruptible(kernel: Callable) -> Callable:
     its checkpoint) would exit with an error; the interrupt is raised in its place.
     """
 
-    @functools.wraps(kernel)
+    @functools.wraps(kernel, updated=())  # not the dispatcher's own attributes
     def call(*args: object) -> object:
         try:
             return kernel(*args)
