@@ -48,6 +48,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tensorstream import OnlineMaxNormMD
+
 # sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/matrix_completion.png"
 
 

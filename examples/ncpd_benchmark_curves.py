@@ -36,6 +36,7 @@ from tensorstream.baselines import nonnegative_cp_als, nonnegative_cp_mu
 from tensorstream.datasets import synthetic_ncpd_tensor
 from tensorstream.metrics import reconstruction_error
 from tensorstream.schedules import ReferenceRadius
+
 # sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/ncpd_benchmark_curves.png"
 
 RANK, BATCH = 5, 20
