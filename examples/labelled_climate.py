@@ -113,7 +113,7 @@ def main() -> None:
     plot_factors(factors, title="climate-like data: labelled CP factors",
                  path=out / "climate_factors.png")
     with xr.open_dataset(out / "climate_factors.nc") as back:
-        print(f"wrote {out / 'climate_factors.nc'}: {list(back.data_vars)}\n"
+        print(f"wrote {out / 'climate_factors.nc'}\n  with {list(back.data_vars)},\n"
               f"and the figure {out / 'climate_factors.png'}")
 
 

@@ -228,9 +228,8 @@ def main(argv: list[str] | None = None) -> dict:
         planted, fraction = match_topics(components, corpus.topic_words)
         results[label] = {"fractions": fraction, "planted": planted, "seconds": seconds}
         learned[label] = (components, planted)
-    # one column per learner: the planted topic matched, the fraction of its top-10 words
-    print("\n| learned topic | " + " | ".join(f"{label}: planted, top-10"
-                                            for label in results) + " |")
+    print("\nper learned topic: its planted topic, the fraction of its top-10 words in it")
+    print("| learned topic | " + " | ".join(results) + " |")
     print("|---|" + "---|" * len(results))
     for j in range(args.n_topics):
         cells = " | ".join(f"{r['planted'][j]}, {r['fractions'][j]:.1f}" for r in results.values())
