@@ -115,9 +115,8 @@ def scrape_written_figures(block, block_vars, gallery_conf) -> str:
         shutil.copyfile(path, target)
         shown.add(path)
         images.append(target)
-    if not images:
-        return ""
-    return figure_rst(images, gallery_conf["src_dir"])
+    # one figure per directive: several in one are drawn side by side as small thumbnails
+    return "".join(figure_rst([image], gallery_conf["src_dir"]) for image in images)
 
 
 def write_thumbnail(image: Path, stem: str) -> Path:
