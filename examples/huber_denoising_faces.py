@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = learn(stream, corrupted, clean, args)
     noisy = psnr(clean, corrupted)
     print(f"{len(clean)} faces {shape[0]}x{shape[1]}, {args.fraction:.0%} of pixels with "
-          f"'{args.noise}' U(0,1) noise, stream of {len(stream)} (fresh noise per copy), "
+          f"'{args.noise}' U(0,1) noise,\nstream of {len(stream)} (fresh noise per copy), "
           f"{args.n_components} atoms, Huber threshold {args.threshold:g} x mean pixel\n")
     print("| loss | PSNR vs clean (dB) | training time (s) |")
     print("|---|---|---|")

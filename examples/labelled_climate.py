@@ -67,7 +67,8 @@ def main() -> None:
     da, truth = climate_like_dataarray(n_days=args.days)
     da.to_netcdf(out / "climate.nc", encoding={"obs": {"chunksizes": (48, 9, 16, 4)}})
     lazy = open_dataarray(out / "climate.nc", "obs", sample_dim="time")
-    print(f"opened {lazy.name}: {dict(lazy.sizes)}, chunks along time: {lazy.chunks[0][:3]}...")
+    print(f"opened {lazy.name}: {dict(lazy.sizes)},\n  chunks along time: "
+          f"{lazy.chunks[0][:3]}...")
 
     # 2. fit through the accessor (the same as OnlineCPDL(...).fit(lazy, sample_dim=..., ...))
     model = lazy.tensorstream.fit(3, sample_dim="time", modes=MODES, batch_size=32,
@@ -83,7 +84,7 @@ def main() -> None:
         profile = factors["variable_loadings"].sel(component=r)
         peak = factors["lat_lon_loadings"].sel(component=r).argmax(dim=("lat", "lon"))
         print(f"component {r}: {CLIMATE_COMPONENTS[planted]:<16} (code correlation "
-              f"{corr[r, planted]:.3f}), mostly {str(profile.idxmax('variable').values)!r}, "
+              f"{corr[r, planted]:.3f}),\n  mostly {str(profile.idxmax('variable').values)!r}, "
               f"map peak at lat {float(factors['lat'][int(peak['lat'])]):+.0f}")
     noon = factors["codes"].sel(time="2021-03-10T12:00")
     print(f"codes at noon on 10 March: {np.round(noon.values, 2)}")
@@ -112,8 +113,8 @@ def main() -> None:
     plot_factors(factors, title="climate-like data: labelled CP factors",
                  path=out / "climate_factors.png")
     with xr.open_dataset(out / "climate_factors.nc") as back:
-        print(f"wrote {out / 'climate_factors.nc'}: {list(back.data_vars)}; figure "
-              f"{out / 'climate_factors.png'}")
+        print(f"wrote {out / 'climate_factors.nc'}\n  with {list(back.data_vars)},\n"
+              f"and the figure {out / 'climate_factors.png'}")
 
 
 if __name__ == "__main__":

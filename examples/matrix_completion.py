@@ -49,6 +49,8 @@ from threadpoolctl import threadpool_limits
 
 from tensorstream import OnlineMaxNormMD
 
+# sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/matrix_completion.png"
+
 
 def ratings(n_users: int = 2000, n_items: int = 200, rank: int = 5, seed: int = 0):
     rng = np.random.default_rng(seed)

@@ -44,6 +44,8 @@ from tensorstream import OnlineMaxNormMD, OnlineRobustPCA, RobustPCA
 from tensorstream.datasets import corrupted_low_rank
 from tensorstream.metrics import expressed_variance
 
+# sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/maxnorm_ev_curves.png"
+
 
 def online_curve(model, data, every: int) -> list[float]:
     curve = []

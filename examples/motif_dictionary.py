@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
              f"chain, {args.modes}-mode dictionary); held-out fit {fit:.2f}")
     plot_motifs(atoms, importance(model, held_out, args.modes), title, args.out)
     print(f"{graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges; "
-          f"{model.n_steps_} steps x {args.batch_size} patches; held-out fit {fit:.3f}; "
+          f"{model.n_steps_} steps x {args.batch_size} patches; held-out fit {fit:.3f};\n"
           f"saved {args.out} in {time.perf_counter() - start:.1f} s")
 
 

@@ -37,6 +37,8 @@ from tensorstream.datasets import synthetic_ncpd_tensor
 from tensorstream.metrics import reconstruction_error
 from tensorstream.schedules import ReferenceRadius
 
+# sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/ncpd_benchmark_curves.png"
+
 RANK, BATCH = 5, 20
 
 

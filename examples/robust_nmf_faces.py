@@ -89,7 +89,7 @@ def learn(name, clean, shape, n_components, copies, alpha_scale, seed, setting=(
               f"{basis_psnr(np.asarray(model.components_), clean):9.1f} dB")
     reference = NMF(n_components, init="nndsvda", max_iter=500, random_state=seed).fit(clean)
     print(f"{name:<20} {'corrupted input':<16} {'':>8} {psnr(clean, data.X):9.1f} dB "
-          f"{basis_psnr(reference.components_, clean):9.1f} dB (batch NMF on clean data)")
+          f"{basis_psnr(reference.components_, clean):9.1f} dB (1)")
     return results, shape, data
 
 
@@ -159,6 +159,7 @@ def main(argv=None):
     panels["digits (0.7, 0.1)"] = learn("digits (0.7, 0.1)", *load_digits_data(),
                                         n_components=16, copies=max(1, args.copies // 5),
                                         alpha_scale=1.0, seed=args.seed)
+    print("(1) the basis column of 'corrupted input': batch NMF on the clean data")
     plot(panels, args.out)
 
 

@@ -48,6 +48,8 @@ except NameError:  # sphinx-gallery runs the examples without __file__, from exa
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_svrmf as bench  # noqa: E402  (benchmarks/ is not a package)
 
+# sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/svrmf_curves.png"
+
 SETUPS = ("odl-digits", "orpca-synth")
 
 

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
                                   args.words_per_topic, args.doc_length, random_state=args.seed)
     X = tfidf_poisson(corpus.X, random_state=args.seed) if args.tfidf else corpus.X
     density = X.nnz / np.prod(X.shape)
-    print(f"corpus: {X.shape[0]} documents x {X.shape[1]} words, density {density:.4f}, "
+    print(f"corpus: {X.shape[0]} documents x {X.shape[1]} words, density {density:.4f},\n"
           f"{args.n_topics} planted topics of {args.words_per_topic} words "
           f"(chance fraction {args.words_per_topic / args.n_words:.3f})")
     results, learned = {}, {}
@@ -228,8 +228,8 @@ def main(argv: list[str] | None = None) -> dict:
         planted, fraction = match_topics(components, corpus.topic_words)
         results[label] = {"fractions": fraction, "planted": planted, "seconds": seconds}
         learned[label] = (components, planted)
-    print("\n| learned topic | " + " | ".join(f"{label}: planted, top-10 fraction"
-                                            for label in results) + " |")
+    print("\nper learned topic: its planted topic, the fraction of its top-10 words in it")
+    print("| learned topic | " + " | ".join(results) + " |")
     print("|---|" + "---|" * len(results))
     for j in range(args.n_topics):
         cells = " | ".join(f"{r['planted'][j]}, {r['fractions'][j]:.1f}" for r in results.values())

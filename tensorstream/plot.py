@@ -393,6 +393,7 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
         Components shown when ``components`` is not given. When fewer than all are shown, the
         figure's title says so ("showing 12 of 16 components").
     title : str, optional
+        Figure title (a note on components left out goes under it).
     path : str or path-like, optional
         Also write the figure there.
 

@@ -3,7 +3,7 @@
 The scripts in ``examples/`` are command-line programs that write their figures to files. In
 the documentation build each one runs with the arguments of :data:`EXAMPLE_ARGS` (small sizes,
 so the gallery builds in about two minutes) and writes into its own folder,
-``docs/_build/gallery-output/<example>/``; :func:`scrape_written_figures` then shows every
+``examples/example-output/<example>/``; :func:`scrape_written_figures` then shows every
 image the example wrote there, in the order they were written.
 
 The published output must not show the build machine: the folder is passed relative to the
@@ -24,7 +24,9 @@ import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUTPUT = ROOT / "docs" / "_build" / "gallery-output"
+#: Under ``examples/`` (git ignores ``example-output/``), so the scripts print paths as they
+#: would when a user runs them there.
+OUTPUT = ROOT / "examples" / "example-output"
 #: Longest output line the gallery pages show whole.
 WIDTH = 88
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg")
@@ -51,6 +53,13 @@ EXAMPLE_ARGS: dict[str, list[str]] = {
     "topic_learning_kl": ["--n-docs", "1500", "--n-words", "400", "--batch-size", "50",
                           "--epochs", "2", "--out", "{out}"],  # 5000 x 1000, batch 10, 3
 }
+
+#: Thumbnails of wide figures (a row of curve panels shrinks to a blank strip): an example
+#: names its own with ``# sphinx_gallery_thumbnail_path = "_build/gallery-thumbs/<stem>.png"``,
+#: the left part of its first figure at the thumbnail's shape, written by
+#: :func:`write_thumbnail`.
+THUMBS = ROOT / "docs" / "_build" / "gallery-thumbs"
+THUMB_ASPECT = 400 / 280  # sphinx-gallery's default thumbnail_size
 
 _shown: dict[str, set[Path]] = {}
 
@@ -100,10 +109,22 @@ def scrape_written_figures(block, block_vars, gallery_conf) -> str:
                       and p not in shown), key=lambda p: (p.stat().st_mtime_ns, p.name))
     images = []
     for path, target in zip(written, block_vars["image_path_iterator"]):
+        if not shown and path.suffix.lower() == ".png":
+            write_thumbnail(path, src_file.stem)
         target = Path(target).with_suffix(path.suffix)
         shutil.copyfile(path, target)
         shown.add(path)
         images.append(target)
-    if not images:
-        return ""
-    return figure_rst(images, gallery_conf["src_dir"])
+    # one figure per directive: several in one are drawn side by side as small thumbnails
+    return "".join(figure_rst([image], gallery_conf["src_dir"]) for image in images)
+
+
+def write_thumbnail(image: Path, stem: str) -> Path:
+    """The left part of ``image`` at the thumbnail's aspect (all of it when narrower)."""
+    from PIL import Image
+
+    THUMBS.mkdir(parents=True, exist_ok=True)
+    with Image.open(image) as picture:
+        width = min(picture.width, round(picture.height * THUMB_ASPECT))
+        picture.crop((0, 0, width, picture.height)).save(THUMBS / f"{stem}.png")
+    return THUMBS / f"{stem}.png"
