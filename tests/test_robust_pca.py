@@ -191,7 +191,11 @@ def test_robust_online_nmf_scale_and_random_start_ignore_missing_entries():
     observed = rng.random(X.shape) > 0.5
     zeroed, junk = np.where(observed, X, 0.0), np.where(observed, X, 1e6)
     robust = RobustOnlineNMF(3, random_state=0).partial_fit(junk, mask=observed)
-    assert robust.scale_ == pytest.approx(X[observed].mean(), rel=1e-12)
+    # the mean of the observed entries, each row's winsorised at 5 times its observed median
+    limits = [5 * np.median(row[seen]) for row, seen in zip(X, observed)]
+    expected = np.mean(np.concatenate([np.minimum(row[seen], limit)
+                                       for row, seen, limit in zip(X, observed, limits)]))
+    assert robust.scale_ == pytest.approx(expected, rel=1e-12)
     first = OnlineNMF(3, init="random", random_state=0).partial_fit(zeroed, mask=observed)
     again = OnlineNMF(3, init="random", random_state=0).partial_fit(junk, mask=observed)
     np.testing.assert_array_equal(first.components_, again.components_)

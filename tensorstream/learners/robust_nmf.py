@@ -967,7 +967,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     def _pgd(self, X, W, H, penalties, backend):
         """BPGD (S-8)-(S-10): H, then E, then W, one step each per iteration."""
-        E = tl.zeros(tl.shape(X), **tl.context(X))
+        E = project_outliers(coding_start(X, 1, "zero", "gross")[1], penalties)
         project = dictionary_projection("l2ball")
 
         def step(state):
@@ -994,7 +994,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         rho = self.rho
         project = dictionary_projection("l2ball")
         zeros = tl.zeros(tl.shape(X), **context)
-        state = {"W": W, "Psi": W, "H": H, "U": tl.clip(H, 0, None), "E": zeros, "Q": zeros,
+        # gross entries start as outliers (zero on data within 5 data units)
+        E0 = project_outliers(coding_start(X, 1, "zero", "gross")[1], penalties)
+        state = {"W": W, "Psi": W, "H": H, "U": tl.clip(H, 0, None), "E": E0, "Q": E0,
                  "dual_H": tl.zeros(tl.shape(H), **context), "dual_E": zeros,
                  "dual_W": tl.zeros(tl.shape(W), **context)}
 
