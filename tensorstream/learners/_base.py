@@ -292,9 +292,10 @@ class CheckedParameters:
             method = cls.__dict__.get(name)
             if inspect.isfunction(method) and not hasattr(method, "_threads_limited"):
                 setattr(cls, name, _threads_limited(method))
-        for name, method in list(cls.__dict__.items()):  # every argument on the API pages
-            if inspect.isfunction(method) and not name.startswith("_"):
-                complete_parameters(method, cls.__name__)
+        if cls.__module__.startswith("tensorstream."):  # ours: every argument on the API pages
+            for name, method in list(cls.__dict__.items()):  # (a user's subclass is theirs)
+                if inspect.isfunction(method) and not name.startswith("_"):
+                    complete_parameters(method, cls.__name__)
 
     #: the data a learner models must be nonnegative (scikit-learn's ``positive_only`` tag)
     _positive_data = False
