@@ -89,7 +89,11 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
     n_samples = da.sizes[sample_dim]
     batch_size = int(learner.batch_size)
     per_epoch = -(-n_samples // batch_size)
-    total = (args.epochs or 1) * per_epoch if args.steps is None else (
+    from ..learners._base import fit_passes  # here: `tensorstream info` needs no learner
+
+    # without --epochs, the passes fit(X) takes: one training-length rule for both
+    epochs = args.epochs or fit_passes(getattr(learner, "max_iter", 1), n_samples, batch_size)
+    total = epochs * per_epoch if args.steps is None else (
         args.steps if args.epochs is None else min(args.steps, args.epochs * per_epoch))
     start = int(getattr(learner, "n_steps_", 0)) if args.resume else 0
     seed = learner.random_state if isinstance(learner.random_state, int) else 0

@@ -152,7 +152,9 @@ def _add_fit_model(model: Any) -> None:
 def _add_fit_run(run: Any) -> None:
     run.add_argument("--batch-size", type=int, metavar="B", help="samples per mini-batch")
     run.add_argument("--epochs", type=int, metavar="E",
-                     help="passes over the samples, shuffled (default: 1)")
+                     help="passes over the samples, shuffled (default: the learner's max_iter, as "
+                          "fit(X) takes: 'auto' is 10 passes and at least 200 mini-batches, "
+                          "at most 200 passes)")
     run.add_argument("--steps", type=int, metavar="N",
                      help="stop after N mini-batches in all (counting those before a resume)")
     run.add_argument("--seed", type=int, metavar="S",

@@ -11,14 +11,17 @@ import os
 import sys
 import warnings
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: the package's folder as its modules' code names it (as imported) and absolute; one
+#: ``startswith`` per frame: a step that warns stays as cheap as one that does not
+_PACKAGE = tuple({os.path.dirname(os.path.dirname(path)) + os.sep
+                  for path in (__file__, os.path.abspath(__file__))})
 
 
 def caller_stacklevel() -> int:
     """The ``stacklevel`` that names, for a ``warnings.warn`` made by the caller of this
     function's caller, the first frame outside the package (1 names the ``warn`` line)."""
     frame, level = sys._getframe(2), 2  # level 2: the frame that called warn()
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     return level
 

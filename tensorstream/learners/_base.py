@@ -96,6 +96,7 @@ from ..labels import (
     to_samples,
 )
 from ..modes import decode_array_layout, encode_array_layout, regroup
+from ._docs import complete_parameters
 from ._output import (
     CONTAINERS,
     OUTPUT_METHODS,
@@ -356,6 +357,10 @@ class CheckedParameters:
             method = cls.__dict__.get(name)
             if inspect.isfunction(method) and not hasattr(method, "_serialised"):
                 setattr(cls, name, _serialised(method))
+        if cls.__module__.startswith("tensorstream."):  # ours: every argument on the API pages
+            for name, method in list(cls.__dict__.items()):  # (a user's subclass is theirs)
+                if inspect.isfunction(method) and not name.startswith("_"):
+                    complete_parameters(method, cls.__name__)
 
     #: the data a learner models must be nonnegative (scikit-learn's ``positive_only`` tag)
     _positive_data = False
@@ -407,6 +412,11 @@ class CheckedParameters:
         index of a pandas DataFrame given), ``"default"`` (the backend's tensor), or None (no
         change). Labelled input keeps giving a ``DataArray``. scikit-learn's ``Pipeline`` and
         ``ColumnTransformer`` call it through their own ``set_output``.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default None
+            The container (None: keep the current one).
 
         Returns
         -------
@@ -592,38 +602,7 @@ class OnlineEstimator(CheckedParameters):
     def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
             sample_dim: str | None = None, modes: Any = None,
             client: Any = None) -> OnlineEstimator:
-        """Learn from scratch.
-
-        Parameters
-        ----------
-        X : array of shape (n_samples, ...), xarray.DataArray, or iterable of batches
-            An array is streamed as ``max_iter`` shuffled passes of ``batch_size`` samples, a
-            DataArray along ``sample_dim`` (a dask-backed one is read batch by batch);
-            ``max_iter="auto"`` is 10 passes, or more on small arrays (:func:`fit_passes`).
-            Any other iterable (a stream from :mod:`tensorstream.streams`, a generator, a list
-            of arrays) is consumed batch by batch.
-        y : ignored
-        mask : boolean array of X's shape, optional
-            True where an entry is observed (array input); a stream may yield ``(X, mask)``
-            pairs instead.
-        n_steps : int, optional
-            Stop after this many mini-batches (needed for infinite streams).
-        sample_dim : str, optional
-            For DataArray input: the dim along which samples lie.
-        modes : list or str, optional
-            One entry per CP mode, stacked into one mode where it holds several (their joint
-            features are learned). Arrays and streams: axis groups of a sample, e.g.
-            ``[(0, 1), 2]`` (the sample axis excluded; the learner's ``array_layout_`` keeps
-            the grouping, :func:`tensorstream.modes.unstack_loadings` gives each loading its
-            group's shape). DataArrays: dim names, e.g. ``[("y", "x"), "channel"]``. Both take
-            the text ``"0,1;2"`` / ``"y,x;channel"``. None makes every axis (dim) a mode.
-            See :mod:`tensorstream.modes` and :mod:`tensorstream.labels`.
-        client : dask.distributed.Client, str or None, optional
-            Fit on a Dask cluster (array input): every step's batch is split across the
-            workers, which code their shards and return additive statistics; the result
-            equals the single-process fit. A client, a scheduler address, or ``"local"``
-            (a local cluster of one worker process per core, closed afterwards). See
-            :mod:`tensorstream.engine.distributed`.
+        """Learn from scratch: the state of any earlier fit is replaced.
 
         Returns
         -------
@@ -779,11 +758,19 @@ class OnlineEstimator(CheckedParameters):
                                  f"the fitted {layout.mode_names} with shape {layout.shape}")
             layout = layout or fresh
         return to_samples(X, layout), layout
-    def fit_transform(self, X: Any, y: Any = None, **fit_params) -> Any:
+    def fit_transform(self, X: Any, y: Any = None, *, mask: Any = None,
+                      n_steps: int | None = None, sample_dim: str | None = None,
+                      modes: Any = None, client: Any = None) -> Any:
         """``fit(X)`` then ``transform(X)``; a ``mask`` given is used by both (missing
-        entries influence neither the dictionary nor the codes)."""
-        mask = fit_params.get("mask")
-        return self.fit(X, **fit_params).transform(X, **({} if mask is None else {"mask": mask}))
+        entries influence neither the dictionary nor the codes).
+
+        Returns
+        -------
+        codes : array of shape (n_samples, n_components) or xarray.DataArray
+        """
+        self.fit(X, y, mask=mask, n_steps=n_steps, sample_dim=sample_dim, modes=modes,
+                 client=client)
+        return self.transform(X, **({} if mask is None else {"mask": mask}))
 
     def save(self, path: Any) -> Any:
         """Checkpoint the learner to ``path`` (``.npz``, written atomically); resume it with
@@ -825,7 +812,13 @@ class ArrayCheckpoint:
     @_serialised  # not a CheckedParameters subclass: its save is not wrapped on its own
     def save(self, path: Any) -> Any:
         """Write the fitted learner to ``path`` (``.npz``, atomically); read it back with
-        :func:`tensorstream.load`."""
+        :func:`tensorstream.load`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The ``.npz`` file (written atomically, no pickle).
+        """
         return write_checkpoint(path, type(self).__name__, *self._checkpoint_contents())
 
     def _fitted_contents(self) -> tuple[dict, dict]:
@@ -1224,32 +1217,24 @@ class OnlineLearner(OnlineEstimator):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None, **fit_params: Any) -> OnlineLearner:
-        """Learn from scratch (see :meth:`OnlineEstimator.fit`). Sparse matrices
-        (scipy.sparse, 2-D ``sparse.COO``) are streamed as CSR row batches."""
+    def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
+            sample_dim: str | None = None, modes: Any = None,
+            client: Any = None) -> OnlineLearner:
+        """Learn from scratch: the state of any earlier fit is replaced.
+
+        Returns
+        -------
+        self
+        """
         if is_sparse(X) and len(X.shape) == 2:
             X = X.tocsr()
-        return super().fit(X, y, **fit_params)
+        return super().fit(X, y, mask=mask, n_steps=n_steps, sample_dim=sample_dim,
+                           modes=modes, client=client)
 
     def partial_fit(self, X: Any, y: Any = None, *, mask: Any = None,
                     sample_dim: str | None = None, modes: Any = None,
                     client: Any = None) -> OnlineLearner:
         """Learn from one mini-batch.
-
-        Parameters
-        ----------
-        X : array of shape (b, I_1, ..., I_n) or xarray.DataArray
-            The batch; a DataArray is laid out by ``sample_dim`` and ``modes`` (see ``fit``),
-            given with the first batch and kept for the next ones.
-        y : ignored
-        mask : boolean array of X's shape, optional
-            True where an entry is observed; missing entries never influence the result.
-        sample_dim, modes : optional
-            See :meth:`fit`: ``sample_dim`` for labelled input only; ``modes`` regroups
-            arrays too, given with the first batch (later ones are regrouped alike).
-        client : dask.distributed.Client, str or None, optional
-            Take the step on a Dask cluster: the batch is split across the workers (see
-            :meth:`fit`); the result equals the step in this process.
 
         Returns
         -------

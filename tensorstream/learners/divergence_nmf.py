@@ -639,8 +639,13 @@ class OnlineDivergenceNMF(OnlineLearner):
         return transform_algorithm(self)
 
     def transform(self, X: Any, mask: Any = None, *, init: Any = None) -> Any:
-        """Codes of ``X`` (raw scale), shape ``(n, R)``, solved to ``transform_tol``; ``init``
-        (raw-scale codes) warm-starts the coding step (plain arrays only)."""
+        """Codes of ``X`` (raw scale), shape ``(n, R)``, solved to ``transform_tol``.
+
+        Parameters
+        ----------
+        init : array of shape (n_samples, n_components), optional
+            Raw-scale codes that warm-start the coding step (plain arrays only, no ``mask``).
+        """
         if init is None:
             return super().transform(X, mask)
         self._check_fitted()

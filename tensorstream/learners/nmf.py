@@ -258,12 +258,20 @@ class OnlineNMF(OnlineLearner):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None, **kwargs: Any) -> OnlineNMF:
-        """Learn from scratch from an array or a stream of batches (see OnlineCPDL.fit)."""
-        n = _n_samples(X, kwargs.get("sample_dim"))
+    def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
+            sample_dim: str | None = None, modes: Any = None, client: Any = None) -> OnlineNMF:
+        """Learn from scratch from an array or a stream of batches: the state of any earlier
+        fit is replaced.
+
+        Returns
+        -------
+        self
+        """
+        n = _n_samples(X, sample_dim)
         self._epoch_samples = n  # scikit-learn's per-batch discount in fit depends on it
         try:
-            return super().fit(X, y, **kwargs)
+            return super().fit(X, y, mask=mask, n_steps=n_steps, sample_dim=sample_dim,
+                               modes=modes, client=client)
         finally:
             self.__dict__.pop("_epoch_samples", None)
 

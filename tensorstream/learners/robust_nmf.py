@@ -488,10 +488,18 @@ class RobustOnlineNMF(OnlineLearner):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def partial_fit(self, X: Any, y: Any = None, **kwargs: Any) -> RobustOnlineNMF:
-        """Learn from one mini-batch (see :meth:`OnlineCPDL.partial_fit`); the batch's codes
-        and outliers are kept in ``last_decomposition_``."""
-        return super().partial_fit(X, y, **kwargs)
+    def partial_fit(self, X: Any, y: Any = None, *, mask: Any = None,
+                    sample_dim: str | None = None, modes: Any = None,
+                    client: Any = None) -> RobustOnlineNMF:
+        """Learn from one mini-batch; the batch's codes and outliers are kept in
+        ``last_decomposition_``.
+
+        Returns
+        -------
+        self
+        """
+        return super().partial_fit(X, y, mask=mask, sample_dim=sample_dim, modes=modes,
+                                   client=client)
 
     # -- results -------------------------------------------------------------------------------
 

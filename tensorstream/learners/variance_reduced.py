@@ -397,6 +397,15 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                 progress.close()
         return self
 
+    def fit_transform(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
+        """``fit(X)`` then ``transform(X)``.
+
+        Returns
+        -------
+        codes : array of shape (n_samples, n_components)
+        """
+        return self.fit(X, y, client=client).transform(X)
+
     def partial_fit(self, X: Any, y: Any = None, *, client: Any = None) -> VarianceReducedMF:
         """One more outer iteration on the same data set (starts fresh if not fitted): an
         interrupted or checkpointed run resumes exactly. ``client``: its full passes on a
@@ -767,8 +776,11 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         """``||Gamma_eta(W)||^2`` of the output dictionary on ``X`` (section 4.1): a full pass
         with accurate solves, for any ``method`` (``history_`` has it for free for ``vr`` only).
 
-        ``step`` is the ``eta`` of the gradient mapping; None uses the learner's step (1.0 for
-        ``smm``). ``client``: the pass runs on a Dask cluster (see :meth:`fit`).
+        Parameters
+        ----------
+        step : float, optional
+            The ``eta`` of the gradient mapping; None uses the learner's step (1.0 for
+            ``smm``).
         """
         self._check_fitted()
         self._check_feature_names(X)
