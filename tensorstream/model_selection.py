@@ -14,10 +14,12 @@ held out from training:
   factor match score, the product over modes of the columns' absolute cosines), per component;
 * time spent fitting, and the bytes of the fitted state.
 
-Poor candidates are dropped early by successive halving: after each pass but the last, a
-candidate is kept if it ranks in the best ``1/halving`` of the candidates by imputation error,
-or lies within one standard error or ``4 * tolerance`` times the best (so that a candidate the
-rule could choose, still converging, survives).
+Candidates the rule will not choose are dropped early (successive halving, steered by the
+rule): after each pass but the last, only the best candidate (whose error sets the bar) and
+those no larger (in parameters) than the rule's current choice, with an error within one
+standard error or ``4 * tolerance`` times the best, go on. Too few components, a grouping that
+cannot represent the data, and larger models than needed stop after one pass; a smaller
+candidate still converging towards the best is kept.
 
 **The rule** (:attr:`Selection.chosen`): among the *replicable* candidates (every matched
 component's factor match score at least ``min_replicability``), take the best imputation error
@@ -45,7 +47,6 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -114,7 +115,7 @@ class Selection:
         replicability): ``imputation_error``, ``imputation_se``, ``heldout_error``,
         ``heldout_se``, ``replicability`` (the worst matched component), ``replicable``,
         ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``
-        and ``passes`` (how many passes the candidate ran before successive halving dropped
+        and ``passes`` (how many passes the candidate ran before it was dropped
         it; NaN scores for candidates not run). ``attrs["rule"]`` says how ``chosen`` was found.
     chosen : dict
         ``{"grouping": text, "modes": as given, "n_components": int}`` by the rule of
@@ -160,7 +161,7 @@ class Selection:
 def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Sequence[int],
            sample_dim: str | None = None, var: str | None = None, n_passes: int = 3,
            batch_size: int | None = None, holdout: float = 0.1, max_holdout: int = 1000,
-           hidden: float = 0.2, halving: float = 2.0, min_replicability: float = 0.8,
+           hidden: float = 0.2, prune: bool = True, min_replicability: float = 0.8,
            tolerance: float = 0.1, client: Any = None, random_state: int = 0,
            verbose: bool = False) -> Selection:
     """Score every grouping x rank online and choose one by the documented rule.
@@ -183,16 +184,16 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     sample_dim, var : str, optional
         For labelled data and files.
     n_passes : int, default 3
-        Passes over the training samples; successive halving after each but the last.
+        Passes over the training samples; candidates are dropped after each but the last.
     batch_size : int, optional
         Samples per mini-batch (each half gets half of it); default the learner's.
     holdout : float, default 0.1
         Share of the samples held out for scoring, at most ``max_holdout`` samples.
     hidden : float, default 0.2
         Share of each held-out sample's entries hidden for the imputation error.
-    halving : float, default 2.0
-        Keep the best ``1/halving`` of the candidates after each pass (and all within one
-        standard error of the best); ``1`` keeps all.
+    prune : bool, default True
+        Drop the candidates the rule will not choose after each pass but the last (see
+        above); False runs every candidate for every pass.
     min_replicability : float, default 0.8
         The worst component's factor match score a replicable candidate reaches.
     tolerance : float, default 0.1
@@ -212,7 +213,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     Selection
         The table (an ``xarray.Dataset``), the chosen candidate and a plot.
     """
-    _check_choices(modes, n_components, n_passes, holdout, hidden, halving, min_replicability,
+    _check_choices(modes, n_components, n_passes, holdout, hidden, min_replicability,
                    tolerance)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or getattr(learner, "batch_size", None) or 256
@@ -231,12 +232,13 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             c.passes = p + 1
             c.scores = _scores(c, held, observed, source)
         if p < n_passes - 1:
-            _halve(alive, halving, tolerance)
+            if prune:
+                _prune(alive, tolerance)
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
                    min_replicability, tolerance)
 
 
-def _check_choices(modes, n_components, n_passes, holdout, hidden, halving, minimum,
+def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
                    tolerance) -> None:
     if isinstance(modes, str) or not isinstance(modes, Sequence) or not modes:
         raise ValueError(f"modes: give a list of candidate groupings, e.g. ['0,1;2', '0;1;2'], "
@@ -253,8 +255,6 @@ def _check_choices(modes, n_components, n_passes, holdout, hidden, halving, mini
     for name, value, low, high in (("holdout", holdout, 0, 0.5), ("hidden", hidden, 0, 0.9)):
         if not low < value <= high:
             raise ValueError(f"{name} must be in ({low}, {high}], got {value!r}")
-    if not halving >= 1:
-        raise ValueError(f"halving must be >= 1 (1 keeps every candidate), got {halving!r}")
     if not 0 <= minimum <= 1:
         raise ValueError(f"min_replicability must be in [0, 1], got {minimum!r}")
     if not 0 <= tolerance < 1:
@@ -458,20 +458,21 @@ def _nbytes(model: Any) -> int:
     return int(sum(to_numpy(x).nbytes for x in leaves if hasattr(x, "shape")))
 
 
-def _halve(alive: list, halving: float, tolerance: float) -> None:
-    """Successive halving: keep the best ``1/halving`` by imputation error and every
-    candidate within one standard error or ``4 * tolerance`` times the best: the right rank
-    may still trail larger ones after a pass (it closes the gap more slowly), and must not be
-    dropped for that."""
-    if halving == 1 or len(alive) < 2:
+def _prune(alive: list, tolerance: float) -> None:
+    """Keep the best candidate, and those no larger than the rule's current choice whose
+    error is within one SE or ``4 * tolerance`` times the best: the right rank may still
+    trail larger ones after a pass (it closes the gap more slowly) and must not be dropped."""
+    if len(alive) < 2:
         return
     means = np.array([c.scores["imputation"].mean() for c in alive])
+    sizes = np.array([c.scores["parameters"] for c in alive])
     best = int(np.argmin(means))
-    bar = means[best] * (1 + 4 * tolerance) + _se(alive[best].scores["imputation"])
-    n_keep = max(1, math.ceil(len(alive) / halving))
-    kept = set(np.argsort(means, kind="stable")[:n_keep].tolist())
+    se = _se(alive[best].scores["imputation"])
+    tied = means <= means[best] + max(se, tolerance * means[best])
+    choice = sizes[tied].min()  # the rule's choice now, by size (replicability aside)
+    loose = means <= means[best] * (1 + 4 * tolerance) + se
     for i, c in enumerate(alive):
-        c.alive = i in kept or means[i] <= bar
+        c.alive = i == best or bool(loose[i] and sizes[i] <= choice)
 
 
 def _se(values: np.ndarray) -> float:
