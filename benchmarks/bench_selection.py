@@ -65,7 +65,7 @@ def section_planted(args: argparse.Namespace) -> None:
             for seed in range(args.seeds):
                 result = select(learner(seed), planted(seed, args.samples, noise, truth),
                                 modes=GROUPINGS, n_components=RANKS, n_passes=args.passes,
-                                random_state=seed)
+                                first_rung=args.first_rung, random_state=seed)
                 chosen = (result.chosen["grouping"], result.chosen["n_components"])
                 right += chosen == (truth, 3)
                 choices.append(f"{chosen[0]}/{chosen[1]}")
@@ -77,9 +77,11 @@ def section_planted(args: argparse.Namespace) -> None:
 def section_cost(args: argparse.Namespace) -> None:
     n = args.cost_samples
     X = planted(0, n, 0.1)
-    print(f"\n== cost: {n} samples (6x6x3), 3 groupings x 6 ranks, {args.passes} passes ==")
+    print(f"\n== cost: {n} samples (6x6x3), 3 groupings x 6 ranks, {args.passes} passes, "
+          f"first rung {args.first_rung} ==")
     start = time.perf_counter()
-    result = select(learner(), X, modes=GROUPINGS, n_components=RANKS, n_passes=args.passes)
+    result = select(learner(), X, modes=GROUPINGS, n_components=RANKS, n_passes=args.passes,
+                    first_rung=args.first_rung)
     t_select = time.perf_counter() - start
     grouping, rank = result.chosen["grouping"], result.chosen["n_components"]
     target = float(result.table["imputation_error"].sel(grouping=grouping, rank=rank))
@@ -116,6 +118,8 @@ def main() -> None:
     parser.add_argument("--noise", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--truths", nargs="+", default=["0;1;2", "0,1;2"])
     parser.add_argument("--cost-samples", type=int, default=50000)
+    parser.add_argument("--first-rung", type=float, default=1.0,
+                        help="share of the first pass before candidates are first dropped")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # dead-atom notices of the larger candidates

@@ -161,7 +161,8 @@ class Selection:
 def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Sequence[int],
            sample_dim: str | None = None, var: str | None = None, n_passes: int = 3,
            batch_size: int | None = None, holdout: float = 0.1, max_holdout: int = 1000,
-           hidden: float = 0.2, prune: bool = True, min_replicability: float = 0.8,
+           hidden: float = 0.2, prune: bool = True, first_rung: float = 1.0,
+           min_replicability: float = 0.8,
            tolerance: float = 0.1, client: Any = None, random_state: int = 0,
            verbose: bool = False) -> Selection:
     """Score every grouping x rank online and choose one by the documented rule.
@@ -194,6 +195,10 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     prune : bool, default True
         Drop the candidates the rule will not choose after each pass but the last (see
         above); False runs every candidate for every pass.
+    first_rung : float, default 1.0
+        The share of the first pass after which candidates are first scored and dropped
+        (then after each pass); e.g. 0.25 drops poor candidates four times earlier, at the
+        risk of dropping a right rank that converges slowly.
     min_replicability : float, default 0.8
         The worst component's factor match score a replicable candidate reaches.
     tolerance : float, default 0.1
@@ -214,7 +219,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         The table (an ``xarray.Dataset``), the chosen candidate and a plot.
     """
     _check_choices(modes, n_components, n_passes, holdout, hidden, min_replicability,
-                   tolerance)
+                   tolerance, first_rung)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or getattr(learner, "batch_size", None) or 256
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
@@ -222,24 +227,24 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
                                                              for seed in (0, 1)])
                   for m in modes for r in n_components]
-    for p in range(n_passes):
+    rungs = _rungs(n_passes, first_rung)
+    for k, rung in enumerate(rungs):
         alive = [c for c in candidates if c.alive]
         if client is None:
-            _train_pass(alive, source.pass_batches(p, batch_size), source, verbose)
+            _train_pass(alive, source.pass_batches(batch_size, *rung), source, verbose)
         else:
-            _train_on_cluster(client, alive, source, p, batch_size)
+            _train_on_cluster(client, alive, source, rung, batch_size)
         for c in alive:
-            c.passes = p + 1
+            c.passes = rung[0] + rung[2]
             c.scores = _scores(c, held, observed, source)
-        if p < n_passes - 1:
-            if prune:
-                _prune(alive, tolerance)
+        if prune and k < len(rungs) - 1:
+            _prune(alive, tolerance)
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
                    min_replicability, tolerance)
 
 
 def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
-                   tolerance) -> None:
+                   tolerance, first_rung) -> None:
     if isinstance(modes, str) or not isinstance(modes, Sequence) or not modes:
         raise ValueError(f"modes: give a list of candidate groupings, e.g. ['0,1;2', '0;1;2'], "
                          f"got {modes!r}")
@@ -250,6 +255,8 @@ def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
     if not ranks or any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1
                         for r in ranks):
         raise ValueError(f"n_components: give a list of positive integers, got {n_components!r}")
+    if not 0 < first_rung <= 1:
+        raise ValueError(f"first_rung must be in (0, 1], got {first_rung!r}")
     if not isinstance(n_passes, int) or n_passes < 1:
         raise ValueError(f"n_passes must be a positive integer, got {n_passes!r}")
     for name, value, low, high in (("holdout", holdout, 0, 0.5), ("hidden", hidden, 0, 0.9)):
@@ -363,16 +370,20 @@ class _Source:
             observed = xr.DataArray(observed, dims=held.dims, coords=held.coords)
         return held, observed
 
-    def pass_batches(self, p: int, batch_size: int) -> Iterable:
-        """Pass ``p``'s batches, each split in two halves of alternate samples."""
+    def pass_batches(self, batch_size: int, p: int, lo: float = 0.0,
+                     hi: float = 1.0) -> Iterable:
+        """The batches of pass ``p`` from share ``lo`` to ``hi`` of it, each split in two
+        halves of alternate samples."""
         if not self.array:
-            for batch in self.data[1:]:
+            batches = self.data[1:]
+            for batch in batches[round(lo * len(batches)):round(hi * len(batches))]:
                 yield batch[0::2], batch[1::2]
             return
         # each pass's order from the seed and the pass alone: a worker that runs a pass
         # (client=) draws the order the sequential run draws
         order = np.random.default_rng([self.seed, p]).permutation(self.train)
-        for start in range(0, len(order), batch_size):
+        starts = range(0, len(order), batch_size)
+        for start in starts[round(lo * len(starts)):round(hi * len(starts))]:
             rows = order[start:start + batch_size]
             if len(rows) >= 2:
                 yield self.take(rows[0::2]), self.take(rows[1::2])
@@ -407,18 +418,25 @@ def _step(c: _Candidate, halves: tuple, source: _Source) -> None:
     c.seconds += time.perf_counter() - start
 
 
-def _train_on_cluster(client: Any, alive: list, source: _Source, p: int,
+def _rungs(n_passes: int, first_rung: float) -> list[tuple[int, float, float]]:
+    """``(pass, from, to)`` shares of the passes between two scorings."""
+    first = [(0, 0.0, first_rung), (0, first_rung, 1.0)] if first_rung < 1 else [(0, 0.0, 1.0)]
+    return first + [(p, 0.0, 1.0) for p in range(1, n_passes)]
+
+
+def _train_on_cluster(client: Any, alive: list, source: _Source, rung: tuple,
                       batch_size: int) -> None:
-    """The candidates of one pass as tasks: each worker reads the pass's batches itself, in
+    """The candidates of one rung as tasks: each worker reads the rung's batches itself, in
     the same order, so every candidate learns what it learns in one process."""
-    futures = client.map(_train_alone, alive, [source] * len(alive), [p] * len(alive),
+    futures = client.map(_train_alone, alive, [source] * len(alive), [rung] * len(alive),
                          [batch_size] * len(alive), pure=False)
     for c, trained in zip(alive, client.gather(futures)):
         c.halves, c.seconds = trained.halves, trained.seconds
 
 
-def _train_alone(c: _Candidate, source: _Source, p: int, batch_size: int) -> _Candidate:
-    for halves in source.pass_batches(p, batch_size):
+def _train_alone(c: _Candidate, source: _Source, rung: tuple,
+                 batch_size: int) -> _Candidate:
+    for halves in source.pass_batches(batch_size, *rung):
         _step(c, halves, source)
     return c
 
@@ -487,7 +505,7 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
     table = {name: np.full(shape, np.nan) for name in (
         "imputation_error", "imputation_se", "heldout_error", "heldout_se", "replicability",
         "fit_seconds", "state_bytes", "n_parameters")}
-    passes = np.zeros(shape, int)
+    passes = np.zeros(shape)
     per_component = np.full((*shape, n_comp), np.nan)
     for c in candidates:
         i, j = groupings.index(c.grouping), ranks.index(c.rank)

@@ -78,6 +78,13 @@ def test_pruning_drops_what_the_rule_will_not_choose_and_keeps_the_chosen():
     assert (run(planted(0, n=400), n_passes=2, prune=False).table["passes"] == 2).all()
 
 
+def test_a_first_rung_inside_the_first_pass_drops_candidates_earlier():
+    result = run(planted(0, n=1500, noise=0.2), n_passes=2, first_rung=0.25)
+    passes = result.table["passes"]
+    assert float(passes.min()) == 0.25 and float(passes.max()) == 2
+    assert float(passes.sel(grouping="0;1;2", rank=3)) == 2
+
+
 def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
     learner = OnlineCPDL(3, batch_size=64, random_state=0)
     X = planted(0, n=400)
@@ -149,6 +156,7 @@ def test_a_dask_client_gives_the_same_answer():
     ({"n_passes": 0}, ValueError, "n_passes must be a positive integer"),
     ({"hidden": 0}, ValueError, "hidden must be in"),
     ({"tolerance": 1.5}, ValueError, "tolerance must be in"),
+    ({"first_rung": 0}, ValueError, "first_rung must be in"),
 ])
 def test_bad_choices_are_named(kwargs, error, message):
     settings = {"modes": ["0;1;2"], "n_components": [2], **kwargs}
