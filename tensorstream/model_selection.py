@@ -238,7 +238,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             c.passes = rung[0] + rung[2]
             c.scores = _scores(c, held, observed, source)
         if prune and k < len(rungs) - 1:
-            _prune(alive, tolerance)
+            _prune(alive, tolerance, min_replicability)
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
                    min_replicability, tolerance)
 
@@ -476,14 +476,18 @@ def _nbytes(model: Any) -> int:
     return int(sum(to_numpy(x).nbytes for x in leaves if hasattr(x, "shape")))
 
 
-def _prune(alive: list, tolerance: float) -> None:
+def _prune(alive: list, tolerance: float, minimum: float) -> None:
     """Keep the best candidate, and those no larger than the rule's current choice whose
     error is within one SE or ``4 * tolerance`` times the best: the right rank may still
-    trail larger ones after a pass (it closes the gap more slowly) and must not be dropped."""
+    trail larger ones after a pass (it closes the gap more slowly) and must not be dropped.
+    As the rule, among the replicable candidates when there are any."""
     if len(alive) < 2:
         return
     means = np.array([c.scores["imputation"].mean() for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
+    replicable = np.array([c.scores["components"].min() >= minimum for c in alive])
+    if replicable.any():  # the others are out of the rule's reach: never the choice
+        means = np.where(replicable, means, np.inf)
     best = int(np.argmin(means))
     se = _se(alive[best].scores["imputation"])
     tied = means <= means[best] + max(se, tolerance * means[best])
