@@ -17,7 +17,8 @@ held out from training:
 Candidates the rule will not choose are dropped early (successive halving, steered by the
 rule): after each pass but the last, only the best candidate (whose error sets the bar) and
 those no larger (in parameters) than the rule's current choice, with an error within one
-standard error or ``4 * tolerance`` times the best, go on. Too few components, a grouping that
+standard error or ``4 * tolerance`` times the best (divided by the share of the first pass done,
+at a rung inside it), go on. Too few components, a grouping that
 cannot represent the data, and larger models than needed stop after one pass; a smaller
 candidate still converging towards the best is kept.
 
@@ -238,7 +239,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             c.passes = rung[0] + rung[2]
             c.scores = _scores(c, held, observed, source)
         if prune and k < len(rungs) - 1:
-            _prune(alive, tolerance, min_replicability)
+            _prune(alive, tolerance, min_replicability, progress=rung[0] + rung[2])
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
                    min_replicability, tolerance)
 
@@ -476,11 +477,12 @@ def _nbytes(model: Any) -> int:
     return int(sum(to_numpy(x).nbytes for x in leaves if hasattr(x, "shape")))
 
 
-def _prune(alive: list, tolerance: float, minimum: float) -> None:
+def _prune(alive: list, tolerance: float, minimum: float, progress: float) -> None:
     """Keep the best candidate, and those no larger than the rule's current choice whose
-    error is within one SE or ``4 * tolerance`` times the best: the right rank may still
-    trail larger ones after a pass (it closes the gap more slowly) and must not be dropped.
-    As the rule, among the replicable candidates when there are any."""
+    error is within one SE or ``4 * tolerance / min(progress, 1)`` times the best (progress
+    in passes): the right rank may still trail larger ones early on (it closes the gap more
+    slowly) and must not be dropped. As the rule, among the replicable candidates when there
+    are any."""
     if len(alive) < 2:
         return
     means = np.array([c.scores["imputation"].mean() for c in alive])
@@ -492,7 +494,7 @@ def _prune(alive: list, tolerance: float, minimum: float) -> None:
     se = _se(alive[best].scores["imputation"])
     tied = means <= means[best] + max(se, tolerance * means[best])
     choice = sizes[tied].min()  # the rule's choice now, by size (replicability aside)
-    loose = means <= means[best] * (1 + 4 * tolerance) + se
+    loose = means <= means[best] * (1 + 4 * tolerance / min(progress, 1.0)) + se
     for i, c in enumerate(alive):
         c.alive = i == best or bool(loose[i] and sizes[i] <= choice)
 
