@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--noise", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--truths", nargs="+", default=["0;1;2", "0,1;2"])
     parser.add_argument("--cost-samples", type=int, default=50000)
-    parser.add_argument("--first-rung", type=float, default=1.0,
+    parser.add_argument("--first-rung", type=float, default=0.25,
                         help="share of the first pass before candidates are first dropped")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()

@@ -72,16 +72,17 @@ def test_pruning_drops_what_the_rule_will_not_choose_and_keeps_the_chosen():
     result = run(planted(0, n=1500, noise=0.2), n_passes=3)
     passes = result.table["passes"]
     assert int(passes.sel(grouping="0;1;2", rank=3)) == 3
-    # too few components and larger models than the choice stop after a pass
-    assert (passes.sel(rank=[1, 2]) == 1).all()
-    assert int(passes.sel(grouping="0,1,2", rank=5)) == 1
+    # too few components and larger models than the choice stop after the first rung, 20 of
+    # the pass's 22 batches (MIN_RUNG_STEPS)
+    assert np.allclose(passes.sel(rank=1), 20 / 22)
+    assert float(passes.sel(grouping="0,1,2", rank=5)) == pytest.approx(20 / 22)
     assert (run(planted(0, n=400), n_passes=2, prune=False).table["passes"] == 2).all()
 
 
-def test_a_first_rung_inside_the_first_pass_drops_candidates_earlier():
-    result = run(planted(0, n=1500, noise=0.2), n_passes=2, first_rung=0.25)
+def test_a_first_rung_after_the_whole_pass_drops_candidates_later():
+    result = run(planted(0, n=1500, noise=0.2), n_passes=2, first_rung=1.0)
     passes = result.table["passes"]
-    assert float(passes.min()) == 0.25 and float(passes.max()) == 2
+    assert float(passes.min()) == 1 and float(passes.max()) == 2
     assert float(passes.sel(grouping="0;1;2", rank=3)) == 2
 
 
