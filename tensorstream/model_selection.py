@@ -137,10 +137,10 @@ class Selection:
     def plot(self, axes: Any = None) -> Any:
         """Imputation error and replicability against rank, one line per grouping; the chosen
         candidate circled. Returns the matplotlib axes (two)."""
-        import matplotlib.pyplot as plt
+        if axes is None:  # a Figure of its own: no pyplot state left behind
+            from matplotlib.figure import Figure
 
-        if axes is None:
-            _, axes = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True)
+            axes = Figure(figsize=(9, 3.5), layout="constrained").subplots(1, 2)
         ranks = self.table["rank"].values
         for g in self.table["grouping"].values:
             row = self.table.sel(grouping=g)

@@ -180,6 +180,10 @@ def test_the_plot_draws_a_line_per_grouping():
     result = run(planted(0, n=300), n_passes=1)
     axes = result.plot()
     assert len(axes[1].get_lines()) == 3 + 1  # one per grouping, and the threshold
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:  # the plot is a Figure of its own
+        assert sys.modules["matplotlib.pyplot"].get_fignums() == []
 
 
 ONLINE = [name for name in LEARNERS if entry_of(name).kind == "online"]
