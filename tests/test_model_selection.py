@@ -68,12 +68,22 @@ def test_the_table_holds_every_score():
     assert heldout[2] < 0.5 * heldout[0]
 
 
-def test_successive_halving_drops_poor_candidates_and_keeps_the_chosen():
-    result = run(planted(0), n_passes=3)
+def test_pruning_drops_what_the_rule_will_not_choose_and_keeps_the_chosen():
+    result = run(planted(0, n=1500, noise=0.2), n_passes=3)
     passes = result.table["passes"]
-    assert int(passes.min()) == 1 and int(passes.max()) == 3
     assert int(passes.sel(grouping="0;1;2", rank=3)) == 3
-    assert (run(planted(0, n=400), n_passes=2, halving=1).table["passes"] == 2).all()
+    # too few components and larger models than the choice stop after the first rung, 20 of
+    # the pass's 22 batches (MIN_RUNG_STEPS)
+    assert np.allclose(passes.sel(rank=1), 20 / 22)
+    assert float(passes.sel(grouping="0,1,2", rank=5)) == pytest.approx(20 / 22)
+    assert (run(planted(0, n=400), n_passes=2, prune=False).table["passes"] == 2).all()
+
+
+def test_a_first_rung_after_the_whole_pass_drops_candidates_later():
+    result = run(planted(0, n=1500, noise=0.2), n_passes=2, first_rung=1.0)
+    passes = result.table["passes"]
+    assert float(passes.min()) == 1 and float(passes.max()) == 2
+    assert float(passes.sel(grouping="0;1;2", rank=3)) == 2
 
 
 def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
@@ -146,7 +156,8 @@ def test_a_dask_client_gives_the_same_answer():
     ({"n_components": [0, 2]}, ValueError, "n_components: give a list of positive"),
     ({"n_passes": 0}, ValueError, "n_passes must be a positive integer"),
     ({"hidden": 0}, ValueError, "hidden must be in"),
-    ({"halving": 0.5}, ValueError, "halving must be >= 1"),
+    ({"tolerance": 1.5}, ValueError, "tolerance must be in"),
+    ({"first_rung": 0}, ValueError, "first_rung must be in"),
 ])
 def test_bad_choices_are_named(kwargs, error, message):
     settings = {"modes": ["0;1;2"], "n_components": [2], **kwargs}
@@ -169,6 +180,10 @@ def test_the_plot_draws_a_line_per_grouping():
     result = run(planted(0, n=300), n_passes=1)
     axes = result.plot()
     assert len(axes[1].get_lines()) == 3 + 1  # one per grouping, and the threshold
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:  # the plot is a Figure of its own
+        assert sys.modules["matplotlib.pyplot"].get_fignums() == []
 
 
 ONLINE = [name for name in LEARNERS if entry_of(name).kind == "online"]

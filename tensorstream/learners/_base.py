@@ -1412,7 +1412,8 @@ class OnlineLearner(OnlineEstimator):
         return codes if layout is None else codes_to_dataarray(codes, layout.with_samples(X))
 
     def inverse_transform(self, codes: Any) -> Any:
-        """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)``.
+        """Samples ``sum_r codes[j, r] atom_r``, shape ``(n, I_1, ..., I_n)`` (for a fit on an
+        array regrouped by ``modes``, in the axes the samples were given in).
 
         Codes given as a DataArray (from ``transform`` of labelled data) give the samples back
         as a DataArray with the original dims and coords.

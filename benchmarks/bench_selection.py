@@ -1,0 +1,134 @@
+"""Choosing the grouping and the rank (issue #32): how often, and at what cost.
+
+Sections:
+
+1. **planted**: CP data of shape ``(n, 6, 6, 3)`` with a planted grouping and rank (rank 3 in
+   three separate modes ``0;1;2``, or rank 3 in the joint ``(y.x, channel)`` grouping ``0,1;2``
+   with full 6 x 6 spatial patterns), Gaussian noise at several levels (relative to the data's
+   standard deviation); ``select`` over the three groupings x ranks 1-6. Printed per noise
+   level: the share of seeds whose chosen grouping and rank are the planted ones.
+2. **cost**: ``select`` over 3 groupings x 6 ranks on ``--cost-samples`` samples, against
+   fitting the chosen candidate alone (``OnlineCPDL`` on all training samples, pass by pass)
+   until its imputation error on the same held-out entries reaches the one ``select``
+   reported for it; printed: both times and their ratio (the issue's goal: at most 5x).
+
+Usage::
+
+    python benchmarks/bench_selection.py                          # both sections (minutes)
+    python benchmarks/bench_selection.py --sections planted --seeds 10 --noise 0.05 0.1 0.2
+    python benchmarks/bench_selection.py --sections cost --cost-samples 50000
+
+Numbers are wall-clock on whatever machine runs it; on a loaded machine only the ratios of
+section 2, measured in one run, mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from tensorstream import OnlineCPDL
+from tensorstream.model_selection import _relative_errors, _Source, select
+
+GROUPINGS = ["0;1;2", "0,1;2", "0,1,2"]
+RANKS = [1, 2, 3, 4, 5, 6]
+
+
+def planted(seed: int, n: int, noise: float, truth: str = "0;1;2", rank: int = 3) -> np.ndarray:
+    """Samples ``(n, 6, 6, 3)`` of CP rank ``rank`` in the grouping ``truth``, plus noise."""
+    rng = np.random.default_rng(seed)
+    codes, colour = rng.random((n, rank)), rng.random((3, rank))
+    if truth == "0;1;2":
+        X = np.einsum("nr,ir,jr,kr->nijk", codes, rng.random((6, rank)),
+                      rng.random((6, rank)), colour)
+    else:  # full spatial patterns: far from rank one
+        space = rng.random((36, rank)) ** 4
+        X = np.einsum("nr,sr,kr->nsk", codes, space, colour).reshape(n, 6, 6, 3)
+    return np.abs(X + noise * X.std() * rng.standard_normal(X.shape))
+
+
+def learner(seed: int = 0) -> OnlineCPDL:
+    return OnlineCPDL(3, batch_size=64, random_state=seed)
+
+
+def section_planted(args: argparse.Namespace) -> None:
+    print(f"\n== planted: {args.samples} samples (6x6x3), {args.passes} passes, groupings "
+          f"{GROUPINGS} x ranks {RANKS}, {args.seeds} seeds ==")
+    print(f"{'truth':>8} {'noise':>6} {'right':>7} {'s/run':>6}  choices")
+    for truth in args.truths:
+        for noise in args.noise:
+            right, choices, start = 0, [], time.perf_counter()
+            for seed in range(args.seeds):
+                result = select(learner(seed), planted(seed, args.samples, noise, truth),
+                                modes=GROUPINGS, n_components=RANKS, n_passes=args.passes,
+                                first_rung=args.first_rung, random_state=seed)
+                chosen = (result.chosen["grouping"], result.chosen["n_components"])
+                right += chosen == (truth, 3)
+                choices.append(f"{chosen[0]}/{chosen[1]}")
+            seconds = (time.perf_counter() - start) / args.seeds
+            print(f"{truth:>8} {noise:>6.2f} {right:>3}/{args.seeds:<3} {seconds:>6.1f}  "
+                  f"{' '.join(choices)}", flush=True)
+
+
+def section_cost(args: argparse.Namespace) -> None:
+    n = args.cost_samples
+    X = planted(0, n, 0.1)
+    print(f"\n== cost: {n} samples (6x6x3), 3 groupings x 6 ranks, {args.passes} passes, "
+          f"first rung {args.first_rung} ==")
+    start = time.perf_counter()
+    result = select(learner(), X, modes=GROUPINGS, n_components=RANKS, n_passes=args.passes,
+                    first_rung=args.first_rung)
+    t_select = time.perf_counter() - start
+    grouping, rank = result.chosen["grouping"], result.chosen["n_components"]
+    target = float(result.table["imputation_error"].sel(grouping=grouping, rank=rank))
+    # the same held-out samples and hidden entries as select's (same seed, same draws)
+    source = _Source.of(X, None, None, 0)
+    held, observed = source.held_out(0.1, 1000, 0.2)
+    train = X[np.sort(source.train)]
+    model = OnlineCPDL(rank, batch_size=64, random_state=0, max_iter=1)
+    t_fit, passes, error = 0.0, 0, np.inf
+    while error > target and passes < 50:
+        start = time.perf_counter()
+        if passes == 0:
+            model.fit(train, modes=grouping)
+        else:
+            for rows in np.array_split(np.random.default_rng(passes).permutation(len(train)),
+                                       max(1, len(train) // 64)):
+                model.partial_fit(train[np.sort(rows)])
+        t_fit += time.perf_counter() - start
+        passes += 1
+        error = float(_relative_errors(model, held, observed, source).mean())
+    print(f"select: {t_select:.1f} s, chosen {grouping} rank {rank} (imputation error "
+          f"{target:.5f}); passes per candidate: {result.table['passes'].values.tolist()}")
+    print(f"chosen alone: {t_fit:.1f} s for {passes} pass(es) to error {error:.5f}")
+    print(f"ratio select / chosen alone: {t_select / t_fit:.1f}x (goal <= 5x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
+    parser.add_argument("--sections", nargs="+", default=["planted", "cost"],
+                        choices=["planted", "cost"])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--samples", type=int, default=4000)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--noise", type=float, nargs="+", default=[0.05, 0.1, 0.2])
+    parser.add_argument("--truths", nargs="+", default=["0;1;2", "0,1;2"])
+    parser.add_argument("--cost-samples", type=int, default=50000)
+    parser.add_argument("--first-rung", type=float, default=0.25,
+                        help="share of the first pass before candidates are first dropped")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # dead-atom notices of the larger candidates
+    with threadpool_limits(args.threads):
+        if "planted" in args.sections:
+            section_planted(args)
+        if "cost" in args.sections:
+            section_cost(args)
+
+
+if __name__ == "__main__":
+    main()
