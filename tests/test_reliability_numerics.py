@@ -204,16 +204,26 @@ def test_robust_code_without_a_cap_stops_on_nan():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_singular_solve_inside_a_step_names_the_data(backend):
-    """RobustOnlineNMF with one 1e150 entry (finite squares): numpy's and torch's
-    LinAlgError 'Singular matrix' came out of shifted_inverse."""
-    from tensorstream import RobustOnlineNMF
+@pytest.mark.parametrize("name", ONLINE)
+def test_a_failed_solve_inside_a_step_names_the_data(name, backend, monkeypatch):
+    """RobustOnlineNMF with one 1e150 entry (finite squares) raised numpy's or torch's bare
+    'LinAlgError: Singular matrix' from shifted_inverse (whether it does depends on the BLAS's
+    rounding, so the failure is injected): any learner's failed solve is a ValueError naming
+    X and the way out, the state unchanged."""
+    errors = [np.linalg.LinAlgError("Singular matrix")]
+    if backend == "pytorch":
+        import torch
 
-    X = np.random.default_rng(0).random((40, 8))
-    X[3, 2] = 1e150
-    model = RobustOnlineNMF(3, random_state=0)
-    _refused(model, lambda: model.partial_fit(_on(backend, X)),
-             "X: .*rescale the data")
+        errors.append(torch.linalg.LinAlgError("linalg.solve: singular"))
+    model = make(name, n_components=3).partial_fit(_on(backend, _data(n=20)))
+    algorithm = type(model._algorithm())
+    for error in errors:
+        def fail(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(algorithm, "encode", fail)
+        _refused(model, lambda: model.partial_fit(_on(backend, _data(n=20, seed=1))),
+                 "X: the step's linear algebra failed .* rescale the data")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
