@@ -297,3 +297,24 @@ def test_pandas_nullable_na_is_a_missing_entry(name):
     assert state_of(model.state_) == state_of(reference.state_)
     with pytest.raises(ValueError, match="missing='nan'"):
         make(name).fit(frame)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", LEARNERS)
+def test_transform_and_score_of_huge_entries_are_refused_or_finite(name, backend):
+    """OnlineCPDL's and OnlineNMF's score of a batch with one 1e154 entry was -inf (each
+    sample's loss finite, their mean not); RobustNMF's codes of a largest-float entry inf."""
+    model = make(name).fit(_on(backend, _data(n=30)))
+    for value in (1e154, np.finfo(np.float64).max):
+        X = _on(backend, _with_entry(np.float64, value, 30))
+        for method in ("transform", "score"):
+            if not hasattr(model, method):
+                continue
+            before = state_of(model)
+            try:
+                result = getattr(model, method)(X)
+            except ValueError as error:
+                assert "too large" in str(error)
+                assert state_of(model) == before
+                continue
+            assert np.all(np.isfinite(np.asarray(result, dtype=np.float64)))
