@@ -28,6 +28,7 @@ import inspect
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -45,7 +46,8 @@ import tensorstream
 from tensorstream import load
 from tensorstream.learners.registry import registered
 
-AREAS = ("data", "params", "checkpoint", "numerics")
+AREAS = ("data", "params", "checkpoint", "numerics", "float32", "scales", "resources",
+         "clients")
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 PACKAGE = str(Path(tensorstream.__file__).resolve().parent)
 #: small settings so that one fit takes milliseconds
@@ -760,6 +762,204 @@ CONTROL_AREAS = {"threads": run_threads, "interrupts": run_interrupts, "control"
 AREAS = AREAS + tuple(CONTROL_AREAS)
 
 
+# -- areas: float32 end to end, extreme scales, resource abuse, closed clients ---------------------
+
+#: seconds a case may run before it counts as a hang (the areas below feed loops data that
+#: once made them spin)
+HANG_SECONDS = 60
+
+
+class Hung(Exception):
+    """A case ran past :data:`HANG_SECONDS`."""
+
+
+def bounded(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call``, stopped with :class:`Hung` after :data:`HANG_SECONDS` (an alarm signal: the
+    battery runs in the main thread)."""
+    def run() -> Any:
+        def alarm(signum, frame):
+            raise Hung(f"no answer within {HANG_SECONDS} s")
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(HANG_SECONDS)
+        try:
+            return call()
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+    return run
+
+
+def float_dtypes(model: Any) -> set:
+    """The float dtypes of every array and tensor the learner holds."""
+    found = set()
+
+    def walk(value: Any, depth: int = 0) -> None:
+        dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+        if hasattr(value, "shape") and dtype.startswith("float"):
+            found.add(dtype)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, depth + 1)
+        elif depth < 3 and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            walk(vars(value), depth + 1)
+        elif depth < 3 and hasattr(value, "current"):  # a carried state
+            walk(value.current(), depth + 1)
+    walk(vars(model))
+    return found
+
+
+def finite_diagnostics(model: Any) -> str | None:
+    """A batch or finite learner's ``history_`` holds no inf or NaN number."""
+    for record in getattr(model, "history_", None) or []:
+        for key, value in record.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                return f"history_ {key} is {value}"
+    return None
+
+
+def stays_float32(model: Any, folder: Path) -> str | None:
+    """Every float the learner holds is float32, and (fitted online learners) its checkpoint
+    loads and holds float32 too."""
+    dtypes = float_dtypes(model)
+    if dtypes != {"float32"}:
+        return f"state dtypes {sorted(dtypes)}"
+    if not hasattr(model, "save"):
+        return None
+    path = folder / f"f32-{type(model).__name__}.npz"
+    try:
+        model.save(path)
+        back = load(path)
+    except Exception as error:  # noqa: BLE001 -- an unloadable checkpoint is the failure
+        return f"checkpoint round trip: {type(error).__name__}: {str(error)[:120]}"
+    dtypes = float_dtypes(back)
+    return None if dtypes == {"float32"} else f"reloaded dtypes {sorted(dtypes)}"
+
+
+def run_float32(subject: Subject, backend: str, record: Callable, folder: Path) -> None:
+    X = clean(60).astype(np.float32)
+
+    def judged(case: str, call: Callable[[Any], Any], then: Callable | None = None) -> None:
+        model = subject.make()
+        why = judge(model, fingerprint(vars(model)), bounded(lambda: call(model)),
+                    names=("X",))
+        if why is None and then is not None and model._fitted:
+            why = then(model)
+        record("float32", case, why)
+
+    judged("fit", lambda m: m.fit(on(backend, X)), lambda m: stays_float32(m, folder))
+    if subject.kind == "online":
+        def dead_atoms(m):
+            for i in range(3):
+                m.partial_fit(on(backend, X[20 * i:20 * i + 20]))
+            for _ in range(40):
+                m.partial_fit(on(backend, np.zeros((20, 8), np.float32)))
+            return m
+        judged("dead atoms re-initialised from zero batches, then saved and loaded",
+               dead_atoms, lambda m: stays_float32(m, folder))
+        judged("transform stays float32",
+               lambda m: m.fit(on(backend, X)).transform(on(backend, X)),
+               lambda m: None if str(m.transform(on(backend, X)).dtype).endswith("float32")
+               else "float64 codes")
+    for case, data in {"scale 1e-30": X * np.float32(1e-30), "scale 1e-12": X * 1e-12,
+                       "scale 1e15": X * np.float32(1e15),
+                       "one entry 3e38 (fill value)": np.where(np.eye(60, 8) > 0, 3e38, X),
+                       "one entry float32 max": np.where(
+                           np.eye(60, 8) > 0, np.finfo(np.float32).max, X)}.items():
+        data = data.astype(np.float32)
+        judged(case, lambda m, d=data: m.fit(on(backend, d)), finite_diagnostics)
+
+
+def scale_cases() -> dict[str, Callable[[], np.ndarray]]:
+    X = clean(30)
+    cases = {f"scale {s:g}": (lambda s=s: X * s)
+             for s in (1e-300, 1e-200, 1e-160, 1e-150, 1e-40, 1e40, 1e76, 1e150, 1e200, 1e300)}
+    for value in (1e75, 1e150, 1e154, 1e200, 1e308, np.finfo(np.float64).max):
+        cases[f"one entry {value:g}"] = lambda v=value: np.where(np.eye(30, 8) > 0, v, X)
+    return cases
+
+
+def not_zeros(model: Any) -> str | None:
+    """Nonzero data learned: some factor (or the low-rank part) is not all zeros."""
+    low_rank = vars(model).get("low_rank_")
+    factors = [to_host(low_rank)] if low_rank is not None else factors_of(model)
+    if factors and all(not np.any(np.asarray(U, dtype=float)) for U in factors):
+        return "learned all zeros from nonzero data"
+    return finite_diagnostics(model)
+
+
+def run_scales(subject: Subject, backend: str, record: Callable, folder: Path) -> None:
+    for case, make in scale_cases().items():
+        data = on(backend, make())
+        model = subject.make()
+        why = judge(model, fingerprint(vars(model)), bounded(lambda m=model, x=data: m.fit(x)),
+                    names=("X",))
+        # one huge entry may leave the rest below a batch solver's relative tolerance (zeros)
+        learned = not_zeros if case.startswith("scale") else finite_diagnostics
+        record("scales", f"fit, {case}", why or (learned(model) if model._fitted else None))
+        if "transform" not in subject.methods():
+            continue
+        model = fitted(subject, backend)
+        for method in ("transform", "score"):
+            if hasattr(model, method):
+                record("scales", f"{method}, {case}",
+                       judge(model, fingerprint(vars(model)),
+                             bounded(lambda m=model, f=method, x=data: getattr(m, f)(x)),
+                             names=("X",)))
+
+
+def run_resources(subject: Subject, backend: str, record: Callable, folder: Path) -> None:
+    for R in (10**5 * 100, 10**9, 10**12, 2**63, 10**30):
+        model = subject.make(n_components=R)
+        record("resources", f"n_components={R}",
+               judge(model, fingerprint(vars(model)), bounded(
+                   lambda m=model: m.fit(on(backend, clean()))), must="refuse",
+                   names=("n_components",)))
+    if backend == "pytorch":
+        import torch
+
+        meta = torch.empty((30, 8), dtype=torch.float64, device="meta")
+        model = subject.make()
+        record("resources", "torch meta tensor",
+               judge(model, fingerprint(vars(model)), bounded(lambda: model.fit(meta)),
+                     must="refuse", names=("X",)))
+
+
+def run_clients(subject: Subject, backend: str, record: Callable, folder: Path) -> None:
+    # every online learner takes client= (some through **kwargs); others where they say so
+    methods = [m for m in ("fit", "partial_fit") if hasattr(subject.cls, m) and (
+        subject.kind == "online"
+        or "client" in inspect.signature(getattr(subject.cls, m)).parameters)]
+    if not methods:
+        return
+    try:
+        import distributed
+    except ImportError:
+        return
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    client.close()
+    closed_cluster = distributed.Client(cluster)
+    cluster.close()
+    cases = {"closed client": client, "client of a closed cluster": closed_cluster}
+    for case, given in cases.items():
+        for method in methods:
+            model = subject.make()
+            record("clients", f"{method}, {case}",
+                   judge(model, fingerprint(vars(model)), bounded(
+                       lambda m=model, f=method, c=given: getattr(m, f)(on(backend, clean()),
+                                                                        client=c)),
+                         must="refuse", names=("client",)))
+    closed_cluster.close()
+
+
+EXTREME_AREAS = {"float32": run_float32, "scales": run_scales, "resources": run_resources,
+                 "clients": run_clients}
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -819,8 +1019,10 @@ def run_areas(subject: Subject, backend: str, record: Recorder, args: argparse.N
             run_params(subject, backend, record, args.quick)
         elif area == "checkpoint":
             run_checkpoints(subject, backend, record, folder)
-        else:
+        elif area == "numerics":
             run_numerics(subject, backend, record)
+        else:
+            EXTREME_AREAS[area](subject, backend, record, folder)
 
 
 def report(counts: dict, failures: list[Failure], areas: list[str]) -> None:

@@ -697,7 +697,11 @@ def check_state_memory(n_values: float, dtype: Any, n_components: int,
     ValueError
         Naming ``n_components``, the bytes needed and available, and the way out.
     """
-    need = float(n_values) * np.dtype(str(dtype).replace("torch.", "")).itemsize
+    try:
+        itemsize = np.dtype(dtype).itemsize  # numpy dtypes and scalar types
+    except TypeError:  # a torch dtype
+        itemsize = np.dtype(str(dtype).replace("torch.", "")).itemsize
+    need = float(n_values) * itemsize
     available, where = _memory_of(device)
     if available and need > available:
         raise ValueError(f"n_components={n_components}: the learner's state would take "

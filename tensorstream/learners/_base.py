@@ -1447,7 +1447,11 @@ class OnlineLearner(OnlineEstimator):
         losses = self._coded(X, mask).losses
         with using(self.backend_):
             losses = tl.to_numpy(losses)
-        return -float(np.average(losses, weights=weights))
+        score = -float(np.average(losses, weights=weights))
+        if not math.isfinite(score):  # finite losses near the largest float, summed
+            raise ValueError("X: the values are too large for this model's arithmetic (the "
+                             "mean of its losses overflows to inf); rescale the data")
+        return score
 
     @property
     def factors_(self):

@@ -26,6 +26,7 @@ from ..core.validation import (
     NONE,
     Interval,
     check_batch,
+    check_overflow,
     feature_names,
     largest_entry,
 )
@@ -296,7 +297,10 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
             raise ValueError(f"X: the singular value decomposition did not converge ({error}); "
                              f"the data are too ill-conditioned for this model. Check X for "
                              f"extreme entries or rescale them") from None
-        return A * factor, E * factor, n_iter, s * factor, Vt
+        A, E, s = A * factor, E * factor, s * factor
+        # the sparse part of a largest-float entry can round beyond it when scaled back
+        check_overflow((A, E))
+        return A, E, n_iter, s, Vt
 
     def _solve(self, Z: Any, units: float = 1.0) -> tuple[Any, Any, int]:
         """Inexact ALM on ``Z``, the data divided by ``units``: the reference's change rule
