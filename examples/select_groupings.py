@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from tensorstream import OnlineCPDL
-from tensorstream.cli.demo import load_image
+from tensorstream.datasets import load_image
 from tensorstream.model_selection import select
 
 GROUPINGS = {"y;x;channel": "0;1;2", "y,x;channel": "0,1;2", "y,x,channel": "0,1,2"}

@@ -2,6 +2,7 @@
 
 from .climate import CLIMATE_COMPONENTS, climate_like_dataarray
 from .divergences import DivergenceData, divergence_synthetic
+from .images import load_image, synthetic_image
 from .maxnorm import CorruptedLowRank, corrupted_low_rank
 from .ncpd import low_rank_tensor, nonnegative_tensor_stream, synthetic_ncpd_tensor
 from .outliers import (
@@ -24,3 +25,4 @@ __all__ = [
 __all__ += ["DivergenceData", "SVRMFSynth", "divergence_synthetic", "svrmf_synthetic"]
 # the gallery's data and quality measures
 __all__ += ["CLIMATE_COMPONENTS", "climate_like_dataarray", "psnr", "support_scores"]
+__all__ += ["load_image", "synthetic_image"]  # real colour images (scikit-image)
