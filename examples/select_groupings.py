@@ -2,6 +2,16 @@
 Choosing the grouping and the rank of image patches
 ===================================================
 
+**What it does.** Scores three groupings of colour image patches x six ranks with
+:func:`tensorstream.model_selection.select`, online from the same batches, and prints the
+grouping and rank its rule chooses, for several seeds.
+
+**When to use it.** When you do not know which axes a CP atom should keep separate, or how
+many atoms to learn: the most asked question about tensor decompositions.
+
+**The parameter that matters.** ``modes`` (one grouping per candidate) and
+``n_components`` (the ranks to try); the rule's ``tolerance``.
+
 Colour patches of an image, ``(patch, y, x, channel)``, can be learned in three groupings:
 three modes (rank-one "plaid" atoms in one hue), ``(y·x, channel)`` (free spatial shapes, one
 hue each) or one vector per patch (a plain NMF dictionary). Which one, and how many atoms?
