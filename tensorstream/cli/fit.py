@@ -99,7 +99,7 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
               file=sys.stderr)
     history: list[dict] = []
     recent: collections.deque = collections.deque(maxlen=min(per_epoch, 100))
-    progress = _progress(total, start, plan["model"], args.quiet)
+    progress = _progress(total, start, f"{plan['model']} on {_where_it_runs(learner)}", args.quiet)
     step = start
     cluster = contextlib.ExitStack()
     try:
@@ -170,6 +170,14 @@ def _learn(learner: Any, da: Any, rows: np.ndarray, sample_dim: str, modes: Any,
         learner.partial_fit(batch, **labels)
     except ValueError as error:  # a rejected batch: say which samples, keep the state
         raise CLIError(_batch_error(error, rows, da, sample_dim)) from error
+
+
+def _where_it_runs(learner: Any) -> str:
+    """Where ``learner`` computes, for the progress line: its device (``cuda:0``), the device
+    of its state once it has one, or ``cpu``."""
+    context = learner.__dict__.get("_context") or {}
+    device = context.get("device", getattr(learner, "device", None))
+    return "cpu" if device is None else str(device)
 
 
 def _progress(total: int, start: int, model: str, quiet: bool) -> Any:

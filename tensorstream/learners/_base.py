@@ -41,6 +41,7 @@ from ..core.backend import (
     using,
 )
 from ..core.caller import warn
+from ..core.device import DEVICE, check_device_backend, move, resolve_device
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -344,6 +345,8 @@ class CheckedParameters:
         constraints = cls.__dict__.get("_parameter_constraints")
         if constraints is not None and "n_threads" not in constraints:
             cls._parameter_constraints = {**constraints, "n_threads": N_THREADS}
+        if constraints is not None and "device" in _init_parameter_names(cls):
+            cls._parameter_constraints = {**cls._parameter_constraints, "device": DEVICE}
         for name in OUTPUT_METHODS:  # the container set_output chose
             method = cls.__dict__.get(name)
             if inspect.isfunction(method) and not hasattr(method, "_output_configured"):
@@ -502,6 +505,9 @@ class CheckedParameters:
         except TypeError:  # a subclass made learners unhashable: validated every time
             seen = None
         validate_params(params, self._parameter_constraints, type(self).__name__)
+        if "device" in params:  # a device this machine lacks, named before anything runs
+            resolve_device(params["device"])
+            check_device_backend(params["device"], params.get("backend"))
         self._check_rules()
         if seen is not None:
             _VALIDATED[self] = seen
@@ -1169,22 +1175,42 @@ class OnlineLearner(OnlineEstimator):
     # -- validation at the boundary ------------------------------------------------------------
 
     def _backend_for(self, X: Any) -> str:
-        return self.backend_ if self._fitted else (self.backend or backend_of(X))
+        if self._fitted:
+            return self.backend_
+        return "pytorch" if self._device() is not None else (self.backend or backend_of(X))
+
+    def _device(self) -> Any:
+        """The ``torch.device`` the learner computes on (``device``), None: where the data
+        are (see :mod:`~..core.device`)."""
+        return resolve_device(getattr(self, "device", None))
+
+    def _on_device(self, X: Any) -> Any:
+        """``X`` on the learner's device (a torch tensor moved; other kinds go there at
+        validation), as it is without a device."""
+        if self._fitted:
+            return move(X, self._context.get("device")) if self.backend_ == "pytorch" and \
+                getattr(self, "device", None) is not None else X
+        return move(X, self._device())
 
     def _checked_against_fit(self) -> dict:
-        return {"context": self.__dict__.get("_context"),
+        context = self.__dict__.get("_context")
+        if context is None and self._device() is not None:
+            context = {"device": self._device()}  # the dtype is the data's (check_batch)
+        return {"context": context,
                 "sample_shape": self.__dict__.get("sample_shape_"), "owner": type(self).__name__}
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         """``X`` as a tensor of the learner's backend, checked against the fitted state (a
         sparse batch stays sparse where the algorithm codes it so)."""
         backend = self._backend_for(X)
-        check = check_sparse_batch if is_sparse(X) and self._keeps_sparse(X, backend) \
-            else check_batch
+        # on a device, sparse batches are densified there (the support-only codes are numpy's)
+        check = check_sparse_batch if is_sparse(X) and self._keeps_sparse(X, backend) and \
+            getattr(self, "device", None) is None else check_batch
         # the hint to use missing='nan' only where there is such a parameter
         hint = {} if check is check_sparse_batch else {
             "missing_hint": "missing" in _init_parameter_names(type(self))}
-        X = check(X, backend=backend, nonnegative=self._nonnegative_data(), name=name,
+        X = check(self._on_device(X), backend=backend, nonnegative=self._nonnegative_data(),
+                  name=name,
                   way_out=self._negative_way_out(), **self._checked_against_fit(), **hint)
         self._check_samples(X, name)
         return X
@@ -1196,7 +1222,8 @@ class OnlineLearner(OnlineEstimator):
             X, mask = split_masked(X, mask)
         if mask is None and self.missing is None:
             return self._validate(X, name), None
-        X, mask = check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
+        X, mask = check_masked_batch(self._on_device(X), mask, missing=self.missing,
+                                     backend=self._backend_for(X),
                                      nonnegative=self._nonnegative_data(), name=name,
                                      way_out=self._negative_way_out(),
                                      **self._checked_against_fit())

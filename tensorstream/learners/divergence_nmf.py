@@ -539,6 +539,10 @@ class OnlineDivergenceNMF(OnlineLearner):
         As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`.
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -599,7 +603,8 @@ class OnlineDivergenceNMF(OnlineLearner):
                  code_max_iter: int = 100, code_tol: float = 1e-4,
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000,
                  dict_rounds: int | str = "auto", random_state=None,
-                 backend: str | None = None, verbose: bool = False, callback=None,
+                 backend: str | None = None, device: Any = None, verbose: bool = False,
+                 callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self._keep_parameters(locals())
 

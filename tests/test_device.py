@@ -1,0 +1,168 @@
+"""``device=`` on every learner (issue 36): the same results on the CPU as the numpy backend
+for every input kind, the device kept through clone/pickle/checkpoints, and a device this
+machine lacks refused by name with the state untouched. The CUDA runs are in test_cuda.py."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from state_helpers import LEARNERS, data, factors, leaves, make, state_of
+
+from tensorstream import load
+from tensorstream.core.device import resolve_device
+from tensorstream.engine.checkpoint import read_checkpoint, write_checkpoint
+
+torch = pytest.importorskip("torch")
+
+#: learners that learn from a stream of batches (the batch learners need the whole data set)
+STREAMING = [name for name in LEARNERS if not name.endswith("-batch") and name != "vr-mf"]
+TOLERANCE = 1e-10
+
+
+def _kinds(X):
+    """The input kinds a user may pass, each holding ``X``'s values."""
+    xarray = pytest.importorskip("xarray")
+    dask_array = pytest.importorskip("dask.array")
+    sparse = pytest.importorskip("scipy.sparse")
+    return {
+        "numpy": X,
+        "torch": torch.tensor(X),
+        "dataarray": xarray.DataArray(X, dims=("sample", "feature")),
+        "dask": dask_array.from_array(X, chunks=(10, X.shape[1])),
+        "sparse": sparse.csr_matrix(X),
+    }
+
+
+def _fitted(name, X, **params):
+    """A learner fitted on ``X``, or the type of error it refused ``X`` with."""
+    try:
+        return make(name, **params).fit(X)
+    except (TypeError, ValueError) as error:
+        return type(error)
+
+
+def _on(model, device):
+    """Whether ``model``'s learned tensors are torch tensors on ``device`` (numpy arrays
+    kept beside them: random generators' states, counts)."""
+    tensors = [leaf for leaf in leaves(vars(model)) if isinstance(leaf, torch.Tensor)]
+    return bool(tensors) and all(t.device == torch.device(device) for t in tensors)
+
+
+def _assert_same_factors(on_device, reference):
+    got, expected = factors(on_device), factors(reference)
+    assert len(got) == len(expected)
+    for U, V in zip(got, expected):
+        np.testing.assert_allclose(U, V, rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "dataarray", "dask", "sparse"])
+@pytest.mark.parametrize("name", LEARNERS)
+def test_device_cpu_learns_what_numpy_learns_from_every_input_kind(name, kind):
+    X = data()
+    reference = _fitted(name, X)
+    model = _fitted(name, _kinds(X)[kind], device="cpu")
+    if isinstance(model, type):  # refused: the numpy learner refuses this kind alike
+        assert _fitted(name, _kinds(X)[kind]) is model
+        return
+    assert _on(model, "cpu")
+    _assert_same_factors(model, reference)
+
+
+@pytest.mark.parametrize("name", STREAMING)
+def test_device_cpu_learns_from_a_stream_of_numpy_batches_as_numpy(name):
+    X = data()
+    batches = [X[:10], X[10:20], X[20:]]
+    reference = make(name)
+    model = make(name, device="cpu")
+    for batch in batches:
+        reference.partial_fit(batch)
+    model.fit(iter(batches))
+    assert _on(model, "cpu") and model.n_steps_ == 3
+    _assert_same_factors(model, reference)
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+def test_transform_takes_host_data_and_returns_the_learners_tensors(name):
+    model = make(name, device="cpu").fit(data())
+    if not hasattr(model, "transform"):
+        return
+    codes = model.transform(data(seed=1))
+    assert isinstance(codes, torch.Tensor) and codes.device == torch.device("cpu")
+    reference = make(name).fit(data())
+    np.testing.assert_allclose(codes.numpy(), reference.transform(data(seed=1)),
+                               rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+def test_device_survives_clone_pickle_and_checkpoints(name, tmp_path):
+    device = torch.device("cpu")
+    model = make(name, device=device).fit(data())
+    assert clone(model).get_params()["device"] == device
+    again = pickle.loads(pickle.dumps(model))
+    assert again.device == device and _on(again, "cpu")
+    loaded = load(model.save(tmp_path / "m.npz"))
+    assert str(loaded.device) == "cpu" and _on(loaded, "cpu")
+    _assert_same_factors(loaded, model)
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+def test_a_cuda_device_on_a_machine_without_one_is_refused_by_name(name, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    model = make(name, device="cuda")
+    before = state_of(model)
+    with pytest.raises(ValueError, match=r"device='cuda'.*no CUDA device.*device='cpu'"):
+        model.fit(data())
+    assert state_of(model) == before
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+def test_a_fitted_learner_refuses_a_missing_device_with_its_state_untouched(name, monkeypatch):
+    model = make(name, device="cpu").fit(data())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    model.set_params(device="cuda:1")
+    before = state_of(model)
+    with pytest.raises(ValueError, match="device='cuda:1'"):
+        model.fit(data())
+    assert state_of(model) == before
+
+
+def test_not_a_device_and_a_device_with_the_numpy_backend_are_refused_by_name():
+    with pytest.raises(TypeError, match="device"):
+        make("nmf", device=3).fit(data())
+    with pytest.raises(ValueError, match="device='gpu' is not a device"):
+        make("nmf", device="gpu").fit(data())
+    with pytest.raises(ValueError, match="backend='numpy'"):
+        make("nmf", device="cpu", backend="numpy").fit(data())
+
+
+def _recorded_on_cuda(path):
+    """The checkpoint at ``path`` as one written on a GPU (its recorded device faked)."""
+    meta, arrays = read_checkpoint(path)
+    meta["params"]["device"] = "cuda"
+    meta["device"] = "cuda:0"
+    write_checkpoint(path, meta.pop("class"), meta, arrays)
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+def test_a_cuda_checkpoint_loads_on_a_cpu_machine_with_map_location(name, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    model = make(name, device="cpu").fit(data())
+    path = model.save(tmp_path / "gpu.npz")
+    _recorded_on_cuda(path)
+    with pytest.raises(ValueError, match="device 'cuda:0'.*map_location='cpu'"):
+        load(path)
+    loaded = load(path, map_location="cpu")
+    assert loaded.device == "cpu" and _on(loaded, "cpu")
+    _assert_same_factors(loaded, model)
+    loaded.partial_fit(data(seed=2)) if hasattr(loaded, "partial_fit") else loaded.fit(data())
+
+
+def test_resolve_device_names_the_argument():
+    assert resolve_device(None) is None
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match="map_location='tpu"):
+        resolve_device("tpu:0", "map_location")
