@@ -83,3 +83,11 @@ def test_info_without_torch_says_so_and_info_imports_no_torch(tmp_path):
     described = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                check=True)
     assert described.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_fit_with_an_auto_batch_streams_the_learners_default_batch(npy, tmp_path):
+    for batch in ("32", "auto"):  # OnlineCPDL's default batch is 32
+        assert main(["fit", str(npy), *FIT[:4], "--param", f"batch_size={batch}", "--steps",
+                     "2", "--quiet", "--out", str(tmp_path / f"{batch}.nc")]) == 0
+    with xr.open_dataset(tmp_path / "32.nc") as a, xr.open_dataset(tmp_path / "auto.nc") as b:
+        xr.testing.assert_equal(a["axis1_loadings"], b["axis1_loadings"])

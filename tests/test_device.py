@@ -4,6 +4,7 @@ machine lacks refused by name with the state untouched. The CUDA runs are in tes
 
 from __future__ import annotations
 
+import inspect
 import pickle
 
 import numpy as np
@@ -12,6 +13,7 @@ from sklearn.base import clone
 from state_helpers import LEARNERS, data, factors, leaves, make, state_of
 
 from tensorstream import load
+from tensorstream.core import device as device_module
 from tensorstream.core.device import resolve_device
 from tensorstream.engine.checkpoint import read_checkpoint, write_checkpoint
 
@@ -166,3 +168,53 @@ def test_resolve_device_names_the_argument():
     assert resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(ValueError, match="map_location='tpu"):
         resolve_device("tpu:0", "map_location")
+
+
+# -- batch_size="auto" and the batch a device holds ---------------------------------------------
+
+FAKE_CUDA = torch.device("cuda", 0)  # a device object only: nothing is allocated on it
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("name", STREAMING)
+def test_auto_batch_on_the_cpu_is_the_learners_default(name, device):
+    X = data(n=60)
+    auto = make(name, batch_size="auto", device=device).fit(X)
+    reference = make(name, device=device)
+    reference.set_params(batch_size=inspect.signature(type(reference).__init__)
+                         .parameters["batch_size"].default).fit(X)
+    assert auto.batch_size_ == reference.batch_size
+    _assert_same_factors(auto, reference)
+
+
+def test_auto_batch_on_a_gpu_is_the_largest_power_of_two_that_fits(monkeypatch):
+    per_sample = device_module.step_bytes(1000, 20, 8)  # 8 * (4 * 1000 + 8 * 20) bytes
+    assert per_sample == 33_280
+    monkeypatch.setattr(device_module, "free_memory", lambda device: 100 * per_sample)
+    assert device_module.step_batch_size("auto", FAKE_CUDA, 1000, 20, 8, 32) == 32  # 50 fit
+    monkeypatch.setattr(device_module, "free_memory", lambda device: 1e12)
+    assert device_module.step_batch_size("auto", FAKE_CUDA, 1000, 20, 8, 32) == 8192
+    assert device_module.step_batch_size(100, None, 1000, 20, 8, 32) == 100  # no query
+
+
+def test_a_batch_that_cannot_fit_on_a_gpu_is_refused_naming_the_one_that_fits(monkeypatch):
+    per_sample = device_module.step_bytes(1000, 20, 8)
+    monkeypatch.setattr(device_module, "free_memory", lambda device: 100 * per_sample)
+    with pytest.raises(ValueError, match=r"batch_size=4096: .*batch_size=32 fits"):
+        device_module.step_batch_size(4096, FAKE_CUDA, 1000, 20, 8, 32)
+    monkeypatch.setattr(device_module, "free_memory", lambda device: per_sample)
+    with pytest.raises(ValueError, match=r"batch_size='auto': one sample takes .*device='cpu'"):
+        device_module.step_batch_size("auto", FAKE_CUDA, 1000, 20, 8, 32)
+
+
+@pytest.mark.parametrize("name", STREAMING)
+def test_fit_refuses_a_batch_the_gpu_cannot_hold_before_any_step(name, monkeypatch):
+    """The learner's side of the rule: the device's free memory is asked before the first
+    step, and a refusal leaves the learner as it was (the device is faked: no GPU here)."""
+    model = make(name, batch_size=10)
+    before = state_of(model)
+    monkeypatch.setattr(type(model), "_device", lambda self: FAKE_CUDA)
+    monkeypatch.setattr(device_module, "free_memory", lambda device: 1000.0)
+    with pytest.raises(ValueError, match=r"batch_size=10: .*batch_size=\d+ fits"):
+        model.fit(data())
+    assert state_of(model) == before

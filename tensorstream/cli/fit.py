@@ -87,7 +87,11 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
         Whether Ctrl-C stopped the run (the checkpoint is saved then).
     """
     n_samples = da.sizes[sample_dim]
-    batch_size = int(learner.batch_size)
+    # batch_size='auto' as fit chooses it; a batch the device cannot hold refused up front
+    try:
+        batch_size = learner._step_batch(learner.batch_size, da, n_samples)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     per_epoch = -(-n_samples // batch_size)
     total = (args.epochs or 1) * per_epoch if args.steps is None else (
         args.steps if args.epochs is None else min(args.steps, args.epochs * per_epoch))
@@ -254,7 +258,7 @@ def _all_codes(learner: Any, da: Any, sample_dim: str) -> Any:
     import xarray as xr
 
     n = da.sizes[sample_dim]
-    block = max(int(learner.batch_size), 256)
+    block = max(int(learner.__dict__.get("batch_size_", learner.batch_size)), 256)
     parts = [learner.transform(da.isel({sample_dim: slice(i, i + block)}).compute())
              for i in range(0, n, block)]
     return xr.concat(parts, dim=sample_dim)

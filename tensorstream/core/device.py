@@ -143,3 +143,86 @@ def torch_devices() -> list[str] | None:
     if mps is not None and mps.is_available():
         devices.append("mps")
     return devices
+
+
+# -- the batch a device holds --------------------------------------------------------------------
+
+#: ``batch_size="auto"`` on a GPU: the largest power of two up to this many samples that fits
+#: (the speed-ups of docs/performance.md were measured at batches of 256 to 4,096; a step's
+#: kernel launches cost the same whatever the batch, so a GPU wants large ones)
+AUTO_MAX_BATCH = 8192
+#: copies of a batch a step holds at once (the batch, its reconstruction or residual, a
+#: weighted/masked copy, a gradient) and of its codes (codes, previous codes, gradient,
+#: momentum or ADMM duals, outliers): an estimate, to be measured on a GPU (bench_gpu.py)
+BATCH_COPIES, CODE_COPIES = 4, 8
+#: the share of the device's free memory a step's batch may take (the rest: the allocator's
+#: caching, other tensors, fragmentation)
+FREE_SHARE = 0.5
+
+
+def free_memory(device: Any) -> float:
+    """Bytes free on the CUDA ``device`` now (``torch.cuda.mem_get_info``)."""
+    import torch
+
+    return float(torch.cuda.mem_get_info(device)[0])
+
+
+def step_bytes(n_features: int, n_components: int, itemsize: int) -> int:
+    """Bytes one sample of ``n_features`` entries takes in a step (see :data:`BATCH_COPIES`)."""
+    return itemsize * (BATCH_COPIES * n_features + CODE_COPIES * n_components)
+
+
+def _fitting(device: Any, per_sample: int) -> tuple[int, float]:
+    """How many samples fit in :data:`FREE_SHARE` of ``device``'s free memory, and the free
+    bytes."""
+    free = free_memory(device)
+    return int(FREE_SHARE * free // per_sample), free
+
+
+def _power_of_two_below(n: int, cap: int | None = AUTO_MAX_BATCH) -> int:
+    """The largest power of two <= ``n`` (and <= ``cap``)."""
+    return 1 << (min(n, cap or n).bit_length() - 1)
+
+
+def step_batch_size(batch_size: Any, device: Any, n_features: int, n_components: int,
+                    itemsize: int, default: int) -> int:
+    """The batch ``fit`` streams: ``batch_size``, or for ``"auto"`` the rule below; on a CUDA
+    device, refused before the first step when it cannot fit.
+
+    ``"auto"``: ``default`` (the learner's own default batch) on the CPU and without a device,
+    as before; on a CUDA device the largest power of two up to :data:`AUTO_MAX_BATCH` whose
+    step (:func:`step_bytes` per sample) takes at most :data:`FREE_SHARE` of the device's free
+    memory.
+
+    Raises
+    ------
+    ValueError
+        On a CUDA device, a batch (or, for ``"auto"``, a single sample) that does not fit;
+        the message names the batch that fits.
+    """
+    if device is None or getattr(device, "type", "cpu") != "cuda":
+        return default if batch_size == "auto" else int(batch_size)
+    per_sample = step_bytes(n_features, n_components, itemsize)
+    fits, free = _fitting(device, per_sample)
+    if fits < 1:
+        raise ValueError(f"batch_size={batch_size!r}: one sample takes about "
+                         f"{_bytes(per_sample)} in a step, more than half the {_bytes(free)} "
+                         f"free on {device}; free memory there, use a smaller n_components, "
+                         f"or device='cpu'")
+    if batch_size == "auto":
+        return _power_of_two_below(fits)
+    if batch_size > fits:
+        fitting = _power_of_two_below(fits, None)
+        raise ValueError(f"batch_size={batch_size}: a step would take about "
+                         f"{_bytes(batch_size * per_sample)} on {device}, more than half the "
+                         f"{_bytes(free)} free there; batch_size={fitting} fits (or "
+                         f"batch_size='auto')")
+    return int(batch_size)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} TiB"

@@ -41,7 +41,7 @@ from ..core.backend import (
     using,
 )
 from ..core.caller import warn
-from ..core.device import DEVICE, check_device_backend, move, resolve_device
+from ..core.device import DEVICE, check_device_backend, move, resolve_device, step_batch_size
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -686,7 +686,8 @@ class OnlineEstimator(CheckedParameters):
             raise ValueError(f"X must have shape (n_samples, I_1, ..., I_n), got shape "
                              f"{tuple(X.shape)}; Reshape your data: a single sample as (1, ...)")
         if is_array_like(X):
-            batch_size = check_positive_int(self.batch_size, "batch_size")
+            batch_size = self.batch_size if self.batch_size == "auto" else \
+                check_positive_int(self.batch_size, "batch_size")
             self._init_random_state()
             if is_labelled(X):
                 n_samples = make_layout(X, sample_dim, modes).n_samples  # checks labels early
@@ -703,6 +704,7 @@ class OnlineEstimator(CheckedParameters):
             if n_samples == 0:
                 raise ValueError(f"X is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
                                  f"minimum of 1 is required.")
+            batch_size = self._step_batch(batch_size, X, n_samples)
             n_epochs = fit_passes(self.max_iter, n_samples, batch_size)
             positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
             batches = (take(X, rows) if mask is None else (take(X, rows), take(mask, rows))
@@ -920,6 +922,14 @@ class OnlineLearner(OnlineEstimator):
     is first read, which saves each step the conversions of its state both ways.
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Let a streaming learner's ``batch_size`` be ``"auto"`` (see :meth:`_step_batch`)."""
+        super().__init_subclass__(**kwargs)
+        constraints = cls.__dict__.get("_parameter_constraints")
+        if constraints is not None and "batch_size" in constraints:
+            cls._parameter_constraints = {
+                **constraints, "batch_size": [Options("auto"), *constraints["batch_size"]]}
+
     missing = None  # learners that accept missing entries make it a parameter
 
     # -- what a subclass configures ------------------------------------------------------------
@@ -929,9 +939,26 @@ class OnlineLearner(OnlineEstimator):
 
     def _params(self) -> SimpleNamespace:
         """The parameters an algorithm is configured with (not the live objects ``callback``
-        and ``verbose``: an algorithm is shipped to cluster workers)."""
-        return SimpleNamespace(**{k: v for k, v in self.get_params().items()
-                                  if k not in ("callback", "verbose")})
+        and ``verbose``: an algorithm is shipped to cluster workers); ``batch_size="auto"``
+        as the number ``fit`` chose (the learner's default before a fit)."""
+        params = {k: v for k, v in self.get_params().items() if k not in ("callback", "verbose")}
+        if params.get("batch_size") == "auto":
+            params["batch_size"] = self.__dict__.get("batch_size_", _default_batch(type(self)))
+        return SimpleNamespace(**params)
+
+    def _step_batch(self, batch_size: Any, X: Any, n_samples: int) -> int:
+        """The batch ``fit`` streams ``X`` in (:func:`~..core.device.step_batch_size`: the
+        given one, refused when it cannot fit on a CUDA device; ``"auto"``'s rule), kept as
+        ``batch_size_`` for the algorithm."""
+        context = self.__dict__.get("_context") or {"device": self._device()}
+        itemsize = 4 if "float32" in str(getattr(X, "dtype", "")) else 8
+        resolved = step_batch_size(batch_size, context.get("device"),
+                                   math.prod(X.shape) // max(n_samples, 1),
+                                   check_n_components(self.n_components), itemsize,
+                                   _default_batch(type(self)))
+        if batch_size == "auto":
+            self.batch_size_ = resolved
+        return resolved
 
     def _nonnegative_data(self) -> bool:
         return bool(getattr(self, "nonnegative", False))
@@ -1035,6 +1062,7 @@ class OnlineLearner(OnlineEstimator):
 
     def _reset(self) -> None:
         for name in ("state_", "backend_", "sample_shape_", "layout_", "array_layout_",
+                     "batch_size_",
                      "_context", "_rng",
                      "_last_info", "_last_codes", "feature_names_in_"):
             self.__dict__.pop(name, None)
@@ -1690,6 +1718,11 @@ def _progress_bar(total: int | None):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="batch")
+
+
+def _default_batch(cls: type) -> int:
+    """The default ``batch_size`` of the learner class ``cls`` (its ``__init__``'s)."""
+    return int(inspect.signature(cls.__init__).parameters["batch_size"].default)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -169,12 +169,13 @@ def auto_rounds(nonzeros: int, entries: int) -> int:
 def check_divergence_rules(learner: Any) -> None:
     """The OL algorithm's rules between parameters (after the declared constraints)."""
     loss = learner.loss_  # an unknown loss, or bad loss_params, raise here
-    if not DivergenceCP(learner, loss).step_size(1) < float("inf"):
+    if not DivergenceCP(learner._params(), loss).step_size(1) < float("inf"):
         raise ValueError("step_tau + step_b must be > 0")
     if learner.dict_row_min > learner.dict_upper:
         raise ValueError("dict_row_min must be <= dict_upper")
     rounds = learner.dict_rounds
-    if rounds != "auto" and rounds > 1 and DivergenceCP(learner, loss).dict_step() != "mu":
+    step = DivergenceCP(learner._params(), loss).dict_step()
+    if rounds != "auto" and rounds > 1 and step != "mu":
         raise ValueError(f"dict_rounds={rounds!r} needs the multiplicative dictionary step "
                          f"(dict_step='mu', KL's default); the SGD step makes one round")
     if not learner.code_lower < learner.code_upper:  # else the coding step fails mid-step
