@@ -218,3 +218,16 @@ def test_fit_refuses_a_batch_the_gpu_cannot_hold_before_any_step(name, monkeypat
     with pytest.raises(ValueError, match=r"batch_size=10: .*batch_size=\d+ fits"):
         model.fit(data())
     assert state_of(model) == before
+
+
+@pytest.mark.parametrize("name", STREAMING)
+def test_a_device_set_since_the_fit_is_refused_by_name(name, monkeypatch):
+    model = make(name).fit(data())  # numpy: no device
+    model.set_params(device="cpu")
+    before = state_of(model)
+    with pytest.raises(ValueError, match=r"device='cpu', but the learned state is on"):
+        model.partial_fit(data(seed=3))
+    assert state_of(model) == before
+    on_cpu = make(name, device="cpu").fit(data())
+    on_cpu.partial_fit(data(seed=3))  # the same device: goes on
+    assert on_cpu.set_params(device=torch.device("cpu")).partial_fit(data(seed=4)).n_steps_ > 3

@@ -119,6 +119,29 @@ def device_context(learner: Any) -> dict | None:
     return None if device is None else {"device": device}
 
 
+def check_state_device(device: Any, state_device: Any) -> None:
+    """Refuse a ``device`` set since the fit that differs from where the state is."""
+    if device is None or _same_device(device, state_device):
+        return
+    raise ValueError(f"device={device_name(device)!r}, but the learned state is on "
+                     f"{device_name(state_device)!r}: it was set since the fit; call fit to "
+                     f"start anew there, or save and load(path, map_location="
+                     f"{device_name(device)!r}) to move the state")
+
+
+def _same_device(a: Any, b: Any) -> bool:
+    """``cuda`` and ``cuda:0`` (the current device) are one device."""
+    if b is None or a.type != getattr(b, "type", "cpu"):
+        return False
+    if a.type != "cuda" or a.index == b.index:
+        return True
+    import torch
+
+    current = torch.cuda.current_device()
+    return (current if a.index is None else a.index) == (current if b.index is None
+                                                         else b.index)
+
+
 def move(X: Any, device: Any) -> Any:
     """``X`` on ``device`` where it is a torch tensor elsewhere (other kinds are converted by
     validation, straight onto the device); ``X`` as it is otherwise."""

@@ -41,7 +41,14 @@ from ..core.backend import (
     using,
 )
 from ..core.caller import warn
-from ..core.device import DEVICE, check_device_backend, move, resolve_device, step_batch_size
+from ..core.device import (
+    DEVICE,
+    check_device_backend,
+    check_state_device,
+    move,
+    resolve_device,
+    step_batch_size,
+)
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -1046,9 +1053,10 @@ class OnlineLearner(OnlineEstimator):
 
     def _check_params_against_state(self) -> None:
         """Refuse, by name, a parameter set since the fit that the learned state fixes (the
-        number of atoms): ``fit`` starts anew with it."""
+        number of atoms, the device): ``fit`` starts anew with it."""
         if not self._fitted:
             return
+        check_state_device(self._device(), self._context.get("device"))
         if self.n_components != self.n_components_:
             raise ValueError(f"n_components={self.n_components!r}, but this "
                              f"{type(self).__name__} has {self.n_components_} atoms: it was set "
