@@ -236,3 +236,15 @@ def test_a_device_set_since_the_fit_is_refused_by_name(name, monkeypatch):
     on_cpu = make(name, device="cpu").fit(data())
     on_cpu.partial_fit(data(seed=3))  # the same device: goes on
     assert on_cpu.set_params(device=torch.device("cpu")).partial_fit(data(seed=4)).n_steps_ > 3
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+def test_a_device_without_torch_installed_is_refused_by_name(name, monkeypatch):
+    import sys
+
+    model = make(name, device="cpu")
+    before = state_of(model)
+    monkeypatch.setitem(sys.modules, "torch", None)  # as on a machine without torch
+    with pytest.raises(ImportError, match=r"device='cpu' runs on PyTorch.*pip install torch"):
+        model.fit(data())
+    assert state_of(model) == before
