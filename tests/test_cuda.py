@@ -78,6 +78,48 @@ def test_a_learner_learns_on_the_device_what_it_learns_on_numpy(name):
                                    rtol=1e-6, atol=1e-8)
 
 
+def _host_kinds(X):
+    """``X`` as the host input kinds a user gives a learner with a ``device``."""
+    xarray = pytest.importorskip("xarray")
+    dask_array = pytest.importorskip("dask.array")
+    return {"numpy": X, "dask": dask_array.from_array(X, chunks=(20,) + X.shape[1:]),
+            "dataarray": xarray.DataArray(X, dims=("sample",) + tuple(
+                f"axis{k}" for k in range(1, X.ndim)))}
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask", "dataarray"])
+@pytest.mark.parametrize("name", LEARNERS)
+def test_device_moves_host_data_there_and_learns_what_numpy_learns(name, kind):
+    """``device=`` (issue 36): host data of every kind sent to the device batch by batch."""
+    X = _data(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on_numpy = make(name).fit(X)
+        model, data = make(name, device=DEVICE), _host_kinds(X)[kind]
+        labelled = {"sample_dim": "sample"} if kind == "dataarray" and name in ONLINE else {}
+        on_device = model.fit(data, **labelled)
+    fitted = leaves(vars(on_device))
+    assert fitted and all(_on_device(T) for T in fitted), "a fitted tensor left the device"
+    signs = _same_factors(_learned(on_device), _learned(on_numpy))
+    if hasattr(on_device, "transform") and kind == "numpy":
+        codes = on_device.transform(X[:7])  # host input; the device's tensors back
+        assert _on_device(codes)
+        np.testing.assert_allclose(codes.cpu().numpy() * signs, on_numpy.transform(X[:7]),
+                                   rtol=1e-6, atol=1e-8)
+
+
+def test_the_command_line_fits_on_the_device(tmp_path, capsys):
+    from tensorstream.cli import main
+
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((64, 12)))
+    assert main(["fit", str(tmp_path / "x.npy"), "--modes", "axis1", "--n-components", "3",
+                 "--batch-size", "16", "--steps", "4", "--device", DEVICE, "--checkpoint",
+                 str(tmp_path / "c.npz"), "--out", str(tmp_path / "f.nc")]) == 0
+    assert f"on {DEVICE}" in capsys.readouterr().err
+    resumed = load_checkpoint(tmp_path / "c.npz")
+    assert all(_on_device(U) for U in resumed.loadings_) and resumed.n_steps_ == 4
+
+
 @pytest.mark.parametrize("params", [
     {"coder": "pivoting"}, {"coder": "admm", "batch_size": 30}, {"nonnegative": False},
     {"alpha": 0.1}, {"loss": "kl"}, {"missing": "nan"},

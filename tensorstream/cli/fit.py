@@ -87,7 +87,11 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
         Whether Ctrl-C stopped the run (the checkpoint is saved then).
     """
     n_samples = da.sizes[sample_dim]
-    batch_size = int(learner.batch_size)
+    # batch_size='auto' as fit chooses it; a batch the device cannot hold refused up front
+    try:
+        batch_size = learner._step_batch(learner.batch_size, da, n_samples)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     per_epoch = -(-n_samples // batch_size)
     from ..learners._base import fit_passes  # here: `tensorstream info` needs no learner
 
@@ -103,7 +107,7 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
               file=sys.stderr)
     history: list[dict] = []
     recent: collections.deque = collections.deque(maxlen=min(per_epoch, 100))
-    progress = _progress(total, start, plan["model"], args.quiet)
+    progress = _progress(total, start, f"{plan['model']} on {_where_it_runs(learner)}", args.quiet)
     step = start
     cluster = contextlib.ExitStack()
     try:
@@ -174,6 +178,14 @@ def _learn(learner: Any, da: Any, rows: np.ndarray, sample_dim: str, modes: Any,
         learner.partial_fit(batch, **labels)
     except ValueError as error:  # a rejected batch: say which samples, keep the state
         raise CLIError(_batch_error(error, rows, da, sample_dim)) from error
+
+
+def _where_it_runs(learner: Any) -> str:
+    """Where ``learner`` computes, for the progress line: its device (``cuda:0``), the device
+    of its state once it has one, or ``cpu``."""
+    context = learner.__dict__.get("_context") or {}
+    device = context.get("device", getattr(learner, "device", None))
+    return "cpu" if device is None else str(device)
 
 
 def _progress(total: int, start: int, model: str, quiet: bool) -> Any:
@@ -250,7 +262,7 @@ def _all_codes(learner: Any, da: Any, sample_dim: str) -> Any:
     import xarray as xr
 
     n = da.sizes[sample_dim]
-    block = max(int(learner.batch_size), 256)
+    block = max(int(learner.__dict__.get("batch_size_", learner.batch_size)), 256)
     parts = [learner.transform(da.isel({sample_dim: slice(i, i + block)}).compute())
              for i in range(0, n, block)]
     return xr.concat(parts, dim=sample_dim)

@@ -19,13 +19,28 @@ def run_info(args: argparse.Namespace) -> int:
     """``tensorstream info FILE`` (:func:`describe`) or ``tensorstream info --scheduler
     ADDRESS`` (:func:`describe_cluster`): print the lines; return the exit status 0."""
     scheduler = getattr(args, "scheduler", None)
-    if (args.file is None) == (scheduler is None):
-        raise CLIError("info: give a FILE or --scheduler ADDRESS (one of them)")
-    if scheduler is not None:
+    devices = getattr(args, "devices", False)
+    if (args.file is not None) + (scheduler is not None) + bool(devices) != 1:
+        raise CLIError("info: give a FILE or --scheduler ADDRESS, or --devices (one of them)")
+    if devices:
+        print("\n".join(describe_devices()))
+    elif scheduler is not None:
         print("\n".join(describe_cluster(scheduler, getattr(args, "timeout", None))))
     else:
         print("\n".join(describe(args.file)))
     return 0
+
+
+def describe_devices() -> list[str]:
+    """Lines naming the devices PyTorch sees (``fit --device`` takes them); torch is imported
+    only here, and only when it is installed."""
+    from ..core.device import torch_devices
+
+    devices = torch_devices()
+    if devices is None:
+        return ["PyTorch is not installed: tensorstream computes with numpy on the CPU "
+                "(pip install torch for --device)"]
+    return ["devices PyTorch sees (fit --device DEVICE):"] + [f"  {d}" for d in devices]
 
 
 def describe_cluster(address: str, timeout: float | None = None) -> list[str]:

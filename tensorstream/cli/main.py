@@ -81,12 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Describe a file: learned factors (.nc written by 'fit'), a checkpoint "
                     "(.npz), or a data file (netCDF, zarr, .npy) with its variables and dims; "
                     "or, with --scheduler, a Dask cluster: its workers, threads, memory and "
-                    "the tensorstream version on each.")
+                    "the tensorstream version on each; or, with --devices, the devices "
+                    "PyTorch sees.")
     info.add_argument("file", nargs="?", help="the file to describe")
     info.add_argument("--scheduler", metavar="ADDRESS",
                       help="describe the Dask cluster of this scheduler instead")
     info.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                       help="wait this long for the scheduler (default 10)")
+    info.add_argument("--devices", action="store_true",
+                      help="list the devices PyTorch sees here (for fit --device)")
     _add_debug(info)
     return parser
 
@@ -144,6 +147,10 @@ def _add_fit_model(model: Any) -> None:
                        help="treat NaN entries as missing (default: NaN is an error)")
     model.add_argument("--backend", choices=["numpy", "pytorch"],
                        help="TensorLy backend to compute on (default: numpy)")
+    model.add_argument("--device", metavar="DEVICE",
+                       help="compute on this device on the pytorch backend: cpu, cuda, "
+                            "cuda:1 (default: numpy on the CPU; tensorstream info --devices "
+                            "lists them)")
     model.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="any other learner parameter, e.g. --param ridge=0.1 "
                             "(repeatable)")
@@ -361,7 +368,9 @@ def _plan(args: argparse.Namespace) -> dict:
     if args.resume:  # the checkpoint fixes the model (and the modes, in _modes)
         from ..io import load_checkpoint
 
-        plan["resumed"] = load_checkpoint(plan["checkpoint"])
+        # --device moves a checkpoint written elsewhere (on a GPU) to this run's device
+        plan["resumed"] = load_checkpoint(plan["checkpoint"],
+                                          map_location=getattr(args, "device", None))
     name = args.model or (registry.entry(type(plan["resumed"]).__name__).name
                           if args.resume else "ocpdl")
     plan.update(model=name, cls=registry.learner_class(name))
@@ -448,6 +457,7 @@ def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
     loss = args.loss if args.loss is None else _literal(args.loss)  # 1.5: a beta divergence
     given = {"n_components": args.n_components, "alpha": args.alpha, "loss": loss,
              "missing": args.missing, "backend": args.backend,
+             "device": getattr(args, "device", None),
              "batch_size": args.batch_size, "random_state": args.seed}
     params = {model.aliases.get(k, k): v for k, v in given.items() if v is not None}
     for item in args.param:
@@ -466,6 +476,7 @@ def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
 
 _OPTIONS = {"n_components": "--n-components", "random_state": "--seed", "alpha": "--alpha",
             "loss": "--loss", "missing": "--missing", "backend": "--backend",
+            "device": "--device",
             "batch_size": "--batch-size"}
 
 
@@ -530,7 +541,8 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
     """The checkpointed learner, checked against the options and the data."""
     from ..io import load_checkpoint
 
-    learner = plan.get("resumed") or load_checkpoint(plan["checkpoint"])
+    learner = plan.get("resumed") or load_checkpoint(plan["checkpoint"],
+                                                     map_location=getattr(args, "device", None))
     if type(learner) is not plan["cls"]:
         raise CLIError(f"the checkpoint holds a {type(learner).__name__}, not the "
                        f"{plan['cls'].__name__} of --model {plan['model']}")

@@ -143,10 +143,11 @@ def check_batch(
     if context is not None and source == backend == "pytorch" and X.device != context["device"]:
         raise TypeError(f"{name} is on device {X.device} but the learner's state is on "
                         f"{context['device']}")
-    if context is None:  # integers, booleans, half precision: computed in float
-        context = {"dtype": float_dtype_of(X, backend)}
+    if context is None or "dtype" not in context:  # ints, bools, half precision: in float
+        # (a context of a device alone, a learner's ``device``: the data's dtype there)
+        context = {"dtype": float_dtype_of(X, backend), **(context or {})}
         if source == "pytorch":
-            context["device"] = X.device
+            context.setdefault("device", X.device)
     if source == backend == "numpy" and X.dtype == np.dtype(context["dtype"]):
         tensor = X  # already the learner's arrays: no copy (no learner writes into a batch)
     else:

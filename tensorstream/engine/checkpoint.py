@@ -65,6 +65,8 @@ def encode_param(name: str, value: Any) -> Any:
                             f"strings can be saved in it") from None
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if name == "device" and type(value).__module__.startswith("torch"):
+        return str(value)  # a torch.device, by its name ("cuda:1")
     raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers, strings and "
                     f"tensorstream.schedules objects can be saved")
 

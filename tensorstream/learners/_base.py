@@ -41,6 +41,14 @@ from ..core.backend import (
     using,
 )
 from ..core.caller import warn
+from ..core.device import (
+    DEVICE,
+    check_device_backend,
+    check_state_device,
+    move,
+    resolve_device,
+    step_batch_size,
+)
 from ..core.dictionary import reconstruct, to_cp_tensor
 from ..core.validation import (
     BACKEND,
@@ -345,6 +353,8 @@ class CheckedParameters:
         constraints = cls.__dict__.get("_parameter_constraints")
         if constraints is not None and "n_threads" not in constraints:
             cls._parameter_constraints = {**constraints, "n_threads": N_THREADS}
+        if constraints is not None and "device" in _init_parameter_names(cls):
+            cls._parameter_constraints = {**cls._parameter_constraints, "device": DEVICE}
         for name in OUTPUT_METHODS:  # the container set_output chose
             method = cls.__dict__.get(name)
             if inspect.isfunction(method) and not hasattr(method, "_output_configured"):
@@ -512,6 +522,9 @@ class CheckedParameters:
         except TypeError:  # a subclass made learners unhashable: validated every time
             seen = None
         validate_params(params, self._parameter_constraints, type(self).__name__)
+        if "device" in params:  # a device this machine lacks, named before anything runs
+            resolve_device(params["device"])
+            check_device_backend(params["device"], params.get("backend"))
         self._check_rules()
         if seen is not None:
             _VALIDATED[self] = seen
@@ -659,7 +672,8 @@ class OnlineEstimator(CheckedParameters):
             raise ValueError(f"X must have shape (n_samples, I_1, ..., I_n), got shape "
                              f"{tuple(X.shape)}; Reshape your data: a single sample as (1, ...)")
         if is_array_like(X):
-            batch_size = check_positive_int(self.batch_size, "batch_size")
+            batch_size = self.batch_size if self.batch_size == "auto" else \
+                check_positive_int(self.batch_size, "batch_size")
             self._init_random_state()
             if is_labelled(X):
                 n_samples = make_layout(X, sample_dim, modes).n_samples  # checks labels early
@@ -676,6 +690,7 @@ class OnlineEstimator(CheckedParameters):
             if n_samples == 0:
                 raise ValueError(f"X is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
                                  f"minimum of 1 is required.")
+            batch_size = self._step_batch(batch_size, X, n_samples)
             n_epochs = fit_passes(self.max_iter, n_samples, batch_size)
             positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
             batches = (take(X, rows) if mask is None else (take(X, rows), take(mask, rows))
@@ -907,6 +922,14 @@ class OnlineLearner(OnlineEstimator):
     is first read, which saves each step the conversions of its state both ways.
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Let a streaming learner's ``batch_size`` be ``"auto"`` (see :meth:`_step_batch`)."""
+        super().__init_subclass__(**kwargs)
+        constraints = cls.__dict__.get("_parameter_constraints")
+        if constraints is not None and "batch_size" in constraints:
+            cls._parameter_constraints = {
+                **constraints, "batch_size": [Options("auto"), *constraints["batch_size"]]}
+
     missing = None  # learners that accept missing entries make it a parameter
 
     # -- what a subclass configures ------------------------------------------------------------
@@ -916,9 +939,26 @@ class OnlineLearner(OnlineEstimator):
 
     def _params(self) -> SimpleNamespace:
         """The parameters an algorithm is configured with (not the live objects ``callback``
-        and ``verbose``: an algorithm is shipped to cluster workers)."""
-        return SimpleNamespace(**{k: v for k, v in self.get_params().items()
-                                  if k not in ("callback", "verbose")})
+        and ``verbose``: an algorithm is shipped to cluster workers); ``batch_size="auto"``
+        as the number ``fit`` chose (the learner's default before a fit)."""
+        params = {k: v for k, v in self.get_params().items() if k not in ("callback", "verbose")}
+        if params.get("batch_size") == "auto":
+            params["batch_size"] = self.__dict__.get("batch_size_", _default_batch(type(self)))
+        return SimpleNamespace(**params)
+
+    def _step_batch(self, batch_size: Any, X: Any, n_samples: int) -> int:
+        """The batch ``fit`` streams ``X`` in (:func:`~..core.device.step_batch_size`: the
+        given one, refused when it cannot fit on a CUDA device; ``"auto"``'s rule), kept as
+        ``batch_size_`` for the algorithm."""
+        context = self.__dict__.get("_context") or {"device": self._device()}
+        itemsize = 4 if "float32" in str(getattr(X, "dtype", "")) else 8
+        resolved = step_batch_size(batch_size, context.get("device"),
+                                   math.prod(X.shape) // max(n_samples, 1),
+                                   check_n_components(self.n_components), itemsize,
+                                   _default_batch(type(self)))
+        if batch_size == "auto":
+            self.batch_size_ = resolved
+        return resolved
 
     def _nonnegative_data(self) -> bool:
         return bool(getattr(self, "nonnegative", False))
@@ -1006,9 +1046,10 @@ class OnlineLearner(OnlineEstimator):
 
     def _check_params_against_state(self) -> None:
         """Refuse, by name, a parameter set since the fit that the learned state fixes (the
-        number of atoms): ``fit`` starts anew with it."""
+        number of atoms, the device): ``fit`` starts anew with it."""
         if not self._fitted:
             return
+        check_state_device(self._device(), self._context.get("device"))
         if self.n_components != self.n_components_:
             raise ValueError(f"n_components={self.n_components!r}, but this "
                              f"{type(self).__name__} has {self.n_components_} atoms: it was set "
@@ -1022,6 +1063,7 @@ class OnlineLearner(OnlineEstimator):
 
     def _reset(self) -> None:
         for name in ("state_", "backend_", "sample_shape_", "layout_", "array_layout_",
+                     "batch_size_",
                      "_context", "_rng",
                      "_last_info", "_last_codes", "feature_names_in_"):
             self.__dict__.pop(name, None)
@@ -1162,22 +1204,42 @@ class OnlineLearner(OnlineEstimator):
     # -- validation at the boundary ------------------------------------------------------------
 
     def _backend_for(self, X: Any) -> str:
-        return self.backend_ if self._fitted else (self.backend or backend_of(X))
+        if self._fitted:
+            return self.backend_
+        return "pytorch" if self._device() is not None else (self.backend or backend_of(X))
+
+    def _device(self) -> Any:
+        """The ``torch.device`` the learner computes on (``device``), None: where the data
+        are (see :mod:`~..core.device`)."""
+        return resolve_device(getattr(self, "device", None))
+
+    def _on_device(self, X: Any) -> Any:
+        """``X`` on the learner's device (a torch tensor moved; other kinds go there at
+        validation), as it is without a device."""
+        if self._fitted:
+            return move(X, self._context.get("device")) if self.backend_ == "pytorch" and \
+                getattr(self, "device", None) is not None else X
+        return move(X, self._device())
 
     def _checked_against_fit(self) -> dict:
-        return {"context": self.__dict__.get("_context"),
+        context = self.__dict__.get("_context")
+        if context is None and self._device() is not None:
+            context = {"device": self._device()}  # the dtype is the data's (check_batch)
+        return {"context": context,
                 "sample_shape": self.__dict__.get("sample_shape_"), "owner": type(self).__name__}
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         """``X`` as a tensor of the learner's backend, checked against the fitted state (a
         sparse batch stays sparse where the algorithm codes it so)."""
         backend = self._backend_for(X)
-        check = check_sparse_batch if is_sparse(X) and self._keeps_sparse(X, backend) \
-            else check_batch
+        # on a device, sparse batches are densified there (the support-only codes are numpy's)
+        check = check_sparse_batch if is_sparse(X) and self._keeps_sparse(X, backend) and \
+            getattr(self, "device", None) is None else check_batch
         # the hint to use missing='nan' only where there is such a parameter
         hint = {} if check is check_sparse_batch else {
             "missing_hint": "missing" in _init_parameter_names(type(self))}
-        X = check(X, backend=backend, nonnegative=self._nonnegative_data(), name=name,
+        X = check(self._on_device(X), backend=backend, nonnegative=self._nonnegative_data(),
+                  name=name,
                   way_out=self._negative_way_out(), **self._checked_against_fit(), **hint)
         self._check_samples(X, name)
         return X
@@ -1189,7 +1251,8 @@ class OnlineLearner(OnlineEstimator):
             X, mask = split_masked(X, mask)
         if mask is None and self.missing is None:
             return self._validate(X, name), None
-        X, mask = check_masked_batch(X, mask, missing=self.missing, backend=self._backend_for(X),
+        X, mask = check_masked_batch(self._on_device(X), mask, missing=self.missing,
+                                     backend=self._backend_for(X),
                                      nonnegative=self._nonnegative_data(), name=name,
                                      way_out=self._negative_way_out(),
                                      **self._checked_against_fit())
@@ -1653,6 +1716,11 @@ def _progress_bar(total: int | None):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="batch")
+
+
+def _default_batch(cls: type) -> int:
+    """The default ``batch_size`` of the learner class ``cls`` (its ``__init__``'s)."""
+    return int(inspect.signature(cls.__init__).parameters["batch_size"].default)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -169,12 +169,13 @@ def auto_rounds(nonzeros: int, entries: int) -> int:
 def check_divergence_rules(learner: Any) -> None:
     """The OL algorithm's rules between parameters (after the declared constraints)."""
     loss = learner.loss_  # an unknown loss, or bad loss_params, raise here
-    if not DivergenceCP(learner, loss).step_size(1) < float("inf"):
+    if not DivergenceCP(learner._params(), loss).step_size(1) < float("inf"):
         raise ValueError("step_tau + step_b must be > 0")
     if learner.dict_row_min > learner.dict_upper:
         raise ValueError("dict_row_min must be <= dict_upper")
     rounds = learner.dict_rounds
-    if rounds != "auto" and rounds > 1 and DivergenceCP(learner, loss).dict_step() != "mu":
+    step = DivergenceCP(learner._params(), loss).dict_step()
+    if rounds != "auto" and rounds > 1 and step != "mu":
         raise ValueError(f"dict_rounds={rounds!r} needs the multiplicative dictionary step "
                          f"(dict_step='mu', KL's default); the SGD step makes one round")
     if not learner.code_lower < learner.code_upper:  # else the coding step fails mid-step
@@ -539,6 +540,10 @@ class OnlineDivergenceNMF(OnlineLearner):
         As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`.
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -599,7 +604,8 @@ class OnlineDivergenceNMF(OnlineLearner):
                  code_max_iter: int = 100, code_tol: float = 1e-4,
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000,
                  dict_rounds: int | str = "auto", random_state=None,
-                 backend: str | None = None, verbose: bool = False, callback=None,
+                 backend: str | None = None, device: Any = None, verbose: bool = False,
+                 callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self._keep_parameters(locals())
 

@@ -509,6 +509,10 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -553,6 +557,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
                  missing: str | None = None, weights="balanced", batch_size: int = 10,
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
+                 device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self._keep_parameters(locals())

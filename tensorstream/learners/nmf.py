@@ -179,6 +179,10 @@ class OnlineNMF(OnlineLearner):
         planted 20,000 x 400 matrix, a 3x higher held-out objective after 4 passes; docs/nmf.md).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own). Formerly
@@ -211,7 +215,7 @@ class OnlineNMF(OnlineLearner):
                  radius_mode: str = "frobenius", column_bound: float | None = 1.0,
                  missing: str | None = None, dict_passes: int = 1, coder: str = "admm",
                  code_max_iter: int = 100, code_tol: float | None = None, random_state=None,
-                 backend: str | None = None, n_threads: int | None = 1,
+                 backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
         self._keep_parameters(locals())

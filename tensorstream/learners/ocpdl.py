@@ -256,6 +256,10 @@ dict_row_min, normalize, dict_rounds
         from the batch's worst-explained samples, with a ``LearningWarning``, but give up an
         atom that dies again after two re-initialisations with no active code in between
         (warned once); False only warns (see the user guide's "Out of the box" page).
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -298,7 +302,7 @@ dict_row_min, normalize, dict_rounds
                  dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
                  transform_tol: float = 1e-8, transform_max_iter: int = 1000,
                  dict_rounds: int | str = "auto", dict_step: str = "auto", random_state=None,
-                 backend: str | None = None,
+                 backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self._keep_parameters(locals())

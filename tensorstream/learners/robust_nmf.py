@@ -56,6 +56,7 @@ from ..core.constraints import (
     project_simplex_columns,
     soft_threshold,
 )
+from ..core.device import device_context, device_of, move
 from ..core.dictionary import reconstruct, spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
@@ -374,6 +375,10 @@ class RobustOnlineNMF(OnlineLearner):
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods (see
         :func:`tensorstream.core.backend.limit_threads`; formerly ``blas_threads``).
@@ -427,7 +432,7 @@ class RobustOnlineNMF(OnlineLearner):
                  code_init: str = "uniform", outlier_init: str = "gross",
                  missing: str | None = None, weights="balanced", batch_size: int = 5,
                  max_iter: int = 1, init="random", random_state=None,
-                 backend: str | None = None, n_threads: int | None = 1,
+                 backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
         self._keep_parameters(locals())
@@ -793,7 +798,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     init : "random", array of shape (n_components, n_features) or list ``[W]``
         The initial dictionary (``"random"``: the projection of U[0, 1) entries, as the online
         learner); the codes start at U[0, 1), the outliers at 0.
-    random_state, backend, n_threads
+    random_state, backend, device, n_threads
         As in :class:`RobustOnlineNMF`.
     callback : callable, optional
         ``callback(model, info)`` after every iteration; returning True stops.
@@ -844,7 +849,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                  rho: float = 1.0, max_iter: int = 1000, tol: float = 1e-4,
                  max_time: float | None = None, code_tol: float = 1e-6,
                  code_max_iter: int = 1000, init="random", random_state=None,
-                 backend: str | None = None, n_threads: int | None = 1, callback=None):
+                 backend: str | None = None, device: Any = None, n_threads: int | None = 1,
+                 callback=None):
         self._keep_parameters(locals())
 
     _parameter_constraints = {
@@ -859,8 +865,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         fitted = "components_" in self.__dict__
-        backend = self.backend_ if fitted else (self.backend or backend_of(densify(X)))
-        X = check_batch(X, backend=backend, context=self.__dict__.get("_context"),
+        backend = self.backend_ if fitted else "pytorch" if device_of(self) is not None \
+            else (self.backend or backend_of(densify(X)))
+        context = self.__dict__.get("_context") or device_context(self)
+        X = check_batch(move(X, (context or {}).get("device")) if getattr(self, "device", None)
+                        is not None else X, backend=backend, context=context,
                         sample_shape=(self.components_.shape[1],) if fitted else None,
                         nonnegative=True, name=name, owner=type(self).__name__,
                         missing_hint=False,  # RobustOnlineNMF(missing="nan") has them

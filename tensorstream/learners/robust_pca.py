@@ -21,6 +21,7 @@ import tensorly as tl
 
 from ..core.backend import backend_of, finfo_of, float_dtype_of, linalg_errors, using
 from ..core.constraints import soft_threshold
+from ..core.device import device_context, move
 from ..core.validation import (
     BACKEND,
     NONE,
@@ -113,6 +114,10 @@ class OnlineRobustPCA(RobustMatrixLearner):
     callback : callable, optional
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -149,7 +154,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
                  basis_sweeps: int = 1, code_tol: float = 1e-6,
                  code_max_iter: int | None = None, missing: str | None = None,
                  weights="balanced", batch_size: int = 10, max_iter: int = 1, init="random",
-                 random_state=None, backend: str | None = None, verbose: bool = False,
+                 random_state=None, backend: str | None = None, device: Any = None,
+                 verbose: bool = False,
                  callback=None, reinit_dead_atoms: bool = True,
                  n_threads: int | None = 1):
         self._keep_parameters(locals())
@@ -185,6 +191,10 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     max_iter : int, default 1000
     backend : {"numpy", "pytorch", None}, default None
         TensorLy backend (None: taken from the data).
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -234,7 +244,7 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
 
     def __init__(self, n_components: int | None = None, *, outlier_alpha: float | None = None,
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
-                 max_iter: int = 1000, backend: str | None = None,
+                 max_iter: int = 1000, backend: str | None = None, device: Any = None,
                  n_threads: int | None = 1):
         self._keep_parameters(locals())
 
@@ -257,8 +267,10 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     def _decompose(self, X: Any) -> RobustPCA:
         self._check_params()
         names = feature_names(X)
-        backend = self.backend or backend_of(X)
-        Z = check_batch(X, backend=backend, missing_hint=False)
+        context = device_context(self)  # None: where the data are
+        backend = "pytorch" if context else (self.backend or backend_of(X))
+        Z = check_batch(move(X, context and context["device"]), backend=backend,
+                        context=context, missing_hint=False)
         if len(Z.shape) != 2:
             raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
                              f"{tuple(Z.shape)}")

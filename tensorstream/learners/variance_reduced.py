@@ -28,6 +28,7 @@ import tensorly as tl
 
 from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
 from ..core.caller import warn
+from ..core.device import device_of
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
@@ -167,6 +168,10 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
     callback : callable, optional
         ``callback(learner, info)`` after every epoch (``info`` is the new ``history_`` row);
         returning True stops ``fit``.
+    device : str, torch.device or None, default None
+        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
+        the pytorch backend there (every batch, of any kind, moved there as it is validated;
+        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods
         (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
@@ -232,7 +237,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                  output: str = "last", store_snapshot_codes: bool = False, smm_steps: int = 5,
                  chunk_size: int = 1024, code_solver: str = "fista", code_tol: float = 1e-6,
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
-                 random_state=None, backend: str | None = None, verbose: bool = False,
+                 random_state=None, backend: str | None = None, device: Any = None,
+                 verbose: bool = False,
                  callback=None, n_threads: int | None = 1):
         self._keep_parameters(locals())
 
@@ -320,14 +326,15 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
                              f"expecting {self.n_features_in_} features as input")
         if backend is None:
-            backend = self.backend or backend_of(X)
+            device = device_of(self)  # a device given: the pytorch backend there
+            backend = "pytorch" if device is not None else (self.backend or backend_of(X))
             with using(backend):
                 probe = X[:1] if backend_of(X) == backend else np.zeros((1, 1))
                 dtype = float_dtype_of(probe, backend)
                 context = {"dtype": dtype}
                 if backend == "pytorch":  # numpy data on backend="pytorch": the CPU's tensors
-                    context["device"] = X.device if backend_of(X) == "pytorch" else \
-                        tl.context(tl.tensor(probe))["device"]
+                    context["device"] = device if device is not None else X.device \
+                        if backend_of(X) == "pytorch" else tl.context(tl.tensor(probe))["device"]
         nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
         way_out = (f"formulation={self.formulation!r} is nonnegative: pass allow_negative=True, "
                    f"or a formulation for signed data (e.g. 'odl', 'orpca')")
