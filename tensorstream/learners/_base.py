@@ -91,7 +91,7 @@ from ..engine.checkpoint import (
     tensor_context,
     write_checkpoint,
 )
-from ..engine.distributed import WorkerRead, connected, distributed_step, lazy
+from ..engine.distributed import CONNECT_TIMEOUT, WorkerRead, connected, distributed_step, lazy
 from ..engine.loop import LearningWarning
 from ..labels import (
     ModeLayout,
@@ -1697,6 +1697,9 @@ def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
     worker reads its own chunks: nothing moves between workers or through the driver);
     in-memory ones are scattered to their worker."""
     workers = sorted(client.scheduler_info()["workers"])[:max(1, n_workers)]
+    if not workers:  # between a worker's death and its replacement the scheduler lists none:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)  # no shard would be no batch
+        workers = sorted(client.scheduler_info()["workers"])[:max(1, n_workers)]
     bounds = np.linspace(0, X.shape[0], min(len(workers), X.shape[0]) + 1).astype(int)
     if lazy(X):
         # cut between the batch's chunks, so that no two workers read the same chunk
