@@ -205,15 +205,26 @@ def init_matrix(init: Any) -> Any:
     return init
 
 
-def sample_scale_sums(X: Any, mask: Any = None) -> tuple[float, float]:
+def sample_scale_sums(X: Any, mask: Any = None, *,
+                      nonzero: bool = False) -> tuple[float, float]:
     """``(sum, count)`` of the samples' median absolute entries: their mean is the data scale.
 
     A median per sample ignores a corruption of fewer than half of its entries (however
     large), and a mean over samples adds up across the shards of a batch on a cluster. A
     sample whose median is zero (sparse data) counts with its mean absolute entry. With a
     ``mask``, a sample's median and mean are over its observed entries (samples with none
-    do not count).
+    do not count). With ``nonzero=True`` they are over its nonzero (observed) entries: the
+    typical size of what the sample holds, not of its background (a digit is half zeros,
+    whose median is a few times smaller than its strokes); all-zero data count as zero.
     """
+    if nonzero:
+        data = to_numpy(X)
+        kept = data != 0
+        if mask is not None:
+            kept &= to_numpy(mask).astype(bool)
+        if not kept.any():
+            return 0.0, float(data.shape[0])
+        return _observed_scale_sums(data, kept)
     if mask is not None:
         return _observed_scale_sums(to_numpy(X), to_numpy(mask).astype(bool))
     magnitudes = tl.sort(tl.abs(X), axis=1)
@@ -390,9 +401,11 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
                        "basis_solver='prox_grad'")
 
     #: ``column_bound="auto"`` of the ``"authors"`` variant, in units of ``sqrt(p)`` data
-    #: scales: with ``||r|| <= 1``, ``||L r||`` can reach the norm of a typical sample (about
-    #: ``sqrt(p)`` scales) instead of shrinking every reconstruction towards zero.
-    auto_column_bound = 1.0
+    #: scales: with ``||r|| <= 1``, ``||L r||`` can reach the norm of a large sample instead of
+    #: shrinking every reconstruction towards zero. One ``sqrt(p)`` is about 0.7 times a typical
+    #: Gaussian sample's norm (the median of ``|N(0, 1)|`` is 0.67), and at low rank the norms
+    #: spread (rank 3: 46% error on clean data with 1, 21% with 2).
+    auto_column_bound = 2.0
 
     @classmethod
     def legacy_column_bound(cls, params: dict) -> float | None:
@@ -405,6 +418,15 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
                 return None
             return self.auto_column_bound * math.sqrt(n_features)
         return None if bound is None else float(bound)
+
+    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
+        """Medians of the nonzero entries: the column bound is ``2 sqrt(p)`` of these units, and
+        the ball ``||r|| <= 1`` shrinks every reconstruction beyond it. Digits' median over
+        all entries (half are zero) gave a bound of a third of a digit's norm (14.3 dB on clean
+        digits against plain OnlineNMF's 19.3; 22.8 dB with this scale)."""
+        if self.params.data_scale != "auto":
+            return None
+        return sample_scale_sums(X, mask, nonzero=True)
 
     def coder_options(self, norm_alpha: float) -> dict:
         p = self.params
@@ -438,9 +460,12 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     ----------
     n_components : int
         Basis size ``d`` (at most the number of features).
-    norm_alpha : float > 0 or None, default None
+    norm_alpha : float > 0 or None, default 1.0
         Max-norm weight (the paper's ``lambda1``); ``None`` is ``1/sqrt(n_features)`` (the
-        paper's choice).
+        paper's choice, in ``paper_params``). With the default column bound the max-norm
+        penalty, not the bound, keeps the basis' rows small: on the paper's recipe (p=200,
+        d=60, rho=0.3) the expressed variance is 0.81-0.84 with 1.0 against 0.65 with
+        ``1/sqrt(p)``; 1.5 loses 0.7 dB on clean faces.
     outlier_alpha : "auto", float > 0 or None, default "auto"
         Weight of the noise penalty (the paper's ``lambda2``), in units of the data scale:
         ``"auto"`` is 0.5, ``None`` ``1/sqrt(n_features)`` (the paper's, meant for
@@ -461,8 +486,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         experiments), whole-sample outliers (``||e||_2``), dense ``||e||^2`` noise, or no ``e``.
     column_bound : "auto", float or None, default "auto"
         Bound on every basis column's norm, in units of the data scale; ``"auto"`` is
-        ``sqrt(n_features)`` in the ``"authors"`` variant (a typical sample's norm) and None in
-        the ``"paper"`` variant. The paper's is 1.0 (``paper_params``).
+        ``2 sqrt(n_features)`` in the ``"authors"`` variant (room for a large sample's norm) and
+        None in the ``"paper"`` variant. The paper's is 1.0 (``paper_params``).
     basis_solver : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
         Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
         exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
@@ -491,8 +516,12 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         ``"nan"``: NaN entries are missing. Missing entries (these, and those a ``mask`` marks)
         never influence anything: ``(r, e)`` fit the observed entries (the ``c -> inf`` limit
         of the paper's OMRMC) and the statistics use observed entries only.
-    weights : "balanced", float or callable, default "balanced"
-        Schedule ``w_t`` of the statistics (``1/t``: every sample counts the same, the paper).
+    weights : "balanced", float or callable, default 0.6
+        Schedule ``w_t`` of the statistics: a float ``beta`` is ``t^-beta``, ``"balanced"``
+        ``1/t`` (every sample counts the same: the paper's, in ``paper_params``). The default
+        forgets the first steps' statistics, coded against a random basis that cannot yet
+        tell corruption from signal: on the paper's recipe (p=200, d=60, rho=0.3) the
+        expressed variance is 0.81-0.86 with it against 0.67-0.70 with ``1/t`` (seeds 0-2).
     batch_size : int, default 10
         Samples per step when ``fit`` is given an array (1: the paper's algorithm; larger
         batches share one basis update and run the coding step vectorised).
@@ -548,14 +577,14 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                     "column_bound": 1.0, "variant": "authors", "noise": "l1", "ridge": 0.01,
                     "batch_size": 1, "init": "random", "weights": "balanced"}
 
-    def __init__(self, n_components: int, *, norm_alpha: float | None = None,
+    def __init__(self, n_components: int, *, norm_alpha: float | None = 1.0,
                  outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
                  variant: str = "authors", noise: str = "l1",
                  column_bound="auto", basis_solver: str = "bcd_subgrad",
                  basis_sweeps: int | None = None, ridge: float = 0.01, basis_jitter: float = 1e-3,
                  code_tol: float = 1e-6, code_max_iter: int = 100,
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
-                 missing: str | None = None, weights="balanced", batch_size: int = 10,
+                 missing: str | None = None, weights=0.6, batch_size: int = 10,
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
                  device: Any = None,
                  verbose: bool = False, callback=None,
