@@ -20,13 +20,14 @@ rule's cost on a long fit is the steps before the switch run without the kernels
 Usage::
 
     python benchmarks/bench_first_fit.py               # OnlineNMF, 256 x 64, 5 repeats
-    python benchmarks/bench_first_fit.py --learner OnlineCPDL --d 8 --repeat 3
+    python benchmarks/bench_first_fit.py --learner OnlineCPDL --d 8,8,3 --repeat 3
     python benchmarks/bench_first_fit.py --steps 0     # the first fit only
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -77,12 +78,18 @@ def median_of(code: str, env_of, repeat: int) -> float:
     return statistics.median(seconds(code, env_of()) for _ in range(repeat))
 
 
+def _listed(shape: tuple) -> str:
+    """``shape`` as the dimensions a tuple literal lists after the sample count."""
+    return ", ".join(str(v) for v in shape)
+
+
 def first_fit(args: argparse.Namespace, threads: dict, cache: str) -> None:
     """The first table: import + construction + one ``partial_fit``, against scikit-learn."""
-    ours = _OURS.format(learner=args.learner, n=args.n, d=args.d)
+    ours = _OURS.format(learner=args.learner, n=args.n, d=_listed(args.d))
     seconds(ours, {**threads, "NUMBA_CACHE_DIR": cache})
     rows = {
-        "scikit-learn MiniBatchNMF": (_SKLEARN.format(n=args.n, d=args.d), lambda: threads),
+        "scikit-learn MiniBatchNMF": (_SKLEARN.format(n=args.n, d=math.prod(args.d)),
+                                      lambda: threads),
         "numba, cold": (ours, lambda: {**threads,
                                        "NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="nc-")}),
         "numba, cached": (ours, lambda: {**threads, "NUMBA_CACHE_DIR": cache}),
@@ -91,7 +98,7 @@ def first_fit(args: argparse.Namespace, threads: dict, cache: str) -> None:
     timed = {name: median_of(code, env, args.repeat) for name, (code, env) in rows.items()}
     reference = timed["scikit-learn MiniBatchNMF"]
     print(f"first fit in a fresh process: import + {args.learner}(8) + partial_fit of "
-          f"({args.n}, {args.d}); median of {args.repeat} processes each")
+          f"({args.n}, {_listed(args.d)}); median of {args.repeat} processes each")
     print(f"{'':32} {'seconds':>8} {'ratio to scikit-learn':>22}")
     for name, value in timed.items():
         print(f"{name:32} {value:8.2f} {value / reference:22.2f}")
@@ -103,7 +110,7 @@ def long_fit(args: argparse.Namespace, threads: dict, cache: str) -> None:
     from tensorstream.core.compiled import FIRST_COMPILED_STEP
 
     def code(first: int) -> str:
-        return _LONG.format(learner=args.learner, n=args.n, d=args.d, steps=args.steps,
+        return _LONG.format(learner=args.learner, n=args.n, d=_listed(args.d), steps=args.steps,
                             first=first)
 
     seconds(code(0), {**threads, "NUMBA_CACHE_DIR": cache})
@@ -117,7 +124,8 @@ def long_fit(args: argparse.Namespace, threads: dict, cache: str) -> None:
              for name, (text, env) in rows.items()}
     reference = timed["no JIT (TENSORSTREAM_JIT=0)"]
     print(f"\nlonger fit in a fresh process: import + {args.steps} partial_fit of "
-          f"({args.n}, {args.d}), numba's cache filled; median of {args.repeat} processes each")
+          f"({args.n}, {_listed(args.d)}), numba's cache filled; median of {args.repeat} "
+          f"processes each")
     print(f"{'':32} {'seconds':>8} {'ratio to no JIT':>22}")
     for name, value in timed.items():
         print(f"{name:32} {value:8.2f} {value / reference:22.2f}")
@@ -127,7 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learner", default="OnlineNMF")
     parser.add_argument("--n", type=int, default=256)
-    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--d", type=lambda text: tuple(int(v) for v in text.split(",")),
+                        default=(64,), help="a sample's shape, e.g. 64 or 8,8,3 (scikit-learn "
+                                            "gets the samples flattened)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=None,
                         help="steps of the longer fit (default: twice FIRST_COMPILED_STEP; "

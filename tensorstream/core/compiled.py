@@ -28,12 +28,14 @@ from contextvars import ContextVar
 SWITCH = "TENSORSTREAM_JIT"
 
 
-#: the first step (counted from 0, as the state's ``n_steps`` before it) of an online fit that
-#: runs the kernels. Measured (docs/performance.md): the kernels save 0.3-0.6 ms a step on
-#: OnlineNMF and 2-7 ms on OnlineCPDL, against 0.3-1.3 s to import numba and load them cached
-#: and about 1-2 s more to compile them cold; from this step on a fit runs long enough for
-#: them to pay back the loading on the larger problems, and no short fit pays it.
-FIRST_COMPILED_STEP = 500
+#: the first step (counted from 0: the state's ``n_steps`` before it) of an online fit that
+#: runs the kernels. Measured on the shared 2-core machine under load (docs/performance.md):
+#: they save 0.3-0.6 ms a step on OnlineNMF (64-784 features) and 2-7 ms on OnlineCPDL, and
+#: cost 0.3-0.5 s a process to import numba and load them cached (2.5-4 s more, once a
+#: machine, to compile them): they pay back the loading after 60-200 steps of OnlineCPDL and
+#: 700-1,400 of OnlineNMF. ``max_iter="auto"`` fits data of up to 30 batches in at most 300
+#: steps, which never load them; a longer fit runs its first 300 at the pure path's speed.
+FIRST_COMPILED_STEP = 300
 
 #: whether the code running now may use the kernels (False in the early steps of a fit)
 _allowed: ContextVar[bool] = ContextVar("tensorstream_kernels_allowed", default=True)
