@@ -150,6 +150,24 @@ def test_resume_across_the_first_compiled_step_equals_the_uninterrupted_fit(
             np.testing.assert_array_equal(tl.to_numpy(U), tl.to_numpy(V))
 
 
+def test_resume_across_the_real_first_compiled_step_equals_the_uninterrupted_fit(
+        monkeypatch, backend, tmp_path):
+    """The same at the library's own switch step, on the main model."""
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    K = compiled.FIRST_COMPILED_STEP
+    batches = _batches((4, 3), K + 20)
+
+    def make():
+        return OnlineCPDL(3, random_state=0)
+
+    straight = _fed(make(), batches)
+    resumed = load(_fed(make(), batches[:K - 5]).save(tmp_path / "run.npz"))
+    _fed(resumed, batches[K - 5:])
+    assert resumed.n_steps_ == straight.n_steps_ == K + 20
+    for U, V in zip(straight.loadings_, resumed.loadings_):
+        np.testing.assert_array_equal(tl.to_numpy(U), tl.to_numpy(V))
+
+
 def test_a_clusters_workers_follow_the_rule_of_one_process(monkeypatch):
     """The workers code a step's shards with the kernels exactly when one process would: not
     before step K, and from it on (the flag goes with each shard's task)."""
