@@ -74,6 +74,7 @@ from tensorstream.coders.robust import nonnegative_code_admm
 from tensorstream.core.backend import limit_threads
 from tensorstream.datasets.outliers import psnr, synthetic_outlier_data
 from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+from tensorstream.steps.surrogate import column_descent
 
 #: the clock of the single-thread runs: CPU seconds of this process (see the module docstring)
 CLOCK = time.process_time
@@ -199,10 +200,12 @@ def peak_memory(train, K, components0, args):
 
 
 def warm_up():
-    """One tiny fit of each library (imports, numba's compiled sweep loaded) before any clock."""
+    """One tiny fit of each library (imports) and numba's compiled sweep loaded, before any
+    clock (a fit loads the sweep only from its step 300 on: core/compiled.py)."""
     X = np.random.default_rng(0).random((64, 8))
     OnlineNMF(2, batch_size=32, max_iter=1, random_state=0).fit(X)
     MiniBatchNMF(2, batch_size=32, max_iter=1, random_state=0).fit(X)
+    column_descent(X[:8, :2].copy(), np.eye(2), X[:8, 2:4], nonnegative=True, column_bound=None)
 
 
 def compare_nmf(args):

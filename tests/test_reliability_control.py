@@ -257,6 +257,7 @@ def test_interrupt_in_a_compiled_kernel_is_an_interrupt(run, backend, monkeypatc
     pytest.importorskip("numba")
     name, params, module, maker = KERNEL_RUNS[run]
     monkeypatch.setenv(compiled.SWITCH, "1")
+    monkeypatch.setattr(compiled, "FIRST_COMPILED_STEP", 0)  # the kernels in a short fit too
     model = fitted(name, backend, **params)
     before = state_of(model)
     monkeypatch.setattr(importlib.import_module(module), maker,
@@ -493,6 +494,7 @@ def test_the_cli_writes_its_checkpoint_when_a_kernel_is_interrupted(tmp_path, mo
 
     pytest.importorskip("numba")
     monkeypatch.setenv(compiled.SWITCH, "1")
+    monkeypatch.setattr(compiled, "FIRST_COMPILED_STEP", 0)  # the kernels in a short fit too
     da, _ = climate_like_dataarray(n_days=2, random_state=1)
     path, checkpoint = tmp_path / "climate.nc", tmp_path / "run.npz"
     da.to_netcdf(path)

@@ -34,6 +34,7 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import no_grad, using
+from ..core.compiled import allowed_at, allowing, from_step
 from ..core.validation import check_masked_batch
 from .loop import Algorithm, add_sums, alternate, code_activity, finish_step, worst_explained
 from .state import OnlineState
@@ -74,31 +75,33 @@ def lazy(X: Any) -> bool:
 
 
 def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-                checks: dict, rows: tuple[int, int]) -> tuple:
+                checks: dict, rows: tuple[int, int], kernels: bool) -> tuple:
     """On a worker: validate and code one shard; ``(X, codes, sums)``, kept on the worker
     (further rounds move its codes, :func:`shard_recoded`).
 
     ``checks`` are :func:`~tensorstream.core.validation.check_masked_batch`'s keyword
     arguments (backend, context, sample shape, sign, missing entries); ``rows`` the shard's
-    position in the batch, named in errors.
+    position in the batch, named in errors; ``kernels`` whether the step runs the compiled
+    kernels (:func:`~tensorstream.core.compiled.allowed_at`: one process's rule, sent along,
+    since a worker's own context does not know the step).
     """
     try:
         X, mask = check_masked_batch(local(X), local(mask), **checks)
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error} (in the shard of rows {rows[0]} to {rows[1] - 1} of the "
                           f"batch; sample numbers count from its first row)") from None
-    with using(checks["backend"]), no_grad(checks["backend"]):
+    with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
         coded = algorithm.encode(X, loadings, scale, mask)
         return X, coded, {**algorithm.batch_sums(X, coded, mask, loadings, scale),
                           **code_activity(algorithm, coded.codes, scale)}
 
 
 def shard_recoded(algorithm: Algorithm, kept: tuple, loadings: list, scale: float,
-                  backend: str) -> tuple:
+                  backend: str, kernels: bool) -> tuple:
     """On a worker: a shard's codes moved towards the round's ``loadings``
     (:meth:`Algorithm.recode`); ``(X, codes, sums)`` as :func:`shard_coded` gives them."""
     X, coded, _ = kept
-    with using(backend), no_grad(backend):
+    with using(backend), no_grad(backend), allowing(kernels):
         return (X, *algorithm.recode(X, coded, loadings, scale))
 
 
@@ -108,22 +111,22 @@ def sums_of(kept: tuple) -> dict:
 
 
 def shard_worst(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-                checks: dict, k: int) -> tuple[np.ndarray, Any]:
+                checks: dict, k: int, kernels: bool) -> tuple[np.ndarray, Any]:
     """On a worker: the shard's ``k`` worst-explained samples and their losses (largest
     first, ties in row order), the candidates that dead atoms are re-initialised from."""
     X, mask = check_masked_batch(local(X), local(mask), **checks)
-    with using(checks["backend"]), no_grad(checks["backend"]):
+    with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
         coded = algorithm.encode(X, loadings, scale, mask)
         losses = np.asarray(tl.to_numpy(coded.losses))
         return losses[np.argsort(-losses, kind="stable")[:k]], worst_explained(coded, k)
 
 
 def _batch_worst(client: Any, algorithm: Algorithm, shards: list, loadings: Any, scale: float,
-                 checks: dict, k: int) -> Any:
+                 checks: dict, k: int, kernels: bool) -> Any:
     """The batch's ``k`` worst-explained samples from its shards' own ``k`` worst: a stable
     sort of the shards' lists, in shard order, is the one-process order (ties by row)."""
     parts = client.gather([client.submit(shard_worst, algorithm, X, mask, loadings, scale,
-                                         checks, k, pure=False, **_on(worker))
+                                         checks, k, kernels, pure=False, **_on(worker))
                            for X, mask, _, worker in shards])
     losses = np.concatenate([losses for losses, _ in parts])
     samples = tl.concatenate([tl.tensor(worst) for _, worst in parts], axis=0)
@@ -163,6 +166,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         The state after the step and the step's info, as :func:`online_step` gives them.
     """
     algorithm = algorithm.at_state(state)  # as online_step codes
+    kernels = allowed_at(state.n_steps)  # as online_step's, sent to the workers with each task
     scale = state.scale
     if state.n_steps == 0:  # the first batch's scale, as Algorithm.data_scale on one process
         parts = client.gather([client.submit(shard_scale_sums, algorithm, X, mask, checks,
@@ -173,7 +177,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         scale = algorithm.first_scale(sums)
     loadings = list(state.loadings)
     kept = [client.submit(shard_coded, algorithm, X, mask, loadings, scale, checks, rows,
-                          pure=False, **_on(worker))
+                          kernels, pure=False, **_on(worker))
             for X, mask, rows, worker in shards]
 
     def total() -> dict:
@@ -183,15 +187,17 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
     def recode(at: list) -> dict:
         nonlocal kept
         kept = [client.submit(shard_recoded, algorithm, part, list(at), scale,
-                              checks["backend"], pure=False, **_on(worker))
+                              checks["backend"], kernels, pure=False, **_on(worker))
                 for part, (_, _, _, worker) in zip(kept, shards)]
         return total()
 
-    sums = alternate(algorithm, total(), state.loadings, recode)
-    return finish_step(algorithm, state, sums, scale,
-                       candidates=lambda k: _batch_worst(client, algorithm, shards, loadings,
-                                                         scale, checks, k),
-                       reinit_dead_atoms=reinit_dead_atoms)
+    with from_step(state.n_steps):  # the dictionary steps here, as in online_step
+        sums = alternate(algorithm, total(), state.loadings, recode)
+        return finish_step(algorithm, state, sums, scale,
+                           candidates=lambda k: _batch_worst(client, algorithm, shards,
+                                                             loadings, scale, checks, k,
+                                                             kernels),
+                           reinit_dead_atoms=reinit_dead_atoms)
 
 
 class SpreadRows:

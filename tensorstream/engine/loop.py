@@ -22,6 +22,7 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import linalg_errors
+from ..core.compiled import from_step
 from ..core.dictionary import outer_statistic, pairs
 from ..core.validation import check_not_too_small, largest_entry, overflows, underflows
 from .state import Codes, Health, OnlineState
@@ -174,19 +175,22 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
     check_not_too_small(X)  # learned as zeros otherwise, by the learners that keep no scale
     algorithm = algorithm.at_state(state)
     scale = algorithm.data_scale(X, state, mask)
-    try:
-        coded = algorithm.encode(X, state.loadings, scale, mask)
-        sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
-                **code_activity(algorithm, coded.codes, scale)}
-        if not np.isfinite(sums["loss"]) and overflows(X):
-            # finite data whose squares overflow (e.g. entries near 1e160)
-            raise ValueError(_TOO_LARGE)
-        sums = alternate(algorithm, sums, state.loadings, _recoder(algorithm, X, coded, scale))
-        new, info = finish_step(algorithm, state, sums, scale,
-                                candidates=lambda k: worst_explained(coded, k),
-                                reinit_dead_atoms=reinit_dead_atoms)
-    except _arithmetic_errors() as error:
-        raise _step_error(error, X) from None
+    # the compiled kernels from a fixed step on (core/compiled.py): short fits never load them
+    with from_step(state.n_steps):
+        try:
+            coded = algorithm.encode(X, state.loadings, scale, mask)
+            sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
+                    **code_activity(algorithm, coded.codes, scale)}
+            if not np.isfinite(sums["loss"]) and overflows(X):
+                # finite data whose squares overflow (e.g. entries near 1e160)
+                raise ValueError(_TOO_LARGE)
+            sums = alternate(algorithm, sums, state.loadings,
+                             _recoder(algorithm, X, coded, scale))
+            new, info = finish_step(algorithm, state, sums, scale,
+                                    candidates=lambda k: worst_explained(coded, k),
+                                    reinit_dead_atoms=reinit_dead_atoms)
+        except _arithmetic_errors() as error:
+            raise _step_error(error, X) from None
     return new, coded, info
 
 
