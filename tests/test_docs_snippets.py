@@ -122,14 +122,19 @@ def test_page_snippets_run(page, tmp_path, monkeypatch):
 
     matplotlib.use("Agg")  # figures to files; no window opens
     namespace = {"__name__": f"docs_{page.stem}"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a snippet's warnings are the reader's to see, not ours
-        for language, first_line, source in blocks(page):
-            if language == "python":
-                run_block(source, first_line, page, namespace)
-            else:
-                for command in commands(source):
-                    run_command(command, first_line, page)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a snippet's warnings are the reader's, not ours
+            for language, first_line, source in blocks(page):
+                if language == "python":
+                    run_block(source, first_line, page, namespace)
+                else:
+                    for command in commands(source):
+                        run_command(command, first_line, page)
+    finally:  # a page's `DataArray.plot()` goes through pyplot: its figures end with the page
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
 
 
 def test_claims_are_checked():
