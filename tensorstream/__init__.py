@@ -12,6 +12,7 @@ and every learner at import.
 import importlib
 
 from . import accessor as _accessor  # noqa: F401  (registers DataArray.tensorstream)
+from ._version import __version__ as __version__  # re-exported: tensorstream.__version__
 
 #: public name -> (module, attribute)
 _LAZY = {
@@ -36,7 +37,6 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):

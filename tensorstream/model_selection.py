@@ -327,7 +327,7 @@ class _Source:
     def check_groupings(self, modes: Sequence[Any], learner: Any) -> None:
         """Each candidate grouping parsed against the data's axes (or dims), and one mode
         only for a learner of matrices."""
-        from .modes import _is_matrix_learner
+        from .learners._modes import _is_matrix_learner
 
         first = self.data if self.array else self.data[0]
         for m in modes:

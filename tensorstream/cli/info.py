@@ -60,7 +60,7 @@ def describe_cluster(address: str, timeout: float | None = None) -> list[str]:
     CLIError
         The scheduler cannot be reached within ``timeout``.
     """
-    from .. import __version__
+    from .._version import __version__
     from ..engine.distributed import connect, workers_report
 
     try:

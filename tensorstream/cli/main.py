@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..learners import registry
 from .errors import CLIError
 from .fit import factors, train, write_outputs

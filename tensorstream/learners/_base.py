@@ -103,8 +103,9 @@ from ..labels import (
     from_samples,
     to_samples,
 )
-from ..modes import decode_array_layout, encode_array_layout, regroup
+from ..modes import decode_array_layout, encode_array_layout
 from ._docs import complete_parameters
+from ._modes import regroup
 from ._output import (
     CONTAINERS,
     OUTPUT_METHODS,
