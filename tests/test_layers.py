@@ -96,3 +96,30 @@ def test_the_script_fails_with_the_problems_on_stderr(tmp_path):
     good = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     assert "no circle, no import up the layers" in good.stdout
+
+
+def test_a_literal_import_module_call_is_an_import(tmp_path):
+    """``importlib.import_module("pkg.high")`` ties the modules as an import statement does."""
+    package = plant(tmp_path, {"high.py": "", "low.py": """\
+        import importlib
+
+
+        def probe(name):
+            importlib.import_module(name)  # computed at run time: not readable, not an arrow
+            return importlib.import_module("pkg.high")
+        """})
+    found = check_layers.problems(package, PLANTED_LAYERS)
+    assert found == ["pkg.low (layer low) imports pkg.high (layer high) at line 6: an import up "
+                     "the layers; move the code it needs down, or pass it in"]
+
+
+def test_the_workers_package_probe_reads_the_version_module(monkeypatch):
+    """engine.distributed's probe of a worker's install (run here in-process) imports the
+    version's module, not the package's ``__init__`` above the engine, and still reports the
+    version, or the module that fails to import."""
+    import tensorstream
+    from tensorstream.engine.distributed import package_on_worker
+
+    assert package_on_worker()["version"] == tensorstream.__version__
+    monkeypatch.setitem(sys.modules, "tensorstream._version", None)  # an import that fails
+    assert package_on_worker()["missing"] == "tensorstream._version"

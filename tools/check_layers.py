@@ -4,8 +4,9 @@ Run ``python tools/check_layers.py`` from the repository root (CI does, in ``.ci
 with status 1 and names every offending import. Only the standard library is used, so the check
 needs no install. Every ``import`` statement counts, those inside functions too: a lazy import
 still ties the two modules, only later. Imports under ``if TYPE_CHECKING:`` count as well (they
-are what a type checker, and a reader, follows). What ``importlib.import_module`` loads by name
-(the registry's and the package's lazy names) is not an import statement and is not seen.
+are what a type checker, and a reader, follows), and so does ``importlib.import_module`` called
+with one absolute name as a string literal; what it loads by a name computed at run time (the
+registry's and the package's lazy names) cannot be read and is not seen.
 
 The layers are declared below, bottom first, as data: a module may import from its own layer and
 the layers under it, never from one above. ``docs/design.md`` ("The layers") draws the same
@@ -63,7 +64,21 @@ def imported_names(tree: ast.AST, name: str, is_package: bool) -> list[tuple[str
         elif isinstance(node, ast.ImportFrom):
             base = absolute(node.module, node.level, package)
             found += [(base, alias.name, node.lineno) for alias in node.names]
+        elif loaded := literal_import(node):
+            found.append((loaded, "", node.lineno))
     return found
+
+
+def literal_import(node: ast.AST) -> str | None:
+    """The module an ``importlib.import_module("a.b")`` call loads, when it is named by one
+    string literal (a name computed at run time cannot be read here)."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"):
+        return None
+    name = node.args[0]
+    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+        return name.value if not name.value.startswith(".") else None
+    return None
 
 
 def absolute(module: str | None, level: int, package: str) -> str:

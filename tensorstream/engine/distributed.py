@@ -278,8 +278,8 @@ def package_on_worker() -> dict:
     import importlib
     import sys
 
-    try:
-        module = importlib.import_module("tensorstream")
+    try:  # the version's own module: importing it imports the package (and what that needs)
+        module = importlib.import_module("tensorstream._version")
     except ImportError as error:
         return {"missing": error.name or "tensorstream", "error": f"{error}"}
     return {"version": getattr(module, "__version__", "unknown"),
