@@ -121,7 +121,7 @@ def test_page_snippets_run(page, tmp_path, monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")  # figures to files; no window opens
-    namespace = {"__name__": f"docs_{page.stem}"}
+    namespace = {"__name__": "__main__"}  # as a reader's script runs the page
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a snippet's warnings are the reader's, not ours
