@@ -259,10 +259,13 @@ def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
     texts = [_grouping_text(m) for m in modes]
     if len(set(texts)) < len(texts):
         raise ValueError(f"modes: a grouping is listed twice in {texts}")
-    ranks = list(n_components) if isinstance(n_components, Iterable) else [n_components]
+    ranks = list(n_components) if isinstance(n_components, Iterable) else None
     if not ranks or any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1
                         for r in ranks):
-        raise ValueError(f"n_components: give a list of positive integers, got {n_components!r}")
+        raise ValueError(f"n_components: give a list of positive integers (the ranks to "
+                         f"try), got {n_components!r}")
+    if len(set(map(int, ranks))) < len(ranks):  # a repeat would be trained twice, kept once
+        raise ValueError(f"n_components: a rank is listed twice in {ranks}")
     if not 0 < first_rung <= 1:
         raise ValueError(f"first_rung must be in (0, 1], got {first_rung!r}")
     if not isinstance(n_passes, int) or n_passes < 1:
@@ -619,13 +622,15 @@ class Grouped:
 
     def set_params(self, **params: Any) -> Grouped:
         """Set ``learner``, ``modes`` or the learner's ``learner__name``."""
+        unknown = [n for n in params if n not in ("learner", "modes")
+                   and not n.startswith("learner__")]
+        if unknown:  # refused before anything is set: nothing half-changed
+            raise ValueError(f"invalid parameter {unknown[0]!r} for Grouped; valid parameters "
+                             f"are 'learner', 'modes' and the learner's as 'learner__name'")
         nested = {k.split("__", 1)[1]: v for k, v in params.items() if k.startswith("learner__")}
-        for name, value in params.items():
-            if name in ("learner", "modes"):
-                setattr(self, name, value)
-            elif not name.startswith("learner__"):
-                raise ValueError(f"invalid parameter {name!r} for Grouped; valid parameters "
-                                 f"are 'learner', 'modes' and the learner's as 'learner__name'")
+        for name in ("learner", "modes"):
+            if name in params:
+                setattr(self, name, params[name])
         if nested:
             self.learner.set_params(**nested)
         return self

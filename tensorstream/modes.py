@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = ["ArrayLayout", "as_modes", "format_groups", "unstack_loadings"]
@@ -192,14 +192,6 @@ class ArrayLayout:
         X = X.reshape((X.shape[0], *grouped_shape))
         inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
         return _permuted(X, inverse)
-
-    def apply_stream(self, batches: Iterable) -> Iterator:
-        """Each batch of a stream (or ``(X, mask)`` pair) regrouped."""
-        for batch in batches:
-            if isinstance(batch, tuple):
-                yield tuple(None if b is None else self.apply(b) for b in batch)
-            else:
-                yield self.apply(batch)
 
 
 def _permuted(X: Any, order: tuple[int, ...]) -> Any:

@@ -154,6 +154,8 @@ def test_a_dask_client_gives_the_same_answer():
     ({"modes": ["0;1;2", "0;1;2"]}, ValueError, "listed twice"),
     ({"modes": "0;1;2"}, ValueError, "a list of candidate groupings"),
     ({"n_components": [0, 2]}, ValueError, "n_components: give a list of positive"),
+    ({"n_components": 3}, ValueError, "n_components: give a list of positive"),
+    ({"n_components": [2, 2]}, ValueError, "a rank is listed twice"),
     ({"n_passes": 0}, ValueError, "n_passes must be a positive integer"),
     ({"hidden": 0}, ValueError, "hidden must be in"),
     ({"tolerance": 1.5}, ValueError, "tolerance must be in"),
@@ -210,7 +212,8 @@ def test_grid_search_over_rank_and_grouping_works_on_every_learner(name):
 def test_grouped_names_its_parameters_and_refuses_unfitted_use():
     grouped = Grouped(OnlineCPDL(2), modes="0,1;2")
     with pytest.raises(ValueError, match="invalid parameter 'rank' for Grouped"):
-        grouped.set_params(rank=3)
+        grouped.set_params(modes="0;1;2", rank=3)
+    assert grouped.modes == "0,1;2"  # refused as a whole: nothing set
     grouped.set_params(learner__n_components=4, modes="0;1;2")
     assert (grouped.learner.n_components, grouped.modes) == (4, "0;1;2")
     with pytest.raises(ValueError, match="not fitted yet"):

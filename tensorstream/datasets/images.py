@@ -31,14 +31,23 @@ def load_image(name: str = "astronaut", downsample: int = 2) -> tuple[np.ndarray
     >>> image.shape[-1], float(image.min()) >= 0.0, float(image.max()) <= 1.0
     (3, True, True)
     """
+    if isinstance(downsample, bool) or not isinstance(downsample, int) or downsample < 1:
+        raise ValueError(f"downsample must be a positive integer, got {downsample!r}")
     try:
         from skimage import data
     except ImportError:
         return synthetic_image()[::downsample, ::downsample], (
             "a synthetic image (scikit-image is not installed: pip install scikit-image "
             "for the real one)")
-    image = np.asarray(getattr(data, name)(), dtype=float)[..., :3] / 255.0
-    return image[::downsample, ::downsample], f"skimage.data.{name}()"
+    loader = getattr(data, name, None) if isinstance(name, str) else None
+    if not callable(loader):
+        raise ValueError(f"name: {name!r} is not an image of skimage.data; colour ones are "
+                         f"'astronaut', 'coffee', 'chelsea', ...")
+    image = np.asarray(loader(), dtype=float)
+    if image.ndim != 3 or image.shape[-1] < 3:  # [..., :3] would cut a grey image's width
+        raise ValueError(f"name: skimage.data.{name}() is not a colour image (shape "
+                         f"{image.shape}); use 'astronaut', 'coffee', 'chelsea', ...")
+    return image[::downsample, ::downsample, :3] / 255.0, f"skimage.data.{name}()"
 
 
 def synthetic_image(size: int = 512, random_state: int = 0) -> np.ndarray:
