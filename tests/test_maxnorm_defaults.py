@@ -142,3 +142,12 @@ def test_faces_with_outliers_with_defaults():
     omrmd, orpca = (psnr(faces, _reconstruction(cls(25, random_state=0).fit(noisy), noisy))
                     for cls in LEARNERS)
     assert omrmd >= psnr(faces, noisy) + 1.0 and omrmd >= orpca - 1.0
+
+
+def test_nonzero_scale_sums_of_shards_add_up_to_the_batch():
+    """All-zero samples count nowhere, so a cluster's shards give the batch's own scale
+    (they counted as zero-scale samples: 2.0 for the batch, 0.667 from two shards)."""
+    X = np.array([[0.0, 0, 0, 0], [0, 0, 0, 0], [2, 2, 0, 1]])
+    whole = sample_scale_sums(X, nonzero=True)
+    parts = [sample_scale_sums(X[:2], nonzero=True), sample_scale_sums(X[2:], nonzero=True)]
+    assert whole == tuple(map(sum, zip(*parts))) == (2.0, 1.0)

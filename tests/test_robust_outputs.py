@@ -127,3 +127,21 @@ def test_denoise_needs_a_fitted_learner(cls):
 
     with pytest.raises(NotFittedError):
         cls(3).denoise(np.ones((2, 20)))
+
+
+@pytest.mark.parametrize("cls", [RobustOnlineNMF, OnlineRobustPCA, OnlineMaxNormMD])
+def test_outputs_of_a_regrouped_fit_come_back_in_the_given_axes(cls):
+    """A fit on (n, 4, 5) samples regrouped by ``modes=[(0, 1)]`` learns 20-vectors; every
+    output of a sample's shape comes back (n, 4, 5), as inverse_transform does (they came
+    back (n, 20))."""
+    X = np.abs(np.random.default_rng(0).random((40, 4, 5)))
+    model = cls(3, random_state=0).fit(X, modes=[(0, 1)])
+    flat = cls(3, random_state=0).fit(X.reshape(40, 20))
+    assert model.inverse_transform(model.transform(X)).shape == X.shape
+    for method in ("denoise", "outliers", "impute"):
+        if hasattr(model, method):
+            result = np.asarray(getattr(model, method)(X))
+            assert result.shape == X.shape, method
+            np.testing.assert_allclose(result.reshape(40, 20),
+                                       np.asarray(getattr(flat, method)(X.reshape(40, 20))),
+                                       atol=1e-10, err_msg=method)

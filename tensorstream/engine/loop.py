@@ -70,7 +70,9 @@ class Algorithm:
     def first_scale(self, sums: tuple[float, float] | None) -> float:
         """The data scale of a first batch whose :meth:`scale_sums` (added up over its shards,
         on a cluster) are ``sums``."""
-        return self.declared_scale() if sums is None else usable_scale(sums[0] / sums[1])
+        if sums is None:
+            return self.declared_scale()
+        return usable_scale(sums[0] / sums[1] if sums[1] else 0.0)  # no sample counted: 0
 
     def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
         """``(sum, count)`` of a first batch's observed entries (``mask``, None: all) that its

@@ -1270,6 +1270,20 @@ class OnlineLearner(OnlineEstimator):
         mask = _labelled_like(mask, X)
         return to_samples(aligned_samples(mask, X, layout.sample_dim), layout)
 
+    def _as_given(self, X: Any, layout: Any) -> Any:
+        """The function that gives a result of the checked samples' shape the form ``X`` came
+        in: the axes as given of a regrouped array (``array_layout_``), the labels of a
+        DataArray (``layout``, from :meth:`_checked_input`)."""
+        grouping = self.__dict__.get("array_layout_")
+        labels = None if layout is None else layout.with_samples(X)
+
+        def as_given(result: Any) -> Any:
+            if grouping is not None:
+                result = grouping.restore(result)
+            return result if labels is None else from_samples(result, labels)
+
+        return as_given
+
     def _checked_input(self, X: Any, mask: Any) -> tuple[Any, Any, Any]:
         """``(X, mask, layout)`` of data given to a fitted learner's methods."""
         self._check_feature_names(X)

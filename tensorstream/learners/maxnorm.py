@@ -48,7 +48,6 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes
 from ..engine.state import OnlineState
-from ..labels import from_samples
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
@@ -174,10 +173,7 @@ class RobustMatrixLearner(OnlineLearner):
         data, mask, layout = self._checked_input(X, mask)
         with using(self.backend_):
             coded = self._algorithm().robust_codes(data, self.loadings_[0], self.scale_, mask)
-        if layout is None:
-            return data, coded, mask, lambda result: result
-        layout = layout.with_samples(X)
-        return data, coded, mask, lambda result: from_samples(result, layout)
+        return data, coded, mask, self._as_given(X, layout)
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``g_t`` (eq. (3.1), per-sample mean) at the current basis.
@@ -215,15 +211,14 @@ def sample_scale_sums(X: Any, mask: Any = None, *,
     ``mask``, a sample's median and mean are over its observed entries (samples with none
     do not count). With ``nonzero=True`` they are over its nonzero (observed) entries: the
     typical size of what the sample holds, not of its background (a digit is half zeros,
-    whose median is a few times smaller than its strokes); all-zero data count as zero.
+    whose median is a few times smaller than its strokes); all-zero samples do not count.
     """
     if nonzero:
         data = to_numpy(X)
         kept = data != 0
         if mask is not None:
             kept &= to_numpy(mask).astype(bool)
-        if not kept.any():
-            return 0.0, float(data.shape[0])
+        # rows without a nonzero entry count nowhere, so that shards add up to their batch
         return _observed_scale_sums(data, kept)
     if mask is not None:
         return _observed_scale_sums(to_numpy(X), to_numpy(mask).astype(bool))

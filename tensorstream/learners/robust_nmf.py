@@ -78,7 +78,6 @@ from ..core.validation import (
 )
 from ..engine import Codes
 from ..engine.loop import usable_scale
-from ..labels import from_samples
 from ..schedules import make_weights
 from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
 from ._base import (
@@ -554,10 +553,7 @@ class RobustOnlineNMF(OnlineLearner):
         self._check_fitted()
         data, mask, layout = self._checked_input(X, mask)
         coded = self._coded(data, mask)
-        if layout is None:
-            return data, coded, mask, lambda result: result
-        layout = layout.with_samples(X)
-        return data, coded, mask, lambda result: from_samples(result, layout)
+        return data, coded, mask, self._as_given(X, layout)
 
     @property
     def scale_(self) -> float:
