@@ -444,6 +444,8 @@ def _chosen_components(components: Sequence[int] | None, max_components: int,
                        n_total: int) -> list[int]:
     if components is not None:
         chosen = [int(c) for c in components]
+        if not chosen:  # nothing to draw (it divided by zero laying out the grid)
+            raise ValueError("components must list at least one component, got none")
         bad = [c for c in chosen if not 0 <= c < n_total]
         if bad:
             raise ValueError(f"components {bad} out of range: the Dataset has {n_total}")

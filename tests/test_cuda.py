@@ -82,12 +82,15 @@ def _host_kinds(X):
     """``X`` as the host input kinds a user gives a learner with a ``device``."""
     xarray = pytest.importorskip("xarray")
     dask_array = pytest.importorskip("dask.array")
-    return {"numpy": X, "dask": dask_array.from_array(X, chunks=(20,) + X.shape[1:]),
+    import torch
+
+    return {"numpy": X, "torch": torch.from_numpy(X),  # a host tensor, moved to the device
+            "dask": dask_array.from_array(X, chunks=(20,) + X.shape[1:]),
             "dataarray": xarray.DataArray(X, dims=("sample",) + tuple(
                 f"axis{k}" for k in range(1, X.ndim)))}
 
 
-@pytest.mark.parametrize("kind", ["numpy", "dask", "dataarray"])
+@pytest.mark.parametrize("kind", ["numpy", "torch", "dask", "dataarray"])
 @pytest.mark.parametrize("name", LEARNERS)
 def test_device_moves_host_data_there_and_learns_what_numpy_learns(name, kind):
     """``device=`` (issue 36): host data of every kind sent to the device batch by batch."""

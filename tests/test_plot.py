@@ -113,6 +113,8 @@ def test_plot_factors_rgb_modes_and_component_choice():
     assert [ax.get_title() for ax in fig.axes] == ["component 1", "component 3"]
     with pytest.raises(ValueError, match="out of range"):
         plot_factors(ds, components=[7])
+    with pytest.raises(ValueError, match="at least one component"):
+        plot_factors(ds, components=[])
     with pytest.raises(ValueError, match="no '<mode>_loadings' variables"):
         plot_factors(xr.Dataset({"x": ("a", [1.0])}))
 

@@ -70,6 +70,8 @@ def deferred_interrupt() -> Iterator[None]:
     except (ValueError, OSError):  # pragma: no cover - no signals in this interpreter
         yield
         return
+    if previous is None:  # a handler not installed from Python (an embedding host)
+        previous = signal.SIG_DFL  # what it will be restored as; its Ctrl-C ends the process
     try:
         yield
     finally:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .validation import Constraint, Instance
+from .validation import Constraint, Instance, _bytes
 
 #: the way out named by the refusals of a device this machine lacks
 _WAY_OUT = "use device='cpu' (or None: where the data are)"
@@ -67,6 +67,10 @@ def resolve_device(device: Any, name: str = "device") -> Any:
         raise ValueError(f"{name}={device!r} is not a device; use 'cpu', 'cuda', 'cuda:1' "
                          f"or a torch.device") from None
     _check_present(parsed, device, name)
+    if parsed.type == "cuda" and parsed.index is None:
+        # indexed, as a tensor's device is: torch.device("cuda") != torch.device("cuda:0"),
+        # so the batch check would refuse every batch moved there
+        parsed = torch.device("cuda", torch.cuda.current_device())
     return parsed
 
 
@@ -241,11 +245,3 @@ def step_batch_size(batch_size: Any, device: Any, n_features: int, n_components:
                          f"{_bytes(free)} free there; batch_size={fitting} fits (or "
                          f"batch_size='auto')")
     return int(batch_size)
-
-
-def _bytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.3g} {unit}"
-        n /= 1024
-    return f"{n:.3g} TiB"
