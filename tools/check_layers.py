@@ -28,6 +28,7 @@ LAYERS = (
     ("solvers", ("tensorstream.coders", "tensorstream.steps", "tensorstream.finite",
                  "tensorstream.baselines")),
     ("engine", ("tensorstream.engine",)),
+    ("algorithms", ("tensorstream.algorithms",)),
     ("learners", ("tensorstream.learners",)),
     ("io", ("tensorstream.io",)),
     ("front", ("tensorstream.accessor", "tensorstream.model_selection", "tensorstream.plot")),
