@@ -428,13 +428,13 @@ def _check_groups(groups: Any, k: int | None, lam: float) -> tuple[tuple, tuple]
 
 @dataclass(frozen=True)
 class FiniteCodes:
-    """Codes of a batch under a finite-data formulation: ``H`` (b, k), outliers ``R`` (b, d)
-    (zeros if not robust; the paper's letter ``r``), and the solver's per-sample iteration counts
+    """Codes of a batch under a finite-data formulation: ``H`` (b, k), ``outliers`` (b, d)
+    (zeros if not robust; the paper's ``r``), and the solver's per-sample iteration counts
     and final prox-gradient residuals. (The online engine's result of a coding step is
     :class:`tensorstream.engine.Codes`.)"""
 
     H: Tensor
-    R: Tensor
+    outliers: Tensor  #: (b, d) the paper's ``r``
     n_iter: np.ndarray  #: (b,) iterations per sample
     residual: Tensor  #: (b,) ``L ||h+ - z||`` at the last iteration (the stopping measure)
 
@@ -476,11 +476,11 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     >>> form = RobustPCA(lam1=0.1, lam2=0.5)
     >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
     >>> codes = solve_codes(form, np.array([[1.0, 0.5, 2.0]]), W, tol=1e-12, max_iter=500)
-    >>> np.round(codes.H, 6), np.round(codes.R, 6)
+    >>> np.round(codes.H, 6), np.round(codes.outliers, 6)
     (array([[0.909091, 0.454545]]), array([[0. , 0. , 1.5]]))
     """
     if solver not in ("fista", "bsum"):
-        raise ValueError(f"code_solver must be 'fista' or 'bsum', got {solver!r}")
+        raise ValueError(f"coder must be 'fista' or 'bsum', got {solver!r}")
     context = tl.context(X)
     b, k = tl.shape(X)[0], tl.shape(W)[1]
     G = tl.dot(tl.transpose(W), W)
@@ -533,5 +533,5 @@ def _to_bool(x: Tensor) -> np.ndarray:
 
 def sample_losses(form: Formulation, X: Tensor, W: Tensor, codes: FiniteCodes) -> Tensor:
     """Per-sample ``1/2 ||x - W h - r||^2 + phi(h) + varphi(r)``, shape ``(b,)``."""
-    E = X - tl.dot(codes.H, tl.transpose(W)) - codes.R
-    return 0.5 * tl.sum(E * E, axis=1) + form.phi(codes.H) + form.varphi(codes.R)
+    E = X - tl.dot(codes.H, tl.transpose(W)) - codes.outliers
+    return 0.5 * tl.sum(E * E, axis=1) + form.phi(codes.H) + form.varphi(codes.outliers)

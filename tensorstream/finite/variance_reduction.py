@@ -151,7 +151,8 @@ def batch_gradient(W: Tensor, X: Tensor, codes: FiniteCodes) -> Tensor:
     """
     H = codes.H
     b = tl.shape(X)[0]
-    return (tl.dot(W, tl.dot(tl.transpose(H), H)) + narrow_dot(tl.transpose(codes.R - X), H)) / b
+    return (tl.dot(W, tl.dot(tl.transpose(H), H))
+            + narrow_dot(tl.transpose(codes.outliers - X), H)) / b
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: FiniteCodes) -> G
     """The map: partial sums of one chunk coded at ``W``."""
     H = codes.H
     losses = sample_losses(form, X, W, codes)
-    return GradientSums(tl.dot(tl.transpose(H), H), narrow_dot(tl.transpose(codes.R - X), H),
+    return GradientSums(tl.dot(tl.transpose(H), H), narrow_dot(tl.transpose(codes.outliers - X), H),
                         float(tl.sum(losses)), int(tl.shape(X)[0]), int(codes.n_iter.sum()),
                         int(codes.n_iter.max(initial=0)))
 
