@@ -29,11 +29,14 @@ from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
     FiniteData,
     batch_gradient,
+    chunk_count,
+    default_sizes,
     estimate_lipschitz,
     full_gradient,
     gradient_mapping,
     inexact_tolerance,
     prox_step,
+    scatter,
     sgd_step_size,
     vr_direction,
 )
@@ -105,6 +108,37 @@ def initial_dictionary(form: Any, data: FiniteData, rng: np.random.Generator, *,
                              f"(n_components, n_features), got shape {W.shape}")
         W = W.T
     return form.prox_w(as_tensor(W, data.backend, **data.context), 0.0, n)
+
+
+def initial_state(data: FiniteData, form: Any, rng: np.random.Generator,
+                  options: EpochOptions, *, n_components: int, init: Any,
+                  inner_batch: int | None, epoch_length: int | None, step_size: float | str,
+                  auto_samples: int, scale: float, passes_read: float = 0.0,
+                  seconds: float = 0.0) -> FiniteState:
+    """The state before the first epoch on ``data`` (read in units of ``scale``): the sizes
+    ``b`` and ``m`` (None: the defaults of ``options.method``), the formulation's
+    data-dependent part, :func:`initial_dictionary` and the step (``"auto"``:
+    :func:`auto_step_size`; None for ``smm``). ``passes_read`` and ``seconds``: the work
+    already spent (the data scale's pass)."""
+    n, d = data.n, data.d
+    b, m = default_sizes(n, inner_batch, epoch_length)
+    if options.method != "vr" and epoch_length is None:
+        m = -(-n // b)
+    with using(data.backend):
+        if options.method != "vr":  # SGD/SMM never pass over all data: validate it up front
+            data.map_reduce(chunk_count, options.chunk_size)
+        if form.needs_scatter:
+            form = form.prepare(scatter(data, options.chunk_size), n)
+        W = initial_dictionary(form, data, rng, n_components=n_components, init=init)
+    state = FiniteState(dictionary=W, output=W, statistics=None, formulation=form,
+                        scale=scale, step_size=None, rng=rng, backend=data.backend,
+                        context=data.context, n_samples=n, n_features=d, inner_batch=b,
+                        epoch_length=m, passes_read=passes_read, seconds=seconds)
+    if options.method == "smm":
+        return state
+    if isinstance(step_size, str):  # "auto"
+        return auto_step_size(state, data, options, auto_samples=auto_samples)
+    return dataclasses.replace(state, step_size=float(step_size))
 
 
 def auto_step_size(state: FiniteState, data: FiniteData, options: EpochOptions, *,

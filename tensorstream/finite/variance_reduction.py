@@ -32,11 +32,14 @@ from ..core.backend import take_rows
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
+    as_array,
     check_batch,
     check_not_too_large,
     check_not_too_small,
     densify,
+    is_sparse,
 )
+from ..streams import Epochs, Stream
 from .formulations import FiniteCodes, Formulation, sample_losses, solve_codes
 
 Tensor = Any
@@ -123,6 +126,40 @@ class FiniteData:
         if total is None:
             raise ValueError("no data: a full pass needs at least one sample")
         return total
+
+
+def finite_matrix(X: Any, owner: str, n_features: int | None = None) -> Any:
+    """The matrix ``(n_samples, n_features)`` behind ``X`` (an array, a dask array, an
+    ``xarray.DataArray`` with samples first, or an :class:`~tensorstream.streams.Epochs`
+    stream's data), or a clear error naming ``owner``: a stream, sparse data, another shape,
+    or (given ``n_features``) another number of features."""
+    X = as_array(X)
+    if is_sparse(X):
+        raise TypeError(f"{owner} does not support sparse input: its "
+                        f"formulations' proximal steps need dense data; pass X.toarray()")
+    if isinstance(X, Epochs):
+        X = X.sample_space()
+    elif isinstance(X, Stream) or (not hasattr(X, "shape") and hasattr(X, "__iter__")):
+        raise TypeError(
+            f"{owner} needs a finite data set (an array, a dask array, an "
+            f"xarray.DataArray with samples first, or an Epochs stream), got "
+            f"{type(X).__name__}: a stream or generator may be infinite and has no full "
+            f"gradient")
+    if X is None or not hasattr(X, "shape"):
+        raise TypeError(f"X must be an array of shape (n_samples, n_features), got "
+                        f"{type(X).__name__}")
+    if hasattr(X, "dims") and hasattr(X, "data"):
+        X = X.data
+    if len(X.shape) != 2:
+        raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
+                         f"{tuple(X.shape)}; Reshape your data")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X has {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
+                         f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but {owner} is "
+                         f"expecting {n_features} features as input")
+    return X
 
 
 def _add(parts: Iterable) -> Any:

@@ -19,7 +19,6 @@ One call of :meth:`VarianceReducedMF.partial_fit` is one outer iteration ("epoch
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -30,13 +29,11 @@ import tensorly as tl
 from ..algorithms.variance_reduced import (
     METHODS,
     EpochOptions,
-    auto_step_size,
     concatenate_codes,
-    initial_dictionary,
+    initial_state,
     run_epoch,
 )
-from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
-from ..core.device import device_of
+from ..core.backend import run, using
 from ..core.validation import (
     ARRAY,
     BOOLEAN,
@@ -44,39 +41,27 @@ from ..core.validation import (
     Instance,
     Interval,
     Options,
-    as_array,
     check_batch,
     check_overflow,
     check_positive_number,
     feature_names,
     generator_of,
-    is_sparse,
 )
-from ..engine.distributed import SpreadRows, connected
-from ..engine.loop import usable_scale
+from ..engine.distributed import SpreadRows
 from ..finite.formulations import FORMULATIONS, FiniteCodes, make_formulation, solve_codes
 from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
-    FiniteData,
     chunk_count,
     default_sizes,
     full_gradient,
     gradient_mapping,
     objective,
-    scatter,
 )
-from ..streams import Epochs, Stream
-from ._base import (
-    SHARED_CONSTRAINTS,
-    ArrayCheckpoint,
-    OnlineEstimator,
-    _progress_bar,
-    check_fit_work,
-)
-from .maxnorm import sample_scale_sums
+from ._base import SHARED_CONSTRAINTS, _progress_bar, check_fit_work
+from ._finite import FiniteDataLearner
 
 
-class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
+class VarianceReducedMF(FiniteDataLearner):
     """Stochastic matrix factorization by variance reduction, over the formulations P1-P8.
 
     Minimises ``f(W) = (1/n) sum_i min_{h, r} [1/2 ||x_i - W h - r||^2 + phi(h) + varphi(r)]
@@ -283,11 +268,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
     #: parameters a checkpoint stores as members when they are given as arrays
     _array_parameters = ("laplacian", "lrr_A", "lrr_B", "init")
 
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False  # dense data only (a clear TypeError for sparse)
-        return tags
-
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
         "formulation": [Options(*FORMULATIONS)],
@@ -326,70 +306,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             M=self.M, M_prime=self.M_prime, nu=self.nu, groups=self.groups,
             laplacian=self.laplacian, lrr_A=self.lrr_A, lrr_B=self.lrr_B,
             n_components=self.n_components)
-
-    # -- data ------------------------------------------------------------------------------------
-
-    def _finite_data(self, X: Any, context: dict | None = None, backend: str | None = None,
-                     form=None, spread: SpreadRows | None = None, *,
-                     scale: float | None = None) -> FiniteData:
-        """The finite data set behind ``X``, or a clear error (VR needs a finite sum); with a
-        ``scale``, read in its units; with ``spread``, its full passes run on the workers."""
-        X = as_array(X)
-        if is_sparse(X):
-            raise TypeError(f"{type(self).__name__} does not support sparse input: its "
-                            f"formulations' proximal steps need dense data; pass X.toarray()")
-        if isinstance(X, Epochs):
-            X = X.sample_space()
-        elif isinstance(X, Stream) or (not hasattr(X, "shape") and hasattr(X, "__iter__")):
-            raise TypeError(
-                f"{type(self).__name__} needs a finite data set (an array, a dask array, an "
-                f"xarray.DataArray with samples first, or an Epochs stream), got "
-                f"{type(X).__name__}: a stream or generator may be infinite and has no full "
-                f"gradient")
-        if X is None or not hasattr(X, "shape"):
-            raise TypeError(f"X must be an array of shape (n_samples, n_features), got "
-                            f"{type(X).__name__}")
-        if hasattr(X, "dims") and hasattr(X, "data"):
-            X = X.data
-        if len(X.shape) != 2:
-            raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
-                             f"{tuple(X.shape)}; Reshape your data")
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(f"X has {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
-                             f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
-        if X.shape[1] != self.__dict__.get("n_features_in_", X.shape[1]):
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
-                             f"expecting {self.n_features_in_} features as input")
-        if backend is None:
-            device = device_of(self)  # a device given: the pytorch backend there
-            backend = "pytorch" if device is not None else (self.backend or backend_of(X))
-            with using(backend):
-                probe = X[:1] if backend_of(X) == backend else np.zeros((1, 1))
-                dtype = float_dtype_of(probe, backend)
-                context = {"dtype": dtype}
-                if backend == "pytorch":  # numpy data on backend="pytorch": the CPU's tensors
-                    context["device"] = device if device is not None else X.device \
-                        if backend_of(X) == "pytorch" else tl.context(tl.tensor(probe))["device"]
-        nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
-        way_out = (f"formulation={self.formulation!r} is nonnegative: pass allow_negative=True, "
-                   f"or a formulation for signed data (e.g. 'odl', 'orpca')")
-        return FiniteData(X, backend, context, nonnegative, spread,
-                          1.0 if scale is None else scale, way_out)
-
-    @contextlib.contextmanager
-    def _spread(self, X: Any, client: Any) -> Any:
-        """``X``'s rows spread over the workers of ``client`` for the block (None without a
-        client: the full passes run in this process)."""
-        if client is None:
-            yield None
-            return
-        data = self._finite_data(X)  # refuses bad input before connecting
-        with connected(client) as open_client:
-            spread = SpreadRows(open_client, data.X, self.chunk_size)
-            try:
-                yield spread
-            finally:
-                spread.release()
 
     # -- fitting ---------------------------------------------------------------------------------
 
@@ -485,37 +401,12 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         scale, scale_passes = self._scale_of(data)
         scale_seconds = time.perf_counter() - start
         data = self._finite_data(X, probe.context, probe.backend, form, spread, scale=scale)
-        n, d = data.n, data.d
-        rng = generator_of(self.random_state)
-        b, m = default_sizes(n, self.inner_batch, self.epoch_length)
-        if self.method != "vr" and self.epoch_length is None:
-            m = -(-n // b)
-        with using(data.backend):
-            if self.method != "vr":  # SGD/SMM never pass over all data: validate it up front
-                data.map_reduce(chunk_count, self.chunk_size)
-            if form.needs_scatter:
-                form = form.prepare(scatter(data, self.chunk_size), n)
-            W = initial_dictionary(form, data, rng, n_components=self.n_components,
-                                   init=self.init)
-        state = FiniteState(dictionary=W, output=W, statistics=None, formulation=form,
-                            scale=scale, step_size=None, rng=rng, backend=data.backend,
-                            context=data.context, n_samples=n, n_features=d, inner_batch=b,
-                            epoch_length=m, passes_read=scale_passes, seconds=scale_seconds)
-        if self.method == "smm":
-            return state
-        if isinstance(self.step_size, str):  # "auto"
-            return auto_step_size(state, data, self._options(), auto_samples=self.auto_samples)
-        return dataclasses.replace(state, step_size=float(self.step_size))
-
-    def _scale_of(self, data: FiniteData) -> tuple[float, float]:
-        """``(scale, passes read)``: ``data_scale``, or for ``"auto"`` the mean over samples of
-        each sample's median absolute entry (:func:`~tensorstream.learners.maxnorm.
-        sample_scale_sums`), one pass over the data set."""
-        if self.data_scale != "auto":
-            return float(self.data_scale), 0.0
-        with using(data.backend):  # a map-reduce: on the workers when the data are spread
-            total = data.map_reduce(_scale_sum, self.chunk_size)
-        return usable_scale(float(total) / data.n), 1.0
+        return initial_state(
+            data, form, generator_of(self.random_state), self._options(),
+            n_components=self.n_components, init=self.init, inner_batch=self.inner_batch,
+            epoch_length=self.epoch_length, step_size=self.step_size,
+            auto_samples=self.auto_samples, scale=scale, passes_read=scale_passes,
+            seconds=scale_seconds)
 
     def _options(self) -> EpochOptions:
         """The options of an epoch, from the parameters (the one place the algorithm's
@@ -562,18 +453,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         if getattr(state.formulation, "Q", None) is not None:
             form = dataclasses.replace(form, Q=state.formulation.Q)
         return form
-
-    def _commit(self, state: FiniteState) -> None:
-        """Set the fitted attributes from ``state`` (the only place the learner changes)."""
-        check_overflow((state.dictionary,))  # finite data whose squares overflow (~1e160)
-        self.__dict__.update(self._fitted_attributes(state))
-
-    def _forget_fit(self) -> None:
-        """Remove what :meth:`_commit` set and the feature names (``fit`` starts anew)."""
-        if "state_" in self.__dict__:
-            for name in self._fitted_attributes(self.state_):
-                del self.__dict__[name]
-        self.__dict__.pop("feature_names_in_", None)
 
     def _fitted_attributes(self, state: FiniteState) -> dict:
         W_out = state.output if self.output == "random" and self.method == "vr" \
@@ -702,93 +581,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         value = self.objective(X)
         check_overflow((np.asarray(value),))
         return -value
-
-    # -- checkpoints (the batch learners' layout, tensorstream.engine.checkpoint) -----------
-
-    def _fitted_contents(self) -> tuple[dict, dict]:
-        """The state's counters and history (JSON values) and its tensors, by name; the
-        dictionary is the member ``loading_0``, as the online learners' loadings."""
-        self._check_fitted()
-        state = self.state_
-        values = {name: getattr(state, name) for name in _STATE_VALUES}
-        tensors = {"loading_0": state.dictionary, "output": state.output}
-        if state.statistics is not None:
-            tensors.update(A=state.statistics["A"], B=state.statistics["B"])
-        Q = getattr(state.formulation, "Q", None)
-        if Q is not None:  # host numpy; the formulation casts it to W's dtype where used
-            tensors["Q"] = np.asarray(Q, dtype=to_numpy(state.dictionary).dtype)
-        return {**values, "history": list(state.history)}, tensors
-
-    def _checkpoint_contents(self) -> tuple[dict, dict]:
-        """The batch learners' layout, plus the fields every online checkpoint has at the top
-        (steps, samples seen, scale, random generator), which ``tensorstream info`` shows."""
-        meta, arrays = super()._checkpoint_contents()
-        state = self.state_
-        meta.update(n_steps=state.n_steps, n_samples_seen=state.n_samples_seen, n_loadings=1,
-                    scale=state.scale, rng=state.rng.bit_generator.state)
-        return meta, arrays
-
-    def _restore_fitted(self, meta: dict, arrays: dict, backend: str, context: dict) -> None:
-        """The state of a checkpoint, checked as the constructor and ``fit`` would."""
-        self._check_params()
-        values = _checked_values(meta["values"])
-        rng = np.random.default_rng()
-        rng.bit_generator.state = meta["rng"]
-        with using(backend):
-            tensors = {name: as_tensor(arrays[name], backend, **context)
-                       for name in ("loading_0", "output", "A", "B") if name in arrays}
-        d, k = values["n_features"], self.n_components
-        for name, shape in (("loading_0", (d, k)), ("output", (d, k)), ("A", (k, k)),
-                            ("B", (d, k))):
-            if name in tensors and tuple(tensors[name].shape) != shape:
-                raise ValueError(f"member {name!r} has shape {tuple(tensors[name].shape)}, not "
-                                 f"{shape} (n_features={d}, n_components={k})")
-        form = self._make_formulation(d)
-        if "Q" in arrays:
-            form = dataclasses.replace(form, Q=arrays["Q"])
-        statistics = {"A": tensors["A"], "B": tensors["B"]} if "A" in tensors else None
-        self._commit(FiniteState(
-            dictionary=tensors["loading_0"], output=tensors["output"], statistics=statistics,
-            formulation=form, scale=float(meta["scale"]), rng=rng, backend=backend,
-            context=context, n_steps=int(meta["n_steps"]), **values))
-
-
-#: the state's fields a checkpoint stores as JSON values (besides the history)
-_STATE_VALUES = ("n_samples", "n_features", "inner_batch", "epoch_length", "step_size",
-                 "output_count", "n_epochs", "passes_read", "solves", "seconds")
-_COUNTS = {"n_samples": 1, "n_features": 1, "inner_batch": 1, "epoch_length": 1,
-           "output_count": 0, "n_epochs": 0}  # each count's least value
-
-
-def _checked_values(values: dict) -> dict:
-    """The JSON values of a checkpointed state, or a ``ValueError`` naming the field."""
-    checked = {}
-    for name, least in _COUNTS.items():
-        value = values[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-        checked[name] = value
-    for name in ("passes_read", "solves", "seconds", "step_size"):
-        value = values[name]
-        if value is None and name == "step_size":
-            checked[name] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not 0 <= value < float("inf"):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        checked[name] = float(value)
-    history = values["history"]
-    if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
-        raise ValueError(f"history must be a list of mappings, got {type(history).__name__}")
-    if checked["inner_batch"] > checked["n_samples"]:
-        raise ValueError(f"inner_batch={checked['inner_batch']} exceeds "
-                         f"n_samples={checked['n_samples']}")
-    return {**checked, "history": tuple(history)}
-
-
-def _scale_sum(chunk: Any) -> float:
-    """A chunk's part of the ``"auto"`` data scale (its samples' median absolute entries)."""
-    return sample_scale_sums(chunk)[0]
 
 
 __all__ = ["VarianceReducedMF"]
