@@ -281,7 +281,7 @@ def perf_check(setup: Setup, model: VarianceReducedMF, repeats: int = 3) -> list
         return 1e6 * min(times) / n
 
     with using("numpy"):
-        vr = best_of(lambda: full_gradient(form, W, data, model.chunk_size, solver="fista",
+        vr = best_of(lambda: full_gradient(form, W, data, model.chunk_size, coder="fista",
                                            tol=CODER["code_tol"],
                                            max_iter=CODER["code_max_iter"]))
     lines = [f"| {setup.name} | VR full-gradient pass (FISTA tol 1e-6, <= 100 it, chunks "

@@ -72,7 +72,7 @@ class EpochOptions:
 
     def coder_settings(self, tol: float) -> dict:
         """The :func:`~tensorstream.finite.formulations.solve_codes` settings at ``tol``."""
-        return dict(solver=self.coder, tol=tol, max_iter=self.code_max_iter)
+        return dict(coder=self.coder, tol=tol, max_iter=self.code_max_iter)
 
 
 # -- the start -----------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def auto_step_size(state: FiniteState, data: FiniteData, options: EpochOptions, 
     start = time.perf_counter()
     with using(data.backend):
         L, passes = estimate_lipschitz(state.formulation, state.dictionary, subsample, n,
-                                       chunk_size=options.chunk_size, solver=options.coder,
+                                       chunk_size=options.chunk_size, coder=options.coder,
                                        tol=options.code_tol, max_iter=options.code_max_iter)
     read = passes * len(rows) / n
     return dataclasses.replace(

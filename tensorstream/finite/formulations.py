@@ -445,13 +445,13 @@ def lipschitz(gram: Tensor) -> float:
     return max(spectral_norm_psd(gram), 1e-12)
 
 
-def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista",
+def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, coder: str = "fista",
                 tol: float = 1e-6, max_iter: int = 100) -> FiniteCodes:
     """Codes ``(H, R)`` of every row of ``X`` against ``W`` (eqs. 5-6 of the paper).
 
     Proximal gradient on ``F(h) = M_varphi(x - W h) + phi(h)`` with step ``1/L'``,
     ``L' = ||W||_2^2``; ``grad = -W^T (z - prox_r(z))``, ``z = x - W h`` (for R = {0}:
-    ``W^T W h - W^T x``). ``solver="fista"`` adds Nesterov momentum; ``"bsum"`` is plain ISTA,
+    ``W^T W h - W^T x``). ``coder="fista"`` adds Nesterov momentum; ``"bsum"`` is plain ISTA,
     i.e. the paper's BSUM sweeps (5)-(6). Cold start ``h = 0``; a sample stops (and is frozen)
     once its prox-gradient residual ``L' ||h+ - z||`` at the point ``z`` the step was taken from
     is at most ``tol`` (``tol = 0``: always ``max_iter`` iterations).
@@ -461,7 +461,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     form : Formulation
     X : tensor of shape (b, d)
     W : tensor of shape (d, k)
-    solver : {"fista", "bsum"}
+    coder : {"fista", "bsum"}
     tol : float
         Absolute tolerance on the prox-gradient residual, per sample.
     max_iter : int
@@ -479,8 +479,8 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     >>> np.round(codes.H, 6), np.round(codes.outliers, 6)
     (array([[0.909091, 0.454545]]), array([[0. , 0. , 1.5]]))
     """
-    if solver not in ("fista", "bsum"):
-        raise ValueError(f"coder must be 'fista' or 'bsum', got {solver!r}")
+    if coder not in ("fista", "bsum"):
+        raise ValueError(f"coder must be 'fista' or 'bsum', got {coder!r}")
     context = tl.context(X)
     b, k = tl.shape(X)[0], tl.shape(W)[1]
     G = tl.dot(tl.transpose(W), W)
@@ -499,7 +499,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
             gradient = tl.dot(Zc, G) - P
         H_new = form.prox_h(Zc - gradient / L, L)
         res = L * tl.norm(H_new - Zc, axis=1)
-        if solver == "fista":
+        if coder == "fista":
             t_new = (1 + math.sqrt(1 + 4 * t * t)) / 2
             Z_next = H_new + ((t - 1) / t_new) * (H_new - H)
             t = t_new

@@ -224,17 +224,17 @@ def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: FiniteCodes) -> G
                         int(codes.n_iter.max(initial=0)))
 
 
-def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, coder: dict,
+def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, settings: dict,
                keep_codes: bool = False) -> GradientSums:
-    """The map of a full-gradient pass: code one chunk at ``W`` (``coder``: the
+    """The map of a full-gradient pass: code one chunk at ``W`` (``settings``: the
     :func:`~tensorstream.finite.formulations.solve_codes` settings) and sum it."""
-    codes = solve_codes(form, chunk, W, **coder)
+    codes = solve_codes(form, chunk, W, **settings)
     sums = chunk_sums(form, W, chunk, codes)
     return replace(sums, codes=(codes,)) if keep_codes else sums
 
 
 def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int, *,
-                  solver: str = "fista", tol: float = 1e-6, max_iter: int = 100,
+                  coder: str = "fista", tol: float = 1e-6, max_iter: int = 100,
                   keep_codes: bool = False) -> tuple[Tensor, GradientSums, list | None]:
     """``G = grad g(W)`` over the whole data set, chunk by chunk (line 5; Remark 2).
 
@@ -247,8 +247,8 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     sums : GradientSums
     codes : list of FiniteCodes (chunk order) or None
     """
-    coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
-    sums = data.map_reduce(coded_sums, chunk_size, form, W, coder, keep_codes)
+    settings = {"coder": coder, "tol": tol, "max_iter": max_iter}
+    sums = data.map_reduce(coded_sums, chunk_size, form, W, settings, keep_codes)
     kept = list(sums.codes) if keep_codes else None
     return sums.gradient(W), replace(sums, codes=()), kept
 
@@ -294,22 +294,22 @@ def inexact_tolerance(c_tol: float, tau: float, m: int, s: int, t: int) -> float
 
 
 def objective(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int = 1024, *,
-              solver: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
+              coder: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
     """``f(W) = (1/n) sum_i l(x_i, W) + psi(W)`` by a full pass with accurate solves (section 2).
     """
-    coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
-    total = data.map_reduce(chunk_loss, chunk_size, form, W, coder)
+    settings = {"coder": coder, "tol": tol, "max_iter": max_iter}
+    total = data.map_reduce(chunk_loss, chunk_size, form, W, settings)
     return total / data.n + form.psi(W, data.n)
 
 
-def chunk_loss(chunk: Tensor, form: Formulation, W: Tensor, coder: dict) -> float:
+def chunk_loss(chunk: Tensor, form: Formulation, W: Tensor, settings: dict) -> float:
     """The map of :func:`objective`: the chunk's summed per-sample objectives at ``W``."""
-    codes = solve_codes(form, chunk, W, **coder)
+    codes = solve_codes(form, chunk, W, **settings)
     return float(tl.sum(sample_losses(form, chunk, W, codes)))
 
 
 def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *,
-                       chunk_size: int = 1024, solver: str = "fista", tol: float = 1e-6,
+                       chunk_size: int = 1024, coder: str = "fista", tol: float = 1e-6,
                        max_iter: int = 1000, max_trials: int = 40) -> tuple[float, int]:
     """A local Lipschitz constant ``L`` of ``grad g`` at ``W`` by backtracking (our extension).
 
@@ -325,7 +325,7 @@ def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *
     passes : int
         Full passes over ``data`` spent (for the pass counters).
     """
-    G, sums, _ = full_gradient(form, W, data, chunk_size, solver=solver, tol=tol,
+    G, sums, _ = full_gradient(form, W, data, chunk_size, coder=coder, tol=tol,
                                max_iter=max_iter)
     g0 = sums.loss / sums.count
     passes = [1]
@@ -335,7 +335,7 @@ def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *
         Wp = prox_step(form, W, G, 1.0 / L, n)
         D = Wp - W
         # objective() adds psi at the size of what it read: a subsample's, not n's
-        gp = objective(form, Wp, data, chunk_size, solver=solver, tol=tol,
+        gp = objective(form, Wp, data, chunk_size, coder=coder, tol=tol,
                        max_iter=max_iter) - form.psi(Wp, data.n)
         bound = g0 + float(tl.sum(G * D)) + 0.5 * L * float(tl.sum(D * D))
         return gp <= bound + 1e-12 * max(1.0, abs(g0))

@@ -512,7 +512,7 @@ class VarianceReducedMF(FiniteDataLearner):
             if data.d != self.n_features_in_:
                 raise ValueError(f"X has {data.d} features but this learner was fitted on "
                                  f"{self.n_features_in_}")
-            return concatenate_codes([solve_codes(self.formulation_, chunk, W, solver="fista",
+            return concatenate_codes([solve_codes(self.formulation_, chunk, W, coder="fista",
                                              tol=tol, max_iter=max_iter)
                                  for _, chunk in data.chunks(self.chunk_size)])
 
@@ -571,7 +571,7 @@ class VarianceReducedMF(FiniteDataLearner):
                                      scale=self.scale_)
             with using(self.backend_):
                 G, _, _ = full_gradient(self.formulation_, self._W_output, data,
-                                        self.chunk_size, solver="fista", tol=self.eval_tol,
+                                        self.chunk_size, coder="fista", tol=self.eval_tol,
                                         max_iter=self.eval_max_iter)
                 gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
                 return float(tl.sum(gamma * gamma))
