@@ -285,7 +285,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         self._check_feature_names(X)
         X = self._validate(X)
         check_not_too_large(X)  # its codes would be inf or NaN
-        scale = self.__dict__.get("scale_", 1.0)  # 1.0: pickled before it existed
+        scale = self.scale_
         penalties = self._penalties(X.shape[1])
         options = {"rho": self.rho} if self.solver == "admm" else {"kappa": self.kappa}
 
