@@ -200,7 +200,7 @@ def faces_rows(quick: bool) -> list[dict]:
     from sklearn.decomposition import NMF, MiniBatchNMF
 
     from tensorstream import OnlineNMF, RobustOnlineNMF
-    from tensorstream.learners.robust_nmf import RobustNMF
+    from tensorstream.learners.robust_nmf_batch import RobustNMF
 
     X = faces()
     R = N_COMPONENTS["faces"]

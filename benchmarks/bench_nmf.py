@@ -73,7 +73,8 @@ from tensorstream import (
 from tensorstream.coders.robust import nonnegative_code_admm
 from tensorstream.core.backend import limit_threads
 from tensorstream.datasets.outliers import psnr, synthetic_outlier_data
-from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+from tensorstream.learners.robust_nmf import RobustOnlineNMF
+from tensorstream.learners.robust_nmf_batch import RobustNMF
 from tensorstream.steps.surrogate import column_descent
 
 #: the clock of the single-thread runs: CPU seconds of this process (see the module docstring)

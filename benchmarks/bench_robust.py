@@ -225,7 +225,8 @@ def methods() -> dict[str, Callable]:
     """Every column but the input and the ceiling, by name."""
     from tensorstream.learners.maxnorm import OnlineMaxNormMD
     from tensorstream.learners.nmf import OnlineNMF
-    from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+    from tensorstream.learners.robust_nmf import RobustOnlineNMF
+    from tensorstream.learners.robust_nmf_batch import RobustNMF
     from tensorstream.learners.robust_pca import OnlineRobustPCA
 
     return {"OnlineNMF": _online(OnlineNMF), "MiniBatchNMF": _minibatch_nmf,

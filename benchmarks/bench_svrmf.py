@@ -64,7 +64,7 @@ from tensorstream.finite.variance_reduction import FiniteData, full_gradient
 from tensorstream.learners.robust_pca import OnlineRobustPCA
 from tensorstream.metrics import expressed_variance
 
-CODER = dict(code_solver="fista", code_tol=1e-6, code_max_iter=100)
+CODER = dict(coder="fista", code_tol=1e-6, code_max_iter=100)
 #: the paper's raw units (data_scale=1): the step grids below are in them
 RAW_UNITS = dict(data_scale=1.0)
 CURVE_FIELDS = ("setup", "method", "step", "epoch", "passes_read", "solves", "seconds", "f",
@@ -281,7 +281,7 @@ def perf_check(setup: Setup, model: VarianceReducedMF, repeats: int = 3) -> list
         return 1e6 * min(times) / n
 
     with using("numpy"):
-        vr = best_of(lambda: full_gradient(form, W, data, model.chunk_size, solver="fista",
+        vr = best_of(lambda: full_gradient(form, W, data, model.chunk_size, coder="fista",
                                            tol=CODER["code_tol"],
                                            max_iter=CODER["code_max_iter"]))
     lines = [f"| {setup.name} | VR full-gradient pass (FISTA tol 1e-6, <= 100 it, chunks "

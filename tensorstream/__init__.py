@@ -23,7 +23,7 @@ _LAZY = {
     "OnlineMaxNormMD": ("learners.maxnorm", "OnlineMaxNormMD"),
     "OnlineNMF": ("learners.nmf", "OnlineNMF"),
     "OnlineRobustPCA": ("learners.robust_pca", "OnlineRobustPCA"),
-    "RobustNMF": ("learners.robust_nmf", "RobustNMF"),
+    "RobustNMF": ("learners.robust_nmf_batch", "RobustNMF"),
     "RobustOnlineNMF": ("learners.robust_nmf", "RobustOnlineNMF"),
     "RobustPCA": ("learners.robust_pca", "RobustPCA"),
     "VarianceReducedMF": ("learners.variance_reduced", "VarianceReducedMF"),

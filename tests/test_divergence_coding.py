@@ -20,9 +20,9 @@ from tensorstream.coders.divergence import (
     code_divergence,
     code_divergence_matrix,
     project_box,
-    spectral_norm_psd,
 )
 from tensorstream.core.backend import using
+from tensorstream.core.dictionary import spectral_norm_psd
 from tensorstream.losses import get_loss
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -452,7 +452,7 @@ def test_bad_step_options_are_rejected(make, match):
 def test_mu_dense_working_set_only_saves_work(backend, monkeypatch, ridge):
     """Dense batches drop converged samples mid-solve too (both backends): codes, iteration
     counts, flags, objectives and the kept models are those of the loop that keeps them all."""
-    import tensorstream.coders.divergence as divergence
+    import tensorstream.coders.divergence.solver as divergence
 
     V, W = kl_problem(seed=7, b=300, F=12, R=3)
     options = dict(tol=1e-10, max_iter=300, ridge=ridge)

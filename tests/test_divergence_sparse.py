@@ -230,7 +230,7 @@ def test_pytorch_backend_refuses_sparse_input():
 def test_mu_codes_equal_whether_or_not_converged_samples_leave_the_working_set(monkeypatch):
     """Dropping converged samples mid-solve only saves work: codes, per-sample iteration
     counts, flags and objectives are those of the loop that keeps every sample."""
-    import tensorstream.coders.divergence as divergence
+    import tensorstream.coders.divergence.solver as divergence
 
     X = scipy.sparse.csr_matrix(sparse_counts(n=400, F=40, K=4, density=0.3, seed=5))
     W = np.random.default_rng(5).random((40, 4))

@@ -173,14 +173,14 @@ def test_ornmf_outlier_prox_matches_grid():
 # -- the code solver
 
 
-@pytest.mark.parametrize("solver", ["fista", "bsum"])
-def test_odl_codes_match_lasso(solver):
+@pytest.mark.parametrize("coder", ["fista", "bsum"])
+def test_odl_codes_match_lasso(coder):
     from sklearn.linear_model import Lasso
 
     d, k, lam = 12, 5, 0.2
     W = RNG.standard_normal((d, k))
     X = RNG.standard_normal((4, d))
-    codes = solve_codes(SparseDL(lam=lam), X, W, solver=solver, tol=1e-12, max_iter=20000)
+    codes = solve_codes(SparseDL(lam=lam), X, W, coder=coder, tol=1e-12, max_iter=20000)
     for j in range(4):
         lasso = Lasso(alpha=lam / d, fit_intercept=False, tol=1e-12, max_iter=100000)
         lasso.fit(W, X[j])
@@ -192,7 +192,7 @@ def test_orpca_codes_satisfy_kkt():
     W = RNG.standard_normal((D, K))
     X = RNG.standard_normal((5, D)) * 2
     codes = solve_codes(form, X, W, tol=1e-12, max_iter=5000)
-    H, R = np.asarray(codes.H), np.asarray(codes.R)
+    H, R = np.asarray(codes.H), np.asarray(codes.outliers)
     expected_H = np.linalg.solve(W.T @ W + 0.3 * np.eye(K), W.T @ (X - R).T).T
     assert np.allclose(H, expected_H, atol=1e-8)
     assert np.allclose(R, np.sign(X - H @ W.T) * np.clip(np.abs(X - H @ W.T) - 0.5, 0, None),
@@ -221,8 +221,8 @@ def test_fista_is_faster_than_bsum_on_robust_codes():
     form = RobustPCA(lam1=0.1, lam2=0.1)
     W = rng.standard_normal((40, 8))
     X = rng.standard_normal((20, 8)) @ W.T + np.where(rng.random((20, 40)) < 0.1, 50.0, 0.0)
-    fista = solve_codes(form, X, W, solver="fista", tol=1e-6, max_iter=20000)
-    bsum = solve_codes(form, X, W, solver="bsum", tol=1e-6, max_iter=20000)
+    fista = solve_codes(form, X, W, coder="fista", tol=1e-6, max_iter=20000)
+    bsum = solve_codes(form, X, W, coder="bsum", tol=1e-6, max_iter=20000)
     assert fista.n_iter.max() < bsum.n_iter.max()
     assert np.allclose(fista.H, bsum.H, atol=1e-5)
 

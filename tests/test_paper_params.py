@@ -8,7 +8,8 @@ import pytest
 
 from tensorstream import VarianceReducedMF
 from tensorstream.learners.maxnorm import OnlineMaxNormMD
-from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+from tensorstream.learners.robust_nmf import RobustOnlineNMF
+from tensorstream.learners.robust_nmf_batch import RobustNMF
 from tensorstream.learners.robust_pca import OnlineRobustPCA
 
 LEARNERS = [RobustOnlineNMF, RobustNMF, OnlineMaxNormMD, OnlineRobustPCA, VarianceReducedMF]

@@ -19,8 +19,9 @@ from sklearn.base import clone
 from state_helpers import BACKENDS, LEARNERS, data, entry_of, factors, host, make, state_of
 
 from tensorstream import load
+from tensorstream.algorithms import pcp
 from tensorstream.core import atomic, compiled
-from tensorstream.learners import _base, robust_pca
+from tensorstream.learners import _base
 from tensorstream.learners._base import MAX_FIT_STEPS, learner_lock
 
 #: the learners that take one mini-batch at a time (VarianceReducedMF: one epoch)
@@ -174,9 +175,9 @@ def test_interrupted_refit_keeps_the_previous_fit(name, backend, monkeypatch):
     if "callback" in model.get_params():
         model.set_params(callback=interrupt_on_call(2))
     else:  # RobustPCA: interrupted in its third singular value threshold
-        real = robust_pca._singular_value_threshold
+        real = pcp.singular_value_threshold
         stop = interrupt_on_call(3)
-        monkeypatch.setattr(robust_pca, "_singular_value_threshold",
+        monkeypatch.setattr(pcp, "singular_value_threshold",
                             lambda *args: stop() or real(*args))
     before = state_of(model)
     with pytest.raises(KeyboardInterrupt):

@@ -16,8 +16,8 @@ import pytest
 from tensorstream import load
 from tensorstream.engine.checkpoint import read_checkpoint
 from tensorstream.learners.maxnorm import OnlineMaxNormMD
-from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
-from tensorstream.learners.robust_pca import OnlineRobustPCA, RobustPCA
+from tensorstream.learners.robust_nmf import RobustOnlineNMF
+from tensorstream.learners.robust_pca import OnlineRobustPCA
 
 #: (learner, the old names of its parameters: the new names)
 CASES = [
@@ -26,11 +26,6 @@ CASES = [
                              batch_size=10, random_state=0),
      {"lam": "outlier_alpha", "lam_scale": "outlier_alpha_scale", "M": "outlier_bound",
       "code_l1": "alpha", "code_l2": "ridge", "code_group": "group_alpha"}),
-    (lambda: RobustNMF(3, outlier_alpha=0.4, outlier_bound=5.0, code_tol=1e-5,
-                       code_max_iter=300, max_iter=5, random_state=0),
-     {"lam": "outlier_alpha", "M": "outlier_bound", "transform_tol": "code_tol",
-      "transform_max_iter": "code_max_iter"}),
-    (lambda: RobustPCA(3, outlier_alpha=0.3, max_iter=50), {"lam": "outlier_alpha"}),
     (lambda: OnlineMaxNormMD(3, norm_alpha=0.2, outlier_alpha=0.4, ridge=0.05, random_state=0),
      {"lambda1": "norm_alpha", "lambda2": "outlier_alpha", "eps": "ridge"}),
     (lambda: OnlineRobustPCA(3, norm_alpha=0.2, outlier_alpha=0.4, random_state=0),
@@ -68,7 +63,7 @@ def test_a_checkpoint_with_the_old_names_loads(tmp_path, make, old_names):
                                   np.asarray(learner.components_))
 
 
-@pytest.mark.parametrize("make, old_names", [CASES[0], CASES[3]], ids=["robust", "maxnorm"])
+@pytest.mark.parametrize("make, old_names", [CASES[0], CASES[1]], ids=["robust", "maxnorm"])
 def test_an_online_learner_resumes_from_the_old_names_as_it_would_have(tmp_path, make,
                                                                         old_names):
     X = _data()

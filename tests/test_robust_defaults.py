@@ -14,9 +14,9 @@ from tensorstream.learners.nmf import OnlineNMF
 from tensorstream.learners.robust_nmf import (
     AUTO_OUTLIER_ALPHA,
     MAX_RESIDUAL_SCALE,
-    RobustNMF,
     RobustOnlineNMF,
 )
+from tensorstream.learners.robust_nmf_batch import RobustNMF
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
     not importlib.util.find_spec("torch"), reason="needs torch"))]

@@ -22,7 +22,7 @@ from tensorstream.datasets.outliers import (
     support_scores,
     synthetic_outlier_data,
 )
-from tensorstream.learners import robust_nmf
+from tensorstream.learners import robust_nmf, robust_nmf_batch
 from tensorstream.learners.nmf import OnlineNMF
 from tensorstream.learners.robust_pca import RobustPCA
 from tensorstream.steps.surrogate import surrogate_value
@@ -39,7 +39,7 @@ def _in_paper_units(cls):
     return make
 
 
-RobustNMF = _in_paper_units(robust_nmf.RobustNMF)
+RobustNMF = _in_paper_units(robust_nmf_batch.RobustNMF)
 RobustOnlineNMF = _in_paper_units(robust_nmf.RobustOnlineNMF)
 
 # -- the canonical test recipe (CT) and its runs --------------------------------------------------
@@ -535,7 +535,7 @@ def test_batch_learners_checkpoint_in_the_common_format(tmp_path):
         batch.save(tmp_path / "unfitted.npz")
     batch.fit(data.X)
     loaded = load(batch.save(tmp_path / "rnmf.npz"))
-    assert type(loaded) is robust_nmf.RobustNMF and loaded.get_params()["max_iter"] == 3
+    assert type(loaded) is robust_nmf_batch.RobustNMF and loaded.get_params()["max_iter"] == 3
     assert loaded.n_iter_ == batch.n_iter_ and loaded.history_ == batch.history_
     np.testing.assert_array_equal(loaded.components_, batch.components_)
     np.testing.assert_array_equal(loaded.transform(data.X[:5]), batch.transform(data.X[:5]))

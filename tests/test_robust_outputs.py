@@ -12,7 +12,8 @@ import xarray as xr
 
 from tensorstream.core.backend import to_numpy
 from tensorstream.learners.maxnorm import OnlineMaxNormMD
-from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
+from tensorstream.learners.robust_nmf import RobustOnlineNMF
+from tensorstream.learners.robust_nmf_batch import RobustNMF
 from tensorstream.learners.robust_pca import OnlineRobustPCA
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(

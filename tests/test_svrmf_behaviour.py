@@ -37,7 +37,7 @@ def digits():
 
 
 def _odl(**extra):
-    return dict(formulation="odl", lam=1 / 8, code_solver="bsum", code_tol=0.0,
+    return dict(formulation="odl", lam=1 / 8, coder="bsum", code_tol=0.0,
                 code_max_iter=30, random_state=SEED, eval_tol=1e-5, **extra)
 
 
@@ -146,7 +146,7 @@ def test_inexact_schedule_tightens_the_solves():
 @pytest.mark.slow
 def test_inexact_run_matches_exact_solves(digits):
     # spec item(s): spec 003 T7
-    common = dict(formulation="odl", lam=1 / 8, code_solver="fista", code_max_iter=1000,
+    common = dict(formulation="odl", lam=1 / 8, coder="fista", code_max_iter=1000,
                   random_state=SEED, eval_tol=1e-5, n_epochs=10, step_size=3.0)
     exact = spec_vr(49, code_tol=1e-6, **common).fit(digits)
     inexact = spec_vr(49, inexact=True, c_tol=0.1, tau=1e-3, **common).fit(digits)

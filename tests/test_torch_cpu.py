@@ -224,7 +224,7 @@ def test_variance_reduced_mf_on_host_tensors_matches_numpy(method, monkeypatch):
 
 @pytest.mark.parametrize("solver", ["admm", "pgd"])
 def test_batch_robust_nmf_on_host_tensors_matches_numpy(solver, monkeypatch):
-    from tensorstream.learners.robust_nmf import RobustNMF
+    from tensorstream.learners.robust_nmf_batch import RobustNMF
 
     X = np.random.default_rng(4).random((60, 12))
     reference = RobustNMF(3, solver=solver, max_iter=20, random_state=0).fit(X)

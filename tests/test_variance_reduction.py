@@ -10,6 +10,7 @@ import pytest
 import tensorly as tl
 
 from tensorstream import VarianceReducedMF, load
+from tensorstream.algorithms.variance_reduced import initial_dictionary
 from tensorstream.finite.formulations import NMF, RobustNMF, RobustPCA, SparseDL, solve_codes
 from tensorstream.finite.variance_reduction import (
     FiniteData,
@@ -149,7 +150,7 @@ def test_vr_estimator_is_unbiased_with_the_lemma_2_variance():
     grad = batch_gradient(W, X, codes_now)  # exact grad g(W)
 
     def per_sample(W, codes):
-        H, R = np.asarray(codes.H), np.asarray(codes.R)
+        H, R = np.asarray(codes.H), np.asarray(codes.outliers)
         return np.einsum("nd,nk->ndk", H @ W.T + R - X, H)
 
     z = per_sample(W, codes_now) - per_sample(W0, codes_snap)  # (n, d, k)
@@ -182,8 +183,8 @@ def test_full_batch_vr_is_proximal_gradient_descent():
     model = spec_vr(4, formulation="odl", lam=0.1, inner_batch=40, epoch_length=3,
                               n_epochs=2, step_size=eta, code_tol=0.0, code_max_iter=60,
                               chunk_size=16, random_state=0)
-    start = spec_vr(4, formulation="odl", lam=0.1, random_state=0)
-    W = start._initial_dictionary(form, _finite(X), np.random.default_rng(0))
+    W = initial_dictionary(form, _finite(X), np.random.default_rng(0), n_components=4,
+                           init="random")
     model.fit(X)
     values = [objective(form, W, _finite(X), tol=1e-10)]
     for _ in range(6):
@@ -216,7 +217,7 @@ def test_every_iterate_is_feasible(name):
 
 def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
     X = _data(n=80, d=10)
-    common = dict(formulation="odl", lam=0.05, n_epochs=3, step_size=1.0, code_solver="bsum",
+    common = dict(formulation="odl", lam=0.05, n_epochs=3, step_size=1.0, coder="bsum",
                   random_state=0)
     trapped = spec_vr(4, init=np.ones((4, 10)), **common).fit(X)
     W = np.asarray(trapped.loadings_[0])

@@ -428,13 +428,13 @@ def _check_groups(groups: Any, k: int | None, lam: float) -> tuple[tuple, tuple]
 
 @dataclass(frozen=True)
 class FiniteCodes:
-    """Codes of a batch under a finite-data formulation: ``H`` (b, k), outliers ``R`` (b, d)
-    (zeros if not robust; the paper's letter ``r``), and the solver's per-sample iteration counts
+    """Codes of a batch under a finite-data formulation: ``H`` (b, k), ``outliers`` (b, d)
+    (zeros if not robust; the paper's ``r``), and the solver's per-sample iteration counts
     and final prox-gradient residuals. (The online engine's result of a coding step is
     :class:`tensorstream.engine.Codes`.)"""
 
     H: Tensor
-    R: Tensor
+    outliers: Tensor  #: (b, d) the paper's ``r``
     n_iter: np.ndarray  #: (b,) iterations per sample
     residual: Tensor  #: (b,) ``L ||h+ - z||`` at the last iteration (the stopping measure)
 
@@ -445,13 +445,13 @@ def lipschitz(gram: Tensor) -> float:
     return max(spectral_norm_psd(gram), 1e-12)
 
 
-def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista",
+def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, coder: str = "fista",
                 tol: float = 1e-6, max_iter: int = 100) -> FiniteCodes:
     """Codes ``(H, R)`` of every row of ``X`` against ``W`` (eqs. 5-6 of the paper).
 
     Proximal gradient on ``F(h) = M_varphi(x - W h) + phi(h)`` with step ``1/L'``,
     ``L' = ||W||_2^2``; ``grad = -W^T (z - prox_r(z))``, ``z = x - W h`` (for R = {0}:
-    ``W^T W h - W^T x``). ``solver="fista"`` adds Nesterov momentum; ``"bsum"`` is plain ISTA,
+    ``W^T W h - W^T x``). ``coder="fista"`` adds Nesterov momentum; ``"bsum"`` is plain ISTA,
     i.e. the paper's BSUM sweeps (5)-(6). Cold start ``h = 0``; a sample stops (and is frozen)
     once its prox-gradient residual ``L' ||h+ - z||`` at the point ``z`` the step was taken from
     is at most ``tol`` (``tol = 0``: always ``max_iter`` iterations).
@@ -461,7 +461,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     form : Formulation
     X : tensor of shape (b, d)
     W : tensor of shape (d, k)
-    solver : {"fista", "bsum"}
+    coder : {"fista", "bsum"}
     tol : float
         Absolute tolerance on the prox-gradient residual, per sample.
     max_iter : int
@@ -476,11 +476,11 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
     >>> form = RobustPCA(lam1=0.1, lam2=0.5)
     >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
     >>> codes = solve_codes(form, np.array([[1.0, 0.5, 2.0]]), W, tol=1e-12, max_iter=500)
-    >>> np.round(codes.H, 6), np.round(codes.R, 6)
+    >>> np.round(codes.H, 6), np.round(codes.outliers, 6)
     (array([[0.909091, 0.454545]]), array([[0. , 0. , 1.5]]))
     """
-    if solver not in ("fista", "bsum"):
-        raise ValueError(f"code_solver must be 'fista' or 'bsum', got {solver!r}")
+    if coder not in ("fista", "bsum"):
+        raise ValueError(f"coder must be 'fista' or 'bsum', got {coder!r}")
     context = tl.context(X)
     b, k = tl.shape(X)[0], tl.shape(W)[1]
     G = tl.dot(tl.transpose(W), W)
@@ -499,7 +499,7 @@ def solve_codes(form: Formulation, X: Tensor, W: Tensor, *, solver: str = "fista
             gradient = tl.dot(Zc, G) - P
         H_new = form.prox_h(Zc - gradient / L, L)
         res = L * tl.norm(H_new - Zc, axis=1)
-        if solver == "fista":
+        if coder == "fista":
             t_new = (1 + math.sqrt(1 + 4 * t * t)) / 2
             Z_next = H_new + ((t - 1) / t_new) * (H_new - H)
             t = t_new
@@ -533,5 +533,5 @@ def _to_bool(x: Tensor) -> np.ndarray:
 
 def sample_losses(form: Formulation, X: Tensor, W: Tensor, codes: FiniteCodes) -> Tensor:
     """Per-sample ``1/2 ||x - W h - r||^2 + phi(h) + varphi(r)``, shape ``(b,)``."""
-    E = X - tl.dot(codes.H, tl.transpose(W)) - codes.R
-    return 0.5 * tl.sum(E * E, axis=1) + form.phi(codes.H) + form.varphi(codes.R)
+    E = X - tl.dot(codes.H, tl.transpose(W)) - codes.outliers
+    return 0.5 * tl.sum(E * E, axis=1) + form.phi(codes.H) + form.varphi(codes.outliers)

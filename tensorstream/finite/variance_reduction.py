@@ -32,11 +32,14 @@ from ..core.backend import take_rows
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
 from ..core.validation import (
+    as_array,
     check_batch,
     check_not_too_large,
     check_not_too_small,
     densify,
+    is_sparse,
 )
+from ..streams import Epochs, Stream
 from .formulations import FiniteCodes, Formulation, sample_losses, solve_codes
 
 Tensor = Any
@@ -125,6 +128,40 @@ class FiniteData:
         return total
 
 
+def finite_matrix(X: Any, owner: str, n_features: int | None = None) -> Any:
+    """The matrix ``(n_samples, n_features)`` behind ``X`` (an array, a dask array, an
+    ``xarray.DataArray`` with samples first, or an :class:`~tensorstream.streams.Epochs`
+    stream's data), or a clear error naming ``owner``: a stream, sparse data, another shape,
+    or (given ``n_features``) another number of features."""
+    X = as_array(X)
+    if is_sparse(X):
+        raise TypeError(f"{owner} does not support sparse input: its "
+                        f"formulations' proximal steps need dense data; pass X.toarray()")
+    if isinstance(X, Epochs):
+        X = X.sample_space()
+    elif isinstance(X, Stream) or (not hasattr(X, "shape") and hasattr(X, "__iter__")):
+        raise TypeError(
+            f"{owner} needs a finite data set (an array, a dask array, an "
+            f"xarray.DataArray with samples first, or an Epochs stream), got "
+            f"{type(X).__name__}: a stream or generator may be infinite and has no full "
+            f"gradient")
+    if X is None or not hasattr(X, "shape"):
+        raise TypeError(f"X must be an array of shape (n_samples, n_features), got "
+                        f"{type(X).__name__}")
+    if hasattr(X, "dims") and hasattr(X, "data"):
+        X = X.data
+    if len(X.shape) != 2:
+        raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
+                         f"{tuple(X.shape)}; Reshape your data")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X has {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
+                         f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but {owner} is "
+                         f"expecting {n_features} features as input")
+    return X
+
+
 def _add(parts: Iterable) -> Any:
     """``((p_0 + p_1) + p_2) + ...``: the order one process adds its chunks in."""
     total = None
@@ -151,7 +188,8 @@ def batch_gradient(W: Tensor, X: Tensor, codes: FiniteCodes) -> Tensor:
     """
     H = codes.H
     b = tl.shape(X)[0]
-    return (tl.dot(W, tl.dot(tl.transpose(H), H)) + narrow_dot(tl.transpose(codes.R - X), H)) / b
+    return (tl.dot(W, tl.dot(tl.transpose(H), H))
+            + narrow_dot(tl.transpose(codes.outliers - X), H)) / b
 
 
 @dataclass(frozen=True)
@@ -181,22 +219,22 @@ def chunk_sums(form: Formulation, W: Tensor, X: Tensor, codes: FiniteCodes) -> G
     """The map: partial sums of one chunk coded at ``W``."""
     H = codes.H
     losses = sample_losses(form, X, W, codes)
-    return GradientSums(tl.dot(tl.transpose(H), H), narrow_dot(tl.transpose(codes.R - X), H),
+    return GradientSums(tl.dot(tl.transpose(H), H), narrow_dot(tl.transpose(codes.outliers - X), H),
                         float(tl.sum(losses)), int(tl.shape(X)[0]), int(codes.n_iter.sum()),
                         int(codes.n_iter.max(initial=0)))
 
 
-def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, coder: dict,
+def coded_sums(chunk: Tensor, form: Formulation, W: Tensor, settings: dict,
                keep_codes: bool = False) -> GradientSums:
-    """The map of a full-gradient pass: code one chunk at ``W`` (``coder``: the
+    """The map of a full-gradient pass: code one chunk at ``W`` (``settings``: the
     :func:`~tensorstream.finite.formulations.solve_codes` settings) and sum it."""
-    codes = solve_codes(form, chunk, W, **coder)
+    codes = solve_codes(form, chunk, W, **settings)
     sums = chunk_sums(form, W, chunk, codes)
     return replace(sums, codes=(codes,)) if keep_codes else sums
 
 
 def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int, *,
-                  solver: str = "fista", tol: float = 1e-6, max_iter: int = 100,
+                  coder: str = "fista", tol: float = 1e-6, max_iter: int = 100,
                   keep_codes: bool = False) -> tuple[Tensor, GradientSums, list | None]:
     """``G = grad g(W)`` over the whole data set, chunk by chunk (line 5; Remark 2).
 
@@ -209,8 +247,8 @@ def full_gradient(form: Formulation, W: Tensor, data: FiniteData, chunk_size: in
     sums : GradientSums
     codes : list of FiniteCodes (chunk order) or None
     """
-    coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
-    sums = data.map_reduce(coded_sums, chunk_size, form, W, coder, keep_codes)
+    settings = {"coder": coder, "tol": tol, "max_iter": max_iter}
+    sums = data.map_reduce(coded_sums, chunk_size, form, W, settings, keep_codes)
     kept = list(sums.codes) if keep_codes else None
     return sums.gradient(W), replace(sums, codes=()), kept
 
@@ -256,22 +294,22 @@ def inexact_tolerance(c_tol: float, tau: float, m: int, s: int, t: int) -> float
 
 
 def objective(form: Formulation, W: Tensor, data: FiniteData, chunk_size: int = 1024, *,
-              solver: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
+              coder: str = "fista", tol: float = 1e-9, max_iter: int = 5000) -> float:
     """``f(W) = (1/n) sum_i l(x_i, W) + psi(W)`` by a full pass with accurate solves (section 2).
     """
-    coder = {"solver": solver, "tol": tol, "max_iter": max_iter}
-    total = data.map_reduce(chunk_loss, chunk_size, form, W, coder)
+    settings = {"coder": coder, "tol": tol, "max_iter": max_iter}
+    total = data.map_reduce(chunk_loss, chunk_size, form, W, settings)
     return total / data.n + form.psi(W, data.n)
 
 
-def chunk_loss(chunk: Tensor, form: Formulation, W: Tensor, coder: dict) -> float:
+def chunk_loss(chunk: Tensor, form: Formulation, W: Tensor, settings: dict) -> float:
     """The map of :func:`objective`: the chunk's summed per-sample objectives at ``W``."""
-    codes = solve_codes(form, chunk, W, **coder)
+    codes = solve_codes(form, chunk, W, **settings)
     return float(tl.sum(sample_losses(form, chunk, W, codes)))
 
 
 def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *,
-                       chunk_size: int = 1024, solver: str = "fista", tol: float = 1e-6,
+                       chunk_size: int = 1024, coder: str = "fista", tol: float = 1e-6,
                        max_iter: int = 1000, max_trials: int = 40) -> tuple[float, int]:
     """A local Lipschitz constant ``L`` of ``grad g`` at ``W`` by backtracking (our extension).
 
@@ -287,7 +325,7 @@ def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *
     passes : int
         Full passes over ``data`` spent (for the pass counters).
     """
-    G, sums, _ = full_gradient(form, W, data, chunk_size, solver=solver, tol=tol,
+    G, sums, _ = full_gradient(form, W, data, chunk_size, coder=coder, tol=tol,
                                max_iter=max_iter)
     g0 = sums.loss / sums.count
     passes = [1]
@@ -297,7 +335,7 @@ def estimate_lipschitz(form: Formulation, W: Tensor, data: FiniteData, n: int, *
         Wp = prox_step(form, W, G, 1.0 / L, n)
         D = Wp - W
         # objective() adds psi at the size of what it read: a subsample's, not n's
-        gp = objective(form, Wp, data, chunk_size, solver=solver, tol=tol,
+        gp = objective(form, Wp, data, chunk_size, coder=coder, tol=tol,
                        max_iter=max_iter) - form.psi(Wp, data.n)
         bound = g0 + float(tl.sum(G * D)) + 0.5 * L * float(tl.sum(D * D))
         return gp <= bound + 1e-12 * max(1.0, abs(g0))

@@ -147,7 +147,7 @@ for _entry in (
     Entry("vr-mf", "tensorstream.learners.variance_reduced", "VarianceReducedMF",
           "variance-reduced stochastic matrix factorization (Zhao, Haskell & Feng)",
           matrix=True, kind="finite"),
-    Entry("robust-nmf-batch", "tensorstream.learners.robust_nmf", "RobustNMF",
+    Entry("robust-nmf-batch", "tensorstream.learners.robust_nmf_batch", "RobustNMF",
           "batch robust NMF with outliers, BPGD or BADMM (Zhao & Tan)", matrix=True,
           kind="batch"),
     Entry("robust-pca-batch", "tensorstream.learners.robust_pca", "RobustPCA",

@@ -1,5 +1,5 @@
 """Robust NMF with outliers (Zhao & Tan, "Online Nonnegative Matrix Factorization with
-Outliers", IEEE TSP 2017): ONMFO online, and BPGD / BADMM in batch.
+Outliers", IEEE TSP 2017): ONMFO online (BPGD / BADMM in batch: :mod:`.robust_nmf_batch`).
 
 :class:`RobustOnlineNMF` is the paper's Algorithm 1 on the CP-dictionary engine (the online loop
 and the statistics of :class:`OnlineCPDL`). Per batch the coding step solves, for every sample,
@@ -32,7 +32,6 @@ a little more).
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -44,21 +43,16 @@ from ..coders.robust import (
     RobustPenalties,
     code_penalty,
     outlier_penalty,
-    outlier_step,
     project_outliers,
     robust_code,
-    robust_losses,
 )
-from ..core.backend import backend_of, float_dtype_of, run, to_numpy, using
+from ..core.backend import to_numpy, using
 from ..core.constraints import (
     project_columns,
     project_elastic_net_columns,
     project_simplex_columns,
-    soft_threshold,
 )
-from ..core.device import device_context, device_of, move
-from ..core.dictionary import reconstruct, spectral_norm_psd
-from ..core.products import narrow_dot
+from ..core.dictionary import reconstruct
 from ..core.validation import (
     ARRAY,
     BOOLEAN,
@@ -68,31 +62,20 @@ from ..core.validation import (
     Instance,
     Interval,
     Options,
-    check_batch,
-    check_not_too_large,
-    check_not_too_small,
-    check_state_memory,
-    densify,
-    feature_names,
-    generator_of,
 )
 from ..engine import Codes
 from ..engine.loop import usable_scale
 from ..schedules import make_weights
-from ..steps.surrogate import dictionary_pgd, penalty_value, surrogate_solver_step, surrogate_value
+from ..steps.surrogate import penalty_value, surrogate_solver_step, surrogate_value
 from ._base import (
-    MAX_FIT_STEPS,
     SHARED_CONSTRAINTS,
-    SIGNED_DATA_WAY_OUT,
-    ArrayCheckpoint,
-    OnlineEstimator,
     OnlineLearner,
 )
 from ._output import replace_flagged
 from .nmf import loadings_from_init
 from .ocpdl import SurrogateCP
 
-__all__ = ["RobustNMF", "RobustOnlineNMF"]
+__all__ = ["RobustOnlineNMF"]
 
 CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
 
@@ -747,357 +730,3 @@ class RobustNMFAlgorithm(SurrogateCP):
 
     def info(self, t: int, w: float | None, n: int) -> dict:
         return {"weight": w, "radius": None}
-
-
-class RobustNMF(ArrayCheckpoint, OnlineEstimator):
-    """Batch robust NMF with outliers: BPGD or BADMM (the paper's supplement S-2).
-
-    Minimises ``1/2 ||X - H W^T - E||_F^2 + outlier_alpha ||E||_1`` over ``H >= 0``,
-    ``|E| <= outlier_bound`` and ``W``
-    in ``C`` for the whole matrix ``X`` (``n_samples x n_features``), the baseline of the paper's
-    comparison. ``solver="pgd"``: one projected-gradient step on ``H``, the exact ``E``, one
-    projected-gradient step on ``W`` per iteration (a block-MM scheme: the objective never
-    increases). ``solver="admm"``: the splitting ``H = U``, ``E = Q``, ``W = Psi``, one pass of
-    eqs. (S-12)-(S-20) per iteration (not monotone); the feasible ``(Psi, U, Q)`` are returned.
-    The step sizes and penalties are the online learner's (``kappa / ||W||_2^2``,
-    ``kappa / ||H^T H||_F``, ``rho``). Only the parameter contract of the online learners is
-    shared; this estimator holds the whole data.
-
-    The default is BPGD, run until the objective's relative change between iterations falls
-    below ``1e-4`` (scikit-learn's ``NMF`` has the same default tolerance) or for 1,000
-    iterations. BADMM with the paper's fixed ``rho = 1`` oscillates on a few hundred samples
-    (the W-step's curvature ``H^T H`` grows with the samples, ``rho`` does not): on the lfw
-    faces with outliers its objective went
-    15.8, 8.4, 32.8, 13.3, 15.9 at iterations 1, 50, 200, 500, 1000, and its codes ``codes_``
-    reconstructed the faces at 10 dB (docs/nmf.md). ``paper_params`` keep BADMM.
-
-    Parameters
-    ----------
-    n_components : int
-    outlier_alpha, outlier_alpha_scale, outlier_bound, data_scale, kappa, rho
-        As in :class:`RobustOnlineNMF` (``data_scale="auto"``: the mean absolute entry of
-        ``X``; the factorization runs on ``X / scale_``, and its results are scaled back;
-        ``outlier_alpha="auto"`` is the fixed 0.5 data units, there being no stream of
-        residuals to learn a scale from).
-    solver : {"pgd", "admm"}, default "pgd"
-        BPGD or BADMM (above).
-    max_iter : int, default 1000
-        Iterations.
-    tol : float, default 1e-4
-        Stop when the objective's relative change falls below ``tol`` (0: never); BADMM,
-        whose objective is not monotone, also needs its relative primal residuals below
-        ``tol`` (``paper_params`` set 0).
-    max_time : float or None
-        Stop after this many seconds of iterations (the paper compares at equal time).
-    code_tol, code_max_iter : float, int, default 1e-6, 1000
-        Stopping rule of the coding step of :meth:`transform` (tight: an evaluation).
-    init : "random", array of shape (n_components, n_features) or list ``[W]``
-        The initial dictionary (``"random"``: the projection of U[0, 1) entries, as the online
-        learner); the codes start at U[0, 1), the outliers at 0.
-    random_state, backend, device, n_threads
-        As in :class:`RobustOnlineNMF`.
-    callback : callable, optional
-        ``callback(model, info)`` after every iteration; returning True stops.
-
-    Attributes
-    ----------
-    components_ : tensor of shape (n_components, n_features)
-    codes_ : tensor of shape (n_samples, n_components)
-    outliers_ : tensor of shape (n_samples, n_features)
-    scale_ : float
-        The data scale the thresholds are in units of.
-    n_iter_ : int
-    history_ : list of dict
-        Per iteration: ``seconds`` (of iterations, evaluations excluded), ``objective`` (per
-        sample: the batch objective divided by ``n_samples``, the online scale), and for ADMM
-        the relative primal residuals ``residual_H``, ``residual_E``, ``residual_W``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from tensorstream.learners.robust_nmf import RobustNMF
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.random((40, 3)) @ rng.random((3, 15)) / 3
-    >>> model = RobustNMF(3, solver="pgd", max_iter=30, random_state=0).fit(X)
-    >>> model.components_.shape, model.outliers_.shape
-    ((3, 15), (40, 15))
-    >>> bool(model.history_[-1]["objective"] <= model.history_[0]["objective"])
-    True
-    """
-
-    _fitted_attribute = "components_"
-    _positive_data = True
-    #: parameters renamed to the glossary's words (old name: new name), for old checkpoints
-    _renamed_parameters = {**RENAMED_OUTLIER_PARAMETERS, "transform_tol": "code_tol",
-                           "transform_max_iter": "code_max_iter"}
-    _fitted_arrays = ("components_", "codes_", "outliers_")
-    _fitted_values = ("n_iter_", "history_", "n_features_in_", "scale_")
-    #: a batch fit starts from ``init`` again, so an array or list ``init`` is stored whole
-    _array_parameters = ("init",)
-
-    #: The paper's settings (as :attr:`RobustOnlineNMF.paper_params`).
-    paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
-                    "data_scale": 1.0, "solver": "admm", "tol": 0.0}
-
-    def __init__(self, n_components: int, *, outlier_alpha: float | str | None = "auto",
-                 outlier_alpha_scale: float = 1.0, outlier_bound: float | None = None,
-                 data_scale: float | str = "auto", solver: str = "pgd", kappa: float = 0.7,
-                 rho: float = 1.0, max_iter: int = 1000, tol: float = 1e-4,
-                 max_time: float | None = None, code_tol: float = 1e-6,
-                 code_max_iter: int = 1000, init="random", random_state=None,
-                 backend: str | None = None, device: Any = None, n_threads: int | None = 1,
-                 callback=None):
-        self._keep_parameters(locals())
-
-    _parameter_constraints = {
-        **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
-        # iterations (no "auto": that is passes of online fits), bounded as online fits are
-        "max_iter": [Interval("int", 1, MAX_FIT_STEPS)],
-        "tol": [Interval("real", 0, None)],
-        "max_time": [Interval("real", 0, None, closed="neither"), NONE],
-        "code_tol": [Interval("real", 0, None)],
-        "code_max_iter": [Interval("int", 1, None)],
-    }
-
-    def _validate(self, X: Any, name: str = "X") -> Any:
-        fitted = "components_" in self.__dict__
-        backend = self.backend_ if fitted else "pytorch" if device_of(self) is not None \
-            else (self.backend or backend_of(densify(X)))
-        context = self.__dict__.get("_context") or device_context(self)
-        X = check_batch(move(X, (context or {}).get("device")) if getattr(self, "device", None)
-                        is not None else X, backend=backend, context=context,
-                        sample_shape=(self.components_.shape[1],) if fitted else None,
-                        nonnegative=True, name=name, owner=type(self).__name__,
-                        missing_hint=False,  # RobustOnlineNMF(missing="nan") has them
-                        way_out=SIGNED_DATA_WAY_OUT)
-        if len(X.shape) != 2:
-            raise ValueError(f"{name} must have shape (n_samples, n_features), got shape "
-                             f"{tuple(X.shape)}")
-        return X
-
-    def _penalties(self, n_features: int) -> RobustPenalties:
-        outlier_alpha = _default_outlier_alpha(self.outlier_alpha, self.outlier_alpha_scale,
-                                               n_features)
-        return RobustPenalties(outlier_alpha=outlier_alpha, outlier_bound=self.outlier_bound)
-
-    def _initial_dictionary(self, X: Any, rng: np.random.Generator, context: dict) -> Any:
-        R, n_features = self.n_components, X.shape[1]
-        given = loadings_from_init(self.init, (n_features,), R, backend_of(X), context)
-        if given is None and not isinstance(self.init, str):
-            init = list(self.init)
-            if len(init) != 1:
-                raise ValueError("init must be 'random', an array of shape (n_components, "
-                                 "n_features) or a list [W]")
-            W = check_batch(init[0], backend=backend_of(X), nonnegative=True, name="init[0]")
-            if tuple(W.shape) != (n_features, R):
-                raise ValueError(f"init[0] must have shape {(n_features, R)}, "
-                                 f"got {tuple(W.shape)}")
-            given = [tl.tensor(W, **context)]
-        W = given[0] if given is not None else tl.tensor(rng.random((n_features, R)), **context)
-        return dictionary_projection("l2ball")(W)
-
-    def fit(self, X: Any, y: Any = None) -> RobustNMF:
-        """Factorize ``X`` (``n_samples x n_features``, nonnegative) from scratch; on an error
-        the learner is left as it was (a previous fit included)."""
-        with self._all_or_nothing("fit"):
-            return self._factorize(X)
-
-    def _factorize(self, X: Any) -> RobustNMF:
-        self._check_params()
-        for name in ("components_", "codes_", "outliers_", "n_iter_", "history_", "backend_",
-                     "_context", "n_features_in_", "scale_", "feature_names_in_"):
-            self.__dict__.pop(name, None)
-        names = feature_names(X)
-        X = self._validate(X)
-        # its objectives (history_) would be inf, or its scale_ absurd, without a word
-        check_not_too_large(X)
-        check_not_too_small(X)
-        backend = backend_of(X)
-        with using(backend):
-            context = {**tl.context(X), "dtype": float_dtype_of(X, backend)}
-            X = tl.tensor(X, **context)
-            scale = first_batch_scale(X, self.data_scale)
-            k = self.n_components  # W, H, their Gram matrices: before any is allocated
-            check_state_memory(k * (k + sum(X.shape)), context["dtype"], k,
-                               context.get("device"))
-            rng = generator_of(self.random_state)
-            W = self._initial_dictionary(X, rng, context)
-            H = tl.tensor(rng.random((X.shape[0], self.n_components)), **context)
-            method = self._admm if self.solver == "admm" else self._pgd
-            penalties = self._penalties(X.shape[1])
-            # at unit scale (every threshold is in the data's units); objectives scaled back;
-            # torch tensors in host memory run on numpy (core.backend.run)
-            W, H, E, history = run(backend, lambda X, W, H: method(X / scale, W, H, penalties,
-                                                                  backend),
-                                   X, W, H)
-            if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, E)):
-                raise ValueError("X: the factorization overflowed to NaN or infinite factors: "
-                                 "the values are too large for its arithmetic (rescale the "
-                                 "data) or the steps too long (kappa, rho)")
-            for info in history:
-                info["objective"] *= scale * scale
-            components = tl.transpose(W)  # on the data's backend, not the global one
-        self.__dict__.update(components_=components, codes_=H * scale,
-                             outliers_=E * scale, n_iter_=len(history), history_=history,
-                             backend_=backend, _context=context, n_features_in_=int(X.shape[1]),
-                             scale_=scale)
-        self._keep_feature_names(names)
-        return self
-
-    def _objective(self, X, W, H, E, penalties) -> float:
-        return float(tl.mean(robust_losses(X, [W], H, E, penalties)))
-
-    def _iterate(self, X, state, penalties, step, evaluate, backend):
-        """Run ``step`` until max_iter, max_time, tol or the callback stops; time excludes
-        the evaluations. The callback runs on ``backend``, the data's (the iterations may
-        run on numpy views of torch tensors, ``core.backend.run``)."""
-        history, seconds, previous = [], 0.0, None
-        for iteration in range(1, self.max_iter + 1):
-            start = time.perf_counter()
-            state = step(state)
-            seconds += time.perf_counter() - start
-            info = {"iteration": iteration, "seconds": seconds, **evaluate(state)}
-            history.append(info)
-            if self.callback is not None and self._called_back(info, backend):
-                break
-            if self.max_time is not None and seconds >= self.max_time:
-                break
-            current = info["objective"]
-            # BADMM's objective is not monotone: a small change is also a turning point of an
-            # oscillation, so it stops only once its relative primal residuals are below tol
-            residuals = [info[k] for k in ("residual_H", "residual_E", "residual_W") if k in info]
-            if self.tol and previous is not None and \
-                    abs(current - previous) / max(abs(previous), 1e-300) < self.tol and \
-                    all(r < self.tol for r in residuals):
-                break
-            previous = current
-        return state, history
-
-    def _called_back(self, info: dict, backend: str) -> bool:
-        """The user's callback on ``info``, on the data's backend: True stops the run."""
-        with using(backend):
-            return bool(self.callback(self, dict(info)))
-
-    def _pgd(self, X, W, H, penalties, backend):
-        """BPGD (S-8)-(S-10): H, then E, then W, one step each per iteration."""
-        E = project_outliers(coding_start(X, 1, "zero", "gross")[1], penalties)
-        project = dictionary_projection("l2ball")
-
-        def step(state):
-            W, H, E = state
-            G = tl.dot(tl.transpose(W), W)
-            eta = self.kappa / max(spectral_norm_psd(G), 1e-300)
-            H = tl.clip(H - eta * (tl.dot(H, G) + narrow_dot(E - X, W)), 0, None)
-            E = outlier_step(X - tl.dot(H, tl.transpose(W)), penalties)
-            explained = X - E
-            W, _ = dictionary_pgd(W, tl.dot(tl.transpose(H), H),
-                                  narrow_dot(tl.transpose(explained), H), project=project,
-                                  kappa=self.kappa, tol=0.0, max_iter=1)
-            return W, H, E
-
-        def evaluate(state):
-            return {"objective": self._objective(X, *state, penalties)}
-
-        (W, H, E), history = self._iterate(X, (W, H, E), penalties, step, evaluate, backend)
-        return W, H, E, history
-
-    def _admm(self, X, W, H, penalties, backend):
-        """BADMM (S-12)-(S-20); duals named ``dual_*`` (not the statistics A, B, D)."""
-        context = tl.context(X)
-        rho = self.rho
-        project = dictionary_projection("l2ball")
-        zeros = tl.zeros(tl.shape(X), **context)
-        # gross entries start as outliers (zero on data within 5 data units)
-        E0 = project_outliers(coding_start(X, 1, "zero", "gross")[1], penalties)
-        state = {"W": W, "Psi": W, "H": H, "U": tl.clip(H, 0, None), "E": E0, "Q": E0,
-                 "dual_H": tl.zeros(tl.shape(H), **context), "dual_E": zeros,
-                 "dual_W": tl.zeros(tl.shape(W), **context)}
-
-        def step(s):
-            W, E = s["W"], s["E"]
-            inverse = _shifted_psd_inverse(tl.dot(tl.transpose(W), W), rho)
-            H = tl.dot(narrow_dot(X - E, W) + rho * s["U"] - s["dual_H"], inverse)
-            E = soft_threshold(rho * s["Q"] + X - s["dual_E"] - tl.dot(H, tl.transpose(W)),
-                               penalties.outlier_alpha) / (1 + rho)
-            inverse = _shifted_psd_inverse(tl.dot(tl.transpose(H), H), rho)
-            W = tl.dot(narrow_dot(tl.transpose(X - E), H) - s["dual_W"] + rho * s["Psi"], inverse)
-            U = tl.clip(H + s["dual_H"] / rho, 0, None)
-            Q = project_outliers(E + s["dual_E"] / rho, penalties)
-            Psi = project(W + s["dual_W"] / rho)
-            return {"W": W, "Psi": Psi, "H": H, "U": U, "E": E, "Q": Q,
-                    "dual_H": s["dual_H"] + rho * (H - U), "dual_E": s["dual_E"] + rho * (E - Q),
-                    "dual_W": s["dual_W"] + rho * (W - Psi)}
-
-        def evaluate(s):
-            return {"objective": self._objective(X, s["Psi"], s["U"], s["Q"], penalties),
-                    "residual_H": _relative(s["H"] - s["U"], s["H"]),
-                    "residual_E": _relative(s["E"] - s["Q"], s["E"]),
-                    "residual_W": _relative(s["W"] - s["Psi"], s["W"])}
-
-        state, history = self._iterate(X, state, penalties, step, evaluate, backend)
-        return state["Psi"], state["U"], state["Q"], history
-
-    # -- using the factorization ---------------------------------------------------------------
-
-    def decompose(self, X: Any) -> tuple[Any, Any]:
-        """``(codes, outliers)`` of new samples against the learned components."""
-        self._check_fitted()
-        self._check_feature_names(X)
-        X = self._validate(X)
-        check_not_too_large(X)  # its codes would be inf or NaN
-        scale = self.__dict__.get("scale_", 1.0)  # 1.0: pickled before it existed
-        penalties = self._penalties(X.shape[1])
-        options = {"rho": self.rho} if self.solver == "admm" else {"kappa": self.kappa}
-
-        def code(X: Any, components: Any) -> tuple[Any, Any]:
-            H0, E0 = coding_start(X / scale, self.n_components, "uniform", "gross")
-            E0 = project_outliers(E0, penalties)
-            coding = robust_code(X / scale, [tl.transpose(components)], penalties,
-                                 solver=self.solver, H0=H0, E0=E0, tol=self.code_tol,
-                                 max_iter=self.code_max_iter, **options)
-            return coding.codes * scale, coding.outliers * scale
-
-        return run(self.backend_, code, X, self.components_)
-
-    def transform(self, X: Any) -> Any:
-        """Codes of new samples, ``(n_samples, n_components)``."""
-        return self.decompose(X)[0]
-
-    def outliers(self, X: Any) -> Any:
-        """Outliers of new samples, shaped like ``X``."""
-        return self.decompose(X)[1]
-
-    def denoise(self, X: Any) -> Any:
-        """New samples with their outliers removed: entries the model calls outliers
-        (``E != 0``) replaced by the reconstruction ``W h``, the others as observed."""
-        codes, outliers = self.decompose(X)  # checks the learner and the input first
-        with using(self.backend_):
-            return replace_flagged(self._validate(X), tl.dot(codes, self.components_),
-                                   outliers)
-
-    def fit_transform(self, X: Any, y: Any = None) -> Any:
-        """``fit(X)``, then the codes of ``X`` against the learned components (as ``transform``
-        gives them; the factorization's own codes are ``codes_``)."""
-        return self.fit(X).transform(X)
-
-    def inverse_transform(self, codes: Any) -> Any:
-        """``codes @ components_``: the low-rank part of samples with these codes."""
-        self._check_fitted()
-        codes = check_batch(codes, backend=self.backend_, context=self._context,
-                            sample_shape=(self.n_components,), name="codes",
-                            missing_hint=False)
-        with using(self.backend_):
-            return tl.dot(codes, self.components_)
-
-
-
-def _shifted_psd_inverse(G: Any, rho: float) -> Any:
-    """``(G + rho I)^-1`` of a PSD ``G`` through its eigendecomposition: exact in theory like
-    a solve, but it never fails when ``G``'s scale dwarfs ``rho`` (a gross outlier of 1e10
-    makes ``G + rho I`` singular in floating point, and ``solve`` raised ``LinAlgError``)."""
-    values, vectors = tl.eigh(G)
-    return tl.dot(vectors / (tl.clip(values, 0, None) + rho), tl.transpose(vectors))
-
-
-def _relative(difference: Any, reference: Any) -> float:
-    return float(tl.norm(difference)) / max(float(tl.norm(reference)), 1e-300)

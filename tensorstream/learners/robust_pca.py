@@ -9,30 +9,21 @@ bundled baseline code runs them.
   ``norm_alpha/2 ||L||_F^2``; both share the engine's loop and statistics.
 * :class:`RobustPCA` -- batch principal component pursuit ``min ||A||_* + lam ||E||_1 s.t.
   Z = A + E`` by the inexact augmented Lagrangian method of Lin, Chen & Ma, with the defaults of
-  the authors' bundled code.
+  the authors' bundled code (the algorithm: :mod:`tensorstream.algorithms.pcp`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import tensorly as tl
 
-from ..core.backend import backend_of, finfo_of, float_dtype_of, linalg_errors, using
-from ..core.constraints import soft_threshold
+from ..algorithms.pcp import principal_component_pursuit
+from ..core.backend import backend_of, finfo_of, float_dtype_of, using
 from ..core.device import device_context, move
-from ..core.validation import (
-    BACKEND,
-    NONE,
-    Interval,
-    check_batch,
-    check_overflow,
-    feature_names,
-    largest_entry,
-)
+from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
 from ..steps.surrogate import penalized_column_bcd
-from ._base import MAX_FIT_STEPS, ArrayCheckpoint, CheckedParameters, OnlineEstimator
+from ._base import MAX_FIT_STEPS, ArrayCheckpoint, OnlineEstimator
 from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
 
 
@@ -166,7 +157,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
                               "basis_sweeps": [Interval("int", 1, None)]}
 
 
-class RobustPCA(ArrayCheckpoint, CheckedParameters):
+class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     """Principal component pursuit (batch robust PCA) by the inexact augmented Lagrangian method.
 
     Solves ``min ||A||_* + outlier_alpha ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011, who
@@ -207,6 +198,8 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     components_ : tensor of shape (n_components, n_features)
     singular_values_ : tensor of the low-rank part's singular values above zero
     n_iter_ : int
+        Iterations run: each is one thin SVD of the whole matrix, so they are scikit-learn's
+        passes over the data.
 
     Notes
     -----
@@ -228,25 +221,24 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
     """
 
     _fitted_attribute = "components_"
-    #: the paper's name of ``outlier_alpha``, which older checkpoints hold
-    _renamed_parameters = {"lam": "outlier_alpha"}
     _fitted_arrays = ("low_rank_", "sparse_", "singular_values_", "loadings_", "components_")
     _fitted_values = ("n_iter_", "n_features_in_")
     #: fit_transform returns the low-rank part of the data: the input's features
     _output_follows_input = True
 
-    # the scikit-learn parameter contract, shared with the online learners
-    _param_names = classmethod(OnlineEstimator._param_names.__func__)
-    get_params = OnlineEstimator.get_params
-    set_params = OnlineEstimator.set_params
-    __repr__ = OnlineEstimator.__repr__
-    _all_or_nothing = OnlineEstimator._all_or_nothing
-
     def __init__(self, n_components: int | None = None, *, outlier_alpha: float | None = None,
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
                  max_iter: int = 1000, backend: str | None = None, device: Any = None,
                  n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.outlier_alpha = outlier_alpha
+        self.tol = tol
+        self.change_tol = change_tol
+        self.rho = rho
+        self.max_iter = max_iter
+        self.backend = backend
+        self.device = device
+        self.n_threads = n_threads
 
     _parameter_constraints = {
         "n_components": [Interval("int", 1, None), NONE],
@@ -279,7 +271,9 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
                              f"{min(Z.shape)}")
         with using(backend):
             Z = tl.tensor(Z, **{**tl.context(Z), "dtype": float_dtype_of(Z, backend)})
-            A, E, n_iter, s, Vt = self._decomposed(Z)
+            A, E, n_iter, s, Vt = principal_component_pursuit(
+                Z, outlier_alpha=self.outlier_alpha, tol=self.tol, change_tol=self.change_tol,
+                rho=self.rho, max_iter=self.max_iter)
             # rounding noise is relative to the working precision (float32: 1e-7, not 1e-16)
             eps = float(finfo_of(s).eps)
             rank = int(tl.sum(s > max(A.shape) * eps * float(s[0]))) if float(s[0]) > 0 else 0
@@ -293,65 +287,6 @@ class RobustPCA(ArrayCheckpoint, CheckedParameters):
         self._keep_feature_names(names)
         return self
 
-    def _decomposed(self, Z: Any) -> tuple[Any, Any, int, Any, Any]:
-        """``(low rank, sparse, iterations, singular values, right singular vectors)`` of
-        ``Z``, solved on ``Z`` divided by the power of two just below its largest entry: the
-        norms under- or overflowed at the data's own scale (entries of 1e-160 gave a zero
-        split, a largest-float entry an SVD that did not converge). A power of two divides
-        exactly, and the stopping rule is kept in the data's units, so data at ordinary
-        scales get bit for bit what they got unscaled."""
-        largest = largest_entry(Z)
-        factor = math.ldexp(0.5, math.frexp(largest)[1]) if largest > 0 else 1.0
-        try:
-            A, E, n_iter = self._solve(Z / factor, units=factor)
-            _, s, Vt = tl.svd(A, full_matrices=False)
-        except linalg_errors() as error:
-            raise ValueError(f"X: the singular value decomposition did not converge ({error}); "
-                             f"the data are too ill-conditioned for this model. Check X for "
-                             f"extreme entries or rescale them") from None
-        A, E, s = A * factor, E * factor, s * factor
-        # the sparse part of a largest-float entry can round beyond it when scaled back
-        check_overflow((A, E))
-        return A, E, n_iter, s, Vt
-
-    def _solve(self, Z: Any, units: float = 1.0) -> tuple[Any, Any, int]:
-        """Inexact ALM on ``Z``, the data divided by ``units``: the reference's change rule
-        ``mu ||A - A_old|| / ||Z||`` is not scale-free (it scales as 1/data), so it is taken
-        in the data's units."""
-        n, p = Z.shape
-        alpha = self.outlier_alpha
-        outlier_alpha = 1.0 / math.sqrt(max(n, p)) if alpha is None else float(alpha)
-        norm_fro = float(tl.norm(Z))
-        if norm_fro == 0:
-            return Z * 0, Z * 0, 0
-        norm_two = float(tl.svd(Z, full_matrices=False)[1][0])
-        Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / outlier_alpha)
-        mu = 1.25 / norm_two
-        mu_max = 1e9 * mu
-        A, E = Z * 0, Z * 0
-        for iteration in range(1, self.max_iter + 1):
-            E = soft_threshold(Z - A + Y / mu, outlier_alpha / mu)
-            A_new = _singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
-            residual = Z - A_new - E
-            Y = Y + mu * residual
-            change = mu * float(tl.norm(A_new - A)) / norm_fro / units
-            A = A_new
-            if change < self.change_tol:
-                if float(tl.norm(residual)) / norm_fro < self.tol:
-                    return A, E, iteration
-                mu = min(self.rho * mu, mu_max)
-        return A, E, self.max_iter
-
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """``fit(X)``, then the low-rank part of ``X``."""
         return self.fit(X).low_rank_
-
-
-def _singular_value_threshold(M: Any, threshold: float) -> Any:
-    """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``."""
-    U, s, Vt = tl.svd(M, full_matrices=False)
-    keep = int(tl.sum(s > threshold))
-    if keep == 0:
-        return M * 0
-    return tl.dot(U[:, :keep] * (s[:keep] - threshold), Vt[:keep])
-

@@ -4,7 +4,9 @@
 paper's two baselines in the same code paths (same formulation, coder, prox and sampling):
 proximal SGD with ``gamma_t = beta / (b t + beta')`` (``method="sgd"``, Algorithm S-3) and
 stochastic majorization-minimization on the sums ``A = sum h h^T``, ``B = sum (x - r) h^T``
-(``method="smm"``, Algorithm S-2). See ``docs/svrmf.md``.
+(``method="smm"``, Algorithm S-2). See ``docs/svrmf.md``. The epochs themselves are functions
+of :mod:`tensorstream.algorithms.variance_reduced`; this module holds the estimator: its
+parameters, the finite data set behind ``X``, the fitted attributes and the checkpoints.
 
 One call of :meth:`VarianceReducedMF.partial_fit` is one outer iteration ("epoch"):
 
@@ -17,8 +19,6 @@ One call of :meth:`VarianceReducedMF.partial_fit` is one outer iteration ("epoch
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
 import time
 from typing import Any
@@ -26,11 +26,14 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
-from ..core.caller import warn
-from ..core.device import device_of
-from ..core.dictionary import spectral_norm_psd
-from ..core.products import narrow_dot
+from ..algorithms.variance_reduced import (
+    METHODS,
+    EpochOptions,
+    concatenate_codes,
+    initial_state,
+    run_epoch,
+)
+from ..core.backend import run, using
 from ..core.validation import (
     ARRAY,
     BOOLEAN,
@@ -38,55 +41,27 @@ from ..core.validation import (
     Instance,
     Interval,
     Options,
-    as_array,
     check_batch,
     check_overflow,
     check_positive_number,
-    check_state_memory,
     feature_names,
     generator_of,
-    is_sparse,
 )
-from ..engine.distributed import SpreadRows, connected
-from ..engine.loop import usable_scale
-from ..finite.formulations import (
-    FORMULATIONS,
-    FiniteCodes,
-    RobustPCA,
-    make_formulation,
-    solve_codes,
-)
+from ..engine.distributed import SpreadRows
+from ..finite.formulations import FORMULATIONS, FiniteCodes, make_formulation, solve_codes
 from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
-    FiniteData,
-    batch_gradient,
     chunk_count,
     default_sizes,
-    estimate_lipschitz,
     full_gradient,
     gradient_mapping,
-    inexact_tolerance,
     objective,
-    prox_step,
-    scatter,
-    sgd_step_size,
-    vr_direction,
 )
-from ..streams import Epochs, Stream
-from ._base import (
-    SHARED_CONSTRAINTS,
-    ArrayCheckpoint,
-    OnlineEstimator,
-    _progress_bar,
-    check_fit_work,
-)
-from .maxnorm import sample_scale_sums
-
-METHODS = ("vr", "sgd", "smm")
-AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (sec. 5.2)
+from ._base import SHARED_CONSTRAINTS, _progress_bar, check_fit_work
+from ._finite import FiniteDataLearner
 
 
-class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
+class VarianceReducedMF(FiniteDataLearner):
     """Stochastic matrix factorization by variance reduction, over the formulations P1-P8.
 
     Minimises ``f(W) = (1/n) sum_i min_{h, r} [1/2 ||x_i - W h - r||^2 + phi(h) + varphi(r)]
@@ -156,7 +131,8 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         ``W = B (A + lam1 I)^-1`` instead).
     chunk_size : int, default 1024
         Samples per chunk of the full passes.
-    code_solver : {"fista", "bsum"}, default "fista"
+    coder : {"fista", "bsum"}, default "fista"
+        The solver of the codes: FISTA (Nesterov momentum) or plain proximal gradient.
     code_tol : float, default 1e-6
         Per-sample absolute tolerance on the prox-gradient residual of the coder.
     code_max_iter : int, default 100
@@ -195,6 +171,10 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         are in the data's units; the gradient mappings are those of the problem in units of
         the scale.
     n_epochs_ : int
+    n_iter_ : int
+        Epochs run, as ``n_epochs_``: scikit-learn's passes over the data (an epoch reads the
+        data set about once: ``vr`` a full pass plus ``m b`` samples, ``sgd``/``smm``
+        ``m b`` samples, one pass at the default ``epoch_length``).
     n_steps_ : int
         Inner steps so far.
     inner_batch_, epoch_length_ : int
@@ -235,23 +215,58 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                  lrr_A=None, lrr_B=None, allow_negative: bool = False, init="auto",
                  data_scale: float | str = "auto",
                  output: str = "last", store_snapshot_codes: bool = False, smm_steps: int = 5,
-                 chunk_size: int = 1024, code_solver: str = "fista", code_tol: float = 1e-6,
+                 chunk_size: int = 1024, coder: str = "fista", code_tol: float = 1e-6,
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
                  random_state=None, backend: str | None = None, device: Any = None,
                  verbose: bool = False,
                  callback=None, n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.formulation = formulation
+        self.method = method
+        self.n_epochs = n_epochs
+        self.step_size = step_size
+        self.step_offset = step_offset
+        self.auto_samples = auto_samples
+        self.inner_batch = inner_batch
+        self.epoch_length = epoch_length
+        self.inexact = inexact
+        self.tau = tau
+        self.c_tol = c_tol
+        self.lam = lam
+        self.lam1 = lam1
+        self.lam2 = lam2
+        self.lam3 = lam3
+        self.M = M
+        self.M_prime = M_prime
+        self.nu = nu
+        self.groups = groups
+        self.laplacian = laplacian
+        self.lrr_A = lrr_A
+        self.lrr_B = lrr_B
+        self.allow_negative = allow_negative
+        self.init = init
+        self.data_scale = data_scale
+        self.output = output
+        self.store_snapshot_codes = store_snapshot_codes
+        self.smm_steps = smm_steps
+        self.chunk_size = chunk_size
+        self.coder = coder
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
+        self.eval_tol = eval_tol
+        self.eval_max_iter = eval_max_iter
+        self.random_state = random_state
+        self.backend = backend
+        self.device = device
+        self.verbose = verbose
+        self.callback = callback
+        self.n_threads = n_threads
 
     # -- parameters ------------------------------------------------------------------------------
 
     _fitted_attribute = "loadings_"
     #: parameters a checkpoint stores as members when they are given as arrays
     _array_parameters = ("laplacian", "lrr_A", "lrr_B", "init")
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False  # dense data only (a clear TypeError for sparse)
-        return tags
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
@@ -280,7 +295,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         "store_snapshot_codes": [BOOLEAN],
         "smm_steps": [Interval("int", 1, None)],
         "chunk_size": [Interval("int", 1, None)],
-        "code_solver": [Options("fista", "bsum")],
+        "coder": [Options("fista", "bsum")],
         "eval_tol": [Interval("real", 0, None)],
         "eval_max_iter": [Interval("int", 1, None)],
     }
@@ -291,70 +306,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             M=self.M, M_prime=self.M_prime, nu=self.nu, groups=self.groups,
             laplacian=self.laplacian, lrr_A=self.lrr_A, lrr_B=self.lrr_B,
             n_components=self.n_components)
-
-    # -- data ------------------------------------------------------------------------------------
-
-    def _finite_data(self, X: Any, context: dict | None = None, backend: str | None = None,
-                     form=None, spread: SpreadRows | None = None, *,
-                     scale: float | None = None) -> FiniteData:
-        """The finite data set behind ``X``, or a clear error (VR needs a finite sum); with a
-        ``scale``, read in its units; with ``spread``, its full passes run on the workers."""
-        X = as_array(X)
-        if is_sparse(X):
-            raise TypeError(f"{type(self).__name__} does not support sparse input: its "
-                            f"formulations' proximal steps need dense data; pass X.toarray()")
-        if isinstance(X, Epochs):
-            X = X.sample_space()
-        elif isinstance(X, Stream) or (not hasattr(X, "shape") and hasattr(X, "__iter__")):
-            raise TypeError(
-                f"{type(self).__name__} needs a finite data set (an array, a dask array, an "
-                f"xarray.DataArray with samples first, or an Epochs stream), got "
-                f"{type(X).__name__}: a stream or generator may be infinite and has no full "
-                f"gradient")
-        if X is None or not hasattr(X, "shape"):
-            raise TypeError(f"X must be an array of shape (n_samples, n_features), got "
-                            f"{type(X).__name__}")
-        if hasattr(X, "dims") and hasattr(X, "data"):
-            X = X.data
-        if len(X.shape) != 2:
-            raise ValueError(f"X must be a matrix (n_samples, n_features), got shape "
-                             f"{tuple(X.shape)}; Reshape your data")
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(f"X has {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
-                             f"(shape={tuple(X.shape)}) while a minimum of 1 is required.")
-        if X.shape[1] != self.__dict__.get("n_features_in_", X.shape[1]):
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
-                             f"expecting {self.n_features_in_} features as input")
-        if backend is None:
-            device = device_of(self)  # a device given: the pytorch backend there
-            backend = "pytorch" if device is not None else (self.backend or backend_of(X))
-            with using(backend):
-                probe = X[:1] if backend_of(X) == backend else np.zeros((1, 1))
-                dtype = float_dtype_of(probe, backend)
-                context = {"dtype": dtype}
-                if backend == "pytorch":  # numpy data on backend="pytorch": the CPU's tensors
-                    context["device"] = device if device is not None else X.device \
-                        if backend_of(X) == "pytorch" else tl.context(tl.tensor(probe))["device"]
-        nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
-        way_out = (f"formulation={self.formulation!r} is nonnegative: pass allow_negative=True, "
-                   f"or a formulation for signed data (e.g. 'odl', 'orpca')")
-        return FiniteData(X, backend, context, nonnegative, spread,
-                          1.0 if scale is None else scale, way_out)
-
-    @contextlib.contextmanager
-    def _spread(self, X: Any, client: Any) -> Any:
-        """``X``'s rows spread over the workers of ``client`` for the block (None without a
-        client: the full passes run in this process)."""
-        if client is None:
-            yield None
-            return
-        data = self._finite_data(X)  # refuses bad input before connecting
-        with connected(client) as open_client:
-            spread = SpreadRows(open_client, data.X, self.chunk_size)
-            try:
-                yield spread
-            finally:
-                spread.release()
 
     # -- fitting ---------------------------------------------------------------------------------
 
@@ -450,82 +401,22 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         scale, scale_passes = self._scale_of(data)
         scale_seconds = time.perf_counter() - start
         data = self._finite_data(X, probe.context, probe.backend, form, spread, scale=scale)
-        n, d = data.n, data.d
-        rng = generator_of(self.random_state)
-        b, m = default_sizes(n, self.inner_batch, self.epoch_length)
-        if self.method != "vr" and self.epoch_length is None:
-            m = -(-n // b)
-        with using(data.backend):
-            if self.method != "vr":  # SGD/SMM never pass over all data: validate it up front
-                data.map_reduce(chunk_count, self.chunk_size)
-            if form.needs_scatter:
-                form = form.prepare(scatter(data, self.chunk_size), n)
-            W = self._initial_dictionary(form, data, rng)
-        state = FiniteState(dictionary=W, output=W, statistics=None, formulation=form,
-                            scale=scale, step_size=None, rng=rng, backend=data.backend,
-                            context=data.context, n_samples=n, n_features=d, inner_batch=b,
-                            epoch_length=m, passes_read=scale_passes, seconds=scale_seconds)
-        return state if self.method == "smm" else self._with_step_size(state, data)
+        return initial_state(
+            data, form, generator_of(self.random_state), self._options(),
+            n_components=self.n_components, init=self.init, inner_batch=self.inner_batch,
+            epoch_length=self.epoch_length, step_size=self.step_size,
+            auto_samples=self.auto_samples, scale=scale, passes_read=scale_passes,
+            seconds=scale_seconds)
 
-    def _scale_of(self, data: FiniteData) -> tuple[float, float]:
-        """``(scale, passes read)``: ``data_scale``, or for ``"auto"`` the mean over samples of
-        each sample's median absolute entry (:func:`~tensorstream.learners.maxnorm.
-        sample_scale_sums`), one pass over the data set."""
-        if self.data_scale != "auto":
-            return float(self.data_scale), 0.0
-        with using(data.backend):  # a map-reduce: on the workers when the data are spread
-            total = data.map_reduce(_scale_sum, self.chunk_size)
-        return usable_scale(float(total) / data.n), 1.0
-
-    def _with_step_size(self, state: FiniteState, data: FiniteData) -> FiniteState:
-        """``state`` with ``step_size``, or with ``"auto"`` ``1 / (2.3 L)`` from a backtracking
-        estimate of ``L`` at the initial dictionary on a subsample (counted as algorithm
-        work)."""
-        if not isinstance(self.step_size, str):
-            return dataclasses.replace(state, step_size=float(self.step_size))
-        n = state.n_samples
-        rows = np.sort(state.rng.choice(n, min(n, self.auto_samples), replace=False))
-        subsample = FiniteData(data.rows(rows), data.backend, data.context, data.nonnegative,
-                               way_out=data.way_out)
-        start = time.perf_counter()
-        with using(data.backend):
-            L, passes = estimate_lipschitz(state.formulation, state.dictionary, subsample, n,
-                                           chunk_size=self.chunk_size, solver=self.code_solver,
-                                           tol=self.code_tol, max_iter=self.code_max_iter)
-        read = passes * len(rows) / n
-        return dataclasses.replace(
-            state, step_size=1.0 / (AUTO_THETA * L),
-            seconds=state.seconds + (time.perf_counter() - start),
-            passes_read=state.passes_read + read, solves=state.solves + read)
-
-    def _initial_dictionary(self, form, data: FiniteData, rng: np.random.Generator) -> Any:
-        n, d, k = data.n, data.d, self.n_components
-        # the dictionary, its gradients and the snapshot codes, before any is allocated
-        check_state_memory(k * (k + n + d), data.context["dtype"], k,
-                           data.context.get("device"))
-        init = self.init
-        if isinstance(init, str) and init == "auto":
-            # data rows carry the outliers a robust formulation is meant to ignore (rows with
-            # entries of 1000 scales stall it at the start): a Gaussian start for those
-            init = "gaussian" if form.robust else "random"
-        if isinstance(init, str) and init in ("random", "ones"):
-            if init == "ones":
-                warn("init='ones' (the paper's start) keeps W rank one forever (identical columns "
-                     "stay identical); adding 1e-3 Gaussian noise")
-                base = np.ones((d, k))
-            else:
-                rows = rng.choice(n, k, replace=n < k)
-                base = to_numpy(data.rows(np.sort(rows))).T[:, rng.permutation(k)]
-            W = base + 1e-3 * rng.standard_normal((d, k))
-        elif isinstance(init, str):
-            W = rng.standard_normal((d, k))
-        else:
-            W = np.asarray(to_numpy(init), dtype=float)
-            if W.shape != (k, d) or not np.all(np.isfinite(W)):
-                raise ValueError(f"init must be a finite array of shape ({k}, {d}) "
-                                 f"(n_components, n_features), got shape {W.shape}")
-            W = W.T
-        return form.prox_w(as_tensor(W, data.backend, **data.context), 0.0, n)
+    def _options(self) -> EpochOptions:
+        """The options of an epoch, from the parameters (the one place the algorithm's
+        settings are read)."""
+        return EpochOptions(
+            method=self.method, coder=self.coder, code_tol=self.code_tol,
+            code_max_iter=self.code_max_iter, inexact=self.inexact, tau=self.tau,
+            c_tol=self.c_tol, chunk_size=self.chunk_size, output=self.output,
+            store_snapshot_codes=self.store_snapshot_codes, step_offset=self.step_offset,
+            smm_steps=self.smm_steps)
 
     def _check_fixed_by_state(self, state: FiniteState) -> None:
         """Refuse, by name, a parameter set since the fit that the fitted state fixes (the
@@ -563,18 +454,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             form = dataclasses.replace(form, Q=state.formulation.Q)
         return form
 
-    def _commit(self, state: FiniteState) -> None:
-        """Set the fitted attributes from ``state`` (the only place the learner changes)."""
-        check_overflow((state.dictionary,))  # finite data whose squares overflow (~1e160)
-        self.__dict__.update(self._fitted_attributes(state))
-
-    def _forget_fit(self) -> None:
-        """Remove what :meth:`_commit` set and the feature names (``fit`` starts anew)."""
-        if "state_" in self.__dict__:
-            for name in self._fitted_attributes(self.state_):
-                del self.__dict__[name]
-        self.__dict__.pop("feature_names_in_", None)
-
     def _fitted_attributes(self, state: FiniteState) -> dict:
         W_out = state.output if self.output == "random" and self.method == "vr" \
             else state.dictionary
@@ -611,113 +490,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             raise ValueError(f"X has shape ({data.n}, {data.d}) but this learner was fitted on "
                              f"({state.n_samples}, {state.n_features}): VR works on one finite "
                              f"data set")
-        # the epoch draws from a copy: the state given (and the learner's) keeps its generator
-        state = dataclasses.replace(state, rng=copy.deepcopy(state.rng))
-        start = time.perf_counter()
-        with using(data.backend):
-            methods = {"vr": self._vr_epoch, "sgd": self._sgd_epoch, "smm": self._smm_epoch}
-            state, info = methods[self.method](state, data)
-        if info["snapshot_loss"] is not None:  # in the data's units, as objective()
-            info["snapshot_loss"] *= state.scale * state.scale
-        state = dataclasses.replace(state, seconds=state.seconds + (time.perf_counter() - start),
-                                    n_epochs=state.n_epochs + 1)
-        info.update(epoch=state.n_epochs, passes_read=state.passes_read, solves=state.solves,
-                    seconds=state.seconds, steps=state.n_steps)
-        return dataclasses.replace(state, history=(*state.history, info)), info
-
-    def _coder(self, tol: float) -> dict:
-        return dict(solver=self.code_solver, tol=tol, max_iter=self.code_max_iter)
-
-    def _tolerance(self, state: FiniteState, t: int) -> float:
-        if not self.inexact:
-            return float(self.code_tol)
-        return inexact_tolerance(self.c_tol, self.tau, state.epoch_length, state.n_epochs, t)
-
-    def _vr_epoch(self, state: FiniteState, data: FiniteData) -> tuple[FiniteState, dict]:
-        form, n, b, m = state.formulation, state.n_samples, state.inner_batch, state.epoch_length
-        rng, eta = state.rng, state.step_size
-        W0 = W = state.dictionary
-        W_out, out_count = state.output, state.output_count
-        tol0 = self._tolerance(state, 0)
-        G, sums, kept = full_gradient(form, W0, data, self.chunk_size, keep_codes=bool(
-            self.store_snapshot_codes), **self._coder(tol0))
-        gamma = gradient_mapping(form, W0, G, eta, n)
-        info = {"grad_map_sq": float(tl.sum(gamma * gamma)),
-                "snapshot_loss": sums.loss / n + form.psi(W0, n),
-                "code_iterations": sums.iterations, "max_code_iter": sums.max_iter,
-                "code_tol": tol0}
-        stored = _concatenate(kept) if kept is not None else None
-        for t in range(m):
-            if self.output == "random":  # reservoir over W^{s,t}, t = 0..m-1 (Option I)
-                out_count += 1
-                if rng.random() * out_count < 1.0:
-                    W_out = W
-            rows = np.sort(rng.choice(n, b, replace=False))
-            Xb = data.rows(rows)
-            codes0 = _take(stored, rows) if stored is not None else \
-                solve_codes(form, Xb, W0, **self._coder(tol0))
-            codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, t)))
-            W = prox_step(form, W, vr_direction(W, W0, Xb, codes, codes0, G), eta, n)
-            info["code_iterations"] += int(codes.n_iter.sum() + codes0.n_iter.sum())
-            info["max_code_iter"] = max(info["max_code_iter"], int(codes.n_iter.max()))
-        solved = (n + (1 if stored is not None else 2) * m * b) / n
-        return dataclasses.replace(
-            state, dictionary=W, output=W_out, output_count=out_count,
-            n_steps=state.n_steps + m, passes_read=state.passes_read + (n + m * b) / n,
-            solves=state.solves + solved), info
-
-    def _sgd_epoch(self, state: FiniteState, data: FiniteData) -> tuple[FiniteState, dict]:
-        form, n, b, rng = state.formulation, state.n_samples, state.inner_batch, state.rng
-        offset = 100.0 * b if self.step_offset is None else float(self.step_offset)
-        beta = state.step_size * offset
-        W, iterations, steps = state.dictionary, 0, state.n_steps
-        for _ in range(state.epoch_length):
-            Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
-            codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
-            gamma = sgd_step_size(beta, offset, b, steps)
-            W = prox_step(form, W, batch_gradient(W, Xb, codes), gamma, n)
-            steps += 1
-            iterations += int(codes.n_iter.sum())
-        return self._stochastic_step(state, W, steps, iterations)
-
-    def _smm_epoch(self, state: FiniteState, data: FiniteData) -> tuple[FiniteState, dict]:
-        form, n, b, rng = state.formulation, state.n_samples, state.inner_batch, state.rng
-        W, iterations, steps = state.dictionary, 0, state.n_steps
-        k, d = tl.shape(W)[1], tl.shape(W)[0]
-        sums = state.statistics or {"A": tl.zeros((k, k), **state.context),
-                                    "B": tl.zeros((d, k), **state.context)}
-        A, B = sums["A"], sums["B"]
-        feng = type(form) is RobustPCA
-        for _ in range(state.epoch_length):
-            Xb = data.rows(np.sort(rng.choice(n, b, replace=False)))
-            codes = solve_codes(form, Xb, W, **self._coder(self._tolerance(state, 0)))
-            A = A + tl.dot(tl.transpose(codes.H), codes.H)  # sums: S-2's 1/t is undefined at t=0
-            B = B + narrow_dot(tl.transpose(Xb - codes.R), codes.H)
-            steps += 1
-            iterations += int(codes.n_iter.sum())
-            if feng:  # W = B (A + lam1 I)^-1 (Feng et al.; S-2 as printed drops psi)
-                system = A + form.lam1 * tl.eye(k, **state.context)
-                W = tl.transpose(tl.solve(system, tl.transpose(B)))
-                continue
-            L = spectral_norm_psd(A)
-            if L <= 0:
-                continue
-            seen = steps * b  # the surrogate is a sum over the samples seen
-            for _ in range(self.smm_steps):
-                W = form.prox_w(W - (tl.dot(W, A) - B) / L, seen / L, n)
-        state = dataclasses.replace(state, statistics={"A": A, "B": B})
-        return self._stochastic_step(state, W, steps, iterations)
-
-    def _stochastic_step(self, state: FiniteState, W: Any, steps: int,
-                         iterations: int) -> tuple[FiniteState, dict]:
-        """The state after an epoch of ``sgd``/``smm`` (one fraction ``m b / n`` of a pass
-        read and solved), and its history row."""
-        fraction = state.epoch_length * state.inner_batch / state.n_samples
-        info = {"grad_map_sq": None, "snapshot_loss": None, "code_iterations": iterations,
-                "max_code_iter": None, "code_tol": self._tolerance(state, 0)}
-        return dataclasses.replace(state, dictionary=W, n_steps=steps,
-                                   passes_read=state.passes_read + fraction,
-                                   solves=state.solves + fraction), info
+        return run_epoch(state, data, self._options())
 
     # -- using the model -------------------------------------------------------------------------
 
@@ -739,7 +512,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
             if data.d != self.n_features_in_:
                 raise ValueError(f"X has {data.d} features but this learner was fitted on "
                                  f"{self.n_features_in_}")
-            return _concatenate([solve_codes(self.formulation_, chunk, W, solver="fista",
+            return concatenate_codes([solve_codes(self.formulation_, chunk, W, coder="fista",
                                              tol=tol, max_iter=max_iter)
                                  for _, chunk in data.chunks(self.chunk_size)])
 
@@ -752,7 +525,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
 
     def outliers(self, X: Any) -> Any:
         """Outliers ``R`` of shape ``(n_samples, n_features)`` (zeros if not robust)."""
-        return self._codes(X, self.eval_tol, self.eval_max_iter).R * self.scale_
+        return self._codes(X, self.eval_tol, self.eval_max_iter).outliers * self.scale_
 
     def inverse_transform(self, H: Any) -> Any:
         """``H W^T``: the low-rank part of the samples coded ``H``."""
@@ -798,7 +571,7 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
                                      scale=self.scale_)
             with using(self.backend_):
                 G, _, _ = full_gradient(self.formulation_, self._W_output, data,
-                                        self.chunk_size, solver="fista", tol=self.eval_tol,
+                                        self.chunk_size, coder="fista", tol=self.eval_tol,
                                         max_iter=self.eval_max_iter)
                 gamma = gradient_mapping(self.formulation_, self._W_output, G, eta, data.n)
                 return float(tl.sum(gamma * gamma))
@@ -808,147 +581,6 @@ class VarianceReducedMF(ArrayCheckpoint, OnlineEstimator):
         value = self.objective(X)
         check_overflow((np.asarray(value),))
         return -value
-
-    # -- checkpoints (the batch learners' layout, tensorstream.engine.checkpoint) -----------
-
-    def _fitted_contents(self) -> tuple[dict, dict]:
-        """The state's counters and history (JSON values) and its tensors, by name; the
-        dictionary is the member ``loading_0``, as the online learners' loadings."""
-        self._check_fitted()
-        state = self.state_
-        values = {name: getattr(state, name) for name in _STATE_VALUES}
-        tensors = {"loading_0": state.dictionary, "output": state.output}
-        if state.statistics is not None:
-            tensors.update(A=state.statistics["A"], B=state.statistics["B"])
-        Q = getattr(state.formulation, "Q", None)
-        if Q is not None:  # host numpy; the formulation casts it to W's dtype where used
-            tensors["Q"] = np.asarray(Q, dtype=to_numpy(state.dictionary).dtype)
-        return {**values, "history": list(state.history)}, tensors
-
-    def _checkpoint_contents(self) -> tuple[dict, dict]:
-        """The batch learners' layout, plus the fields every online checkpoint has at the top
-        (steps, samples seen, scale, random generator), which ``tensorstream info`` shows."""
-        meta, arrays = super()._checkpoint_contents()
-        state = self.state_
-        meta.update(n_steps=state.n_steps, n_samples_seen=state.n_samples_seen, n_loadings=1,
-                    scale=state.scale, rng=state.rng.bit_generator.state)
-        return meta, arrays
-
-    @classmethod
-    def _upgraded(cls, meta: dict, arrays: dict) -> tuple[dict, dict]:
-        """Checkpoints of format versions 1 to 4 (a ``state`` mapping and ``state_*``
-        members) in the current layout."""
-        return _upgraded_layout(meta, arrays) if "state" in meta else (meta, arrays)
-
-    @classmethod
-    def _loaded_params(cls, params: dict, meta: dict) -> dict:
-        """As the batch learners load them, with the raw units (``data_scale=1.0``) of the
-        files of format versions 1 to 4 written before the data scale (so that ``tensorstream
-        info`` shows what loading gives)."""
-        params = super()._loaded_params(params, meta)
-        return {"data_scale": 1.0, **params} if "state" in meta else params
-
-    def _restore_fitted(self, meta: dict, arrays: dict, backend: str, context: dict) -> None:
-        """The state of a checkpoint, checked as the constructor and ``fit`` would."""
-        self._check_params()
-        values = _checked_values(meta["values"])
-        rng = np.random.default_rng()
-        rng.bit_generator.state = meta["rng"]
-        with using(backend):
-            tensors = {name: as_tensor(arrays[name], backend, **context)
-                       for name in ("loading_0", "output", "A", "B") if name in arrays}
-        d, k = values["n_features"], self.n_components
-        for name, shape in (("loading_0", (d, k)), ("output", (d, k)), ("A", (k, k)),
-                            ("B", (d, k))):
-            if name in tensors and tuple(tensors[name].shape) != shape:
-                raise ValueError(f"member {name!r} has shape {tuple(tensors[name].shape)}, not "
-                                 f"{shape} (n_features={d}, n_components={k})")
-        form = self._make_formulation(d)
-        if "Q" in arrays:
-            form = dataclasses.replace(form, Q=arrays["Q"])
-        statistics = {"A": tensors["A"], "B": tensors["B"]} if "A" in tensors else None
-        self._commit(FiniteState(
-            dictionary=tensors["loading_0"], output=tensors["output"], statistics=statistics,
-            formulation=form, scale=float(meta["scale"]), rng=rng, backend=backend,
-            context=context, n_steps=int(meta["n_steps"]), **values))
-
-
-#: the state's fields a checkpoint stores as JSON values (besides the history)
-_STATE_VALUES = ("n_samples", "n_features", "inner_batch", "epoch_length", "step_size",
-                 "output_count", "n_epochs", "passes_read", "solves", "seconds")
-_COUNTS = {"n_samples": 1, "n_features": 1, "inner_batch": 1, "epoch_length": 1,
-           "output_count": 0, "n_epochs": 0}  # each count's least value
-
-
-def _checked_values(values: dict) -> dict:
-    """The JSON values of a checkpointed state, or a ``ValueError`` naming the field."""
-    checked = {}
-    for name, least in _COUNTS.items():
-        value = values[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-        checked[name] = value
-    for name in ("passes_read", "solves", "seconds", "step_size"):
-        value = values[name]
-        if value is None and name == "step_size":
-            checked[name] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not 0 <= value < float("inf"):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        checked[name] = float(value)
-    history = values["history"]
-    if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
-        raise ValueError(f"history must be a list of mappings, got {type(history).__name__}")
-    if checked["inner_batch"] > checked["n_samples"]:
-        raise ValueError(f"inner_batch={checked['inner_batch']} exceeds "
-                         f"n_samples={checked['n_samples']}")
-    return {**checked, "history": tuple(history)}
-
-
-#: the old layout's state keys, by the name the current layout gives them
-_OLD_VALUES = {"n_samples": "n", "n_features": "d", "inner_batch": "b", "epoch_length": "m",
-               "output_count": "out_count", "n_epochs": "epochs", "passes_read": "passes",
-               "solves": "solves", "seconds": "seconds"}
-
-
-def _upgraded_layout(meta: dict, arrays: dict) -> tuple[dict, dict]:
-    """A checkpoint written before format version 5 (the state as one ``state`` mapping,
-    members ``state_W_out``, ``state_A``, ``state_B``, ``state_Q``) in the current layout,
-    with the defaults of the versions before the data scale and the automatic step."""
-    state = meta["state"]
-    params = {"data_scale": 1.0, **meta["params"]}  # files before data_scale: raw units
-    step = state["eta"] if "eta" in state else (  # files before step_size="auto"
-        None if params.get("method", "vr") == "smm" else float(params["step_size"]))
-    values = {new: state[old] for new, old in _OLD_VALUES.items()}
-    values.update(step_size=step, history=meta["history"])
-    new_meta = {**meta, "params": params, "values": values, "lists": {},
-                "scale": state.get("scale", 1.0), "n_steps": state["steps"]}
-    renamed = {"state_W_out": "output", "state_A": "A", "state_B": "B", "state_Q": "Q"}
-    return new_meta, {renamed.get(key, key): value for key, value in arrays.items()}
-
-
-def _scale_sum(chunk: Any) -> float:
-    """A chunk's part of the ``"auto"`` data scale (its samples' median absolute entries)."""
-    return sample_scale_sums(chunk)[0]
-
-
-def _concatenate(parts: list[FiniteCodes]) -> FiniteCodes:
-    return FiniteCodes(tl.concatenate([c.H for c in parts], axis=0),
-                 tl.concatenate([c.R for c in parts], axis=0),
-                 np.concatenate([c.n_iter for c in parts]),
-                 tl.concatenate([c.residual for c in parts], axis=0))
-
-
-def _take(codes: FiniteCodes, rows: np.ndarray) -> FiniteCodes:
-    """The stored snapshot codes of ``rows`` (no solver iterations spent)."""
-    index = rows
-    if backend_of(codes.H) == "pytorch":
-        import torch
-
-        index = torch.as_tensor(rows, device=codes.H.device)
-    return FiniteCodes(codes.H[index], codes.R[index], np.zeros(len(rows), dtype=np.int64),
-                 codes.residual[index])
 
 
 __all__ = ["VarianceReducedMF"]

@@ -1,0 +1,99 @@
+"""Principal component pursuit (batch robust PCA) by the inexact augmented Lagrangian method.
+
+``min ||A||_* + outlier_alpha ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) by the
+algorithm of Lin, Chen & Ma (2010) as the max-norm authors' bundled ``inexact_alm_rpca.m`` runs
+it; :class:`~tensorstream.learners.robust_pca.RobustPCA` is the estimator around
+:func:`principal_component_pursuit`. Each iteration is one thin SVD of the whole matrix, so
+iterations are passes over the data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import tensorly as tl
+
+from ..core.backend import linalg_errors
+from ..core.constraints import soft_threshold
+from ..core.validation import check_overflow, largest_entry
+
+
+def principal_component_pursuit(Z: Any, *, outlier_alpha: float | None, tol: float,
+                                change_tol: float, rho: float, max_iter: int
+                                ) -> tuple[Any, Any, int, Any, Any]:
+    """``(low rank, sparse, iterations, singular values, right singular vectors)`` of ``Z``.
+
+    Solved on ``Z`` divided by the power of two just below its largest entry: the norms
+    under- or overflowed at the data's own scale (entries of 1e-160 gave a zero split, a
+    largest-float entry an SVD that did not converge). A power of two divides exactly, and the
+    stopping rule is kept in the data's units, so data at ordinary scales get bit for bit what
+    they got unscaled.
+
+    Parameters
+    ----------
+    Z : tensor of shape (n_samples, n_features)
+    outlier_alpha : float or None
+        Weight of ``||E||_1``; None is ``1/sqrt(max(n_samples, n_features))``.
+    tol, change_tol, rho, max_iter
+        The stopping rule and the growth of ``mu`` (:func:`inexact_alm`).
+    """
+    largest = largest_entry(Z)
+    factor = math.ldexp(0.5, math.frexp(largest)[1]) if largest > 0 else 1.0
+    try:
+        A, E, n_iter = inexact_alm(Z / factor, outlier_alpha=outlier_alpha, tol=tol,
+                                   change_tol=change_tol, rho=rho, max_iter=max_iter,
+                                   units=factor)
+        _, s, Vt = tl.svd(A, full_matrices=False)
+    except linalg_errors() as error:
+        raise ValueError(f"X: the singular value decomposition did not converge ({error}); "
+                         f"the data are too ill-conditioned for this model. Check X for "
+                         f"extreme entries or rescale them") from None
+    A, E, s = A * factor, E * factor, s * factor
+    # the sparse part of a largest-float entry can round beyond it when scaled back
+    check_overflow((A, E))
+    return A, E, n_iter, s, Vt
+
+
+def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: float,
+                rho: float, max_iter: int, units: float = 1.0) -> tuple[Any, Any, int]:
+    """Inexact ALM on ``Z``, the data divided by ``units``: ``(A, E, iterations)``.
+
+    ``Y_0 = Z / max(||Z||_2, ||Z||_inf / outlier_alpha)``, ``mu_0 = 1.25 / ||Z||_2``, then
+    alternately soft-thresholding for ``E`` and singular value thresholding at ``1/mu`` for
+    ``A``; ``mu`` grows by ``rho`` (up to ``1e9 mu_0``) when the low-rank part has settled
+    (``mu ||A_k - A_{k-1}||_F / ||Z||_F < change_tol``, taken in the data's units: the
+    reference's rule is not scale-free, it scales as 1/data). Stops when that and ``||Z - A -
+    E||_F / ||Z||_F < tol`` both hold, or after ``max_iter`` iterations.
+    """
+    n, p = Z.shape
+    alpha = 1.0 / math.sqrt(max(n, p)) if outlier_alpha is None else float(outlier_alpha)
+    norm_fro = float(tl.norm(Z))
+    if norm_fro == 0:
+        return Z * 0, Z * 0, 0
+    norm_two = float(tl.svd(Z, full_matrices=False)[1][0])
+    Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
+    mu = 1.25 / norm_two
+    mu_max = 1e9 * mu
+    A, E = Z * 0, Z * 0
+    for iteration in range(1, max_iter + 1):
+        E = soft_threshold(Z - A + Y / mu, alpha / mu)
+        A_new = singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
+        residual = Z - A_new - E
+        Y = Y + mu * residual
+        change = mu * float(tl.norm(A_new - A)) / norm_fro / units
+        A = A_new
+        if change < change_tol:
+            if float(tl.norm(residual)) / norm_fro < tol:
+                return A, E, iteration
+            mu = min(rho * mu, mu_max)
+    return A, E, max_iter
+
+
+def singular_value_threshold(M: Any, threshold: float) -> Any:
+    """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``."""
+    U, s, Vt = tl.svd(M, full_matrices=False)
+    keep = int(tl.sum(s > threshold))
+    if keep == 0:
+        return M * 0
+    return tl.dot(U[:, :keep] * (s[:keep] - threshold), Vt[:keep])
