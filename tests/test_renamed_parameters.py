@@ -1,9 +1,10 @@
-"""Checkpoints written with the papers' parameter names load under the glossary's names.
+"""The papers' parameter names are refused, by name, in keywords and in checkpoints.
 
 The robust and max-norm learners took the names of their papers (``lam``, ``M``, ``lambda1``,
-``code_l1``, ...) before they took the glossary's (``docs/glossary.md``). A checkpoint holds its
-learner's parameters by name, so each test saves a fitted learner, rewrites the names in the
-checkpoint's metadata back to the old ones (what the earlier versions wrote), and loads it.
+``code_l1``, ...) before they took the glossary's (``docs/glossary.md``), in development
+versions no release shipped: nothing translates them. Each checkpoint test saves a fitted
+learner, rewrites the names in its metadata back to the old ones, and loads it: refused,
+naming the parameters the class does not take.
 """
 
 from __future__ import annotations
@@ -58,26 +59,12 @@ def _with_old_names(path, tmp_path, old_names: dict):
 
 @pytest.mark.parametrize("make, old_names", CASES,
                          ids=[type(make()).__name__ for make, _ in CASES])
-def test_a_checkpoint_with_the_old_names_loads(tmp_path, make, old_names):
-    X = _data()
-    learner = make().fit(X)
-    loaded = load(_with_old_names(learner.save(tmp_path / "new"), tmp_path, old_names))
-    assert type(loaded) is type(learner)
-    assert loaded.get_params() == learner.get_params()
-    np.testing.assert_array_equal(np.asarray(loaded.components_),
-                                  np.asarray(learner.components_))
-
-
-@pytest.mark.parametrize("make, old_names", [CASES[0], CASES[3]], ids=["robust", "maxnorm"])
-def test_an_online_learner_resumes_from_the_old_names_as_it_would_have(tmp_path, make,
-                                                                        old_names):
-    X = _data()
-    learner = make().partial_fit(X[:10])
-    loaded = load(_with_old_names(learner.save(tmp_path / "new"), tmp_path, old_names))
-    for model in (learner, loaded):
-        model.partial_fit(X[10:20])
-    np.testing.assert_array_equal(np.asarray(loaded.components_),
-                                  np.asarray(learner.components_))
+def test_a_checkpoint_with_the_old_names_is_refused_by_name(tmp_path, make, old_names):
+    learner = make().fit(_data())
+    old = _with_old_names(learner.save(tmp_path / "new"), tmp_path, old_names)
+    with pytest.raises(ValueError, match="has no parameter") as error:
+        load(old)
+    assert all(repr(name) in str(error.value) for name in old_names)
 
 
 @pytest.mark.parametrize("make, old_names", CASES,
