@@ -316,20 +316,6 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
 
     # -- learning ------------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
-            sample_dim: str | None = None, modes: Any = None,
-            client: Any = None) -> OnlineLearner:
-        """Learn from scratch: the state of any earlier fit is replaced.
-
-        Returns
-        -------
-        self
-        """
-        if is_sparse(X) and len(X.shape) == 2:
-            X = X.tocsr()
-        return super().fit(X, y, mask=mask, n_steps=n_steps, sample_dim=sample_dim,
-                           modes=modes, client=client)
-
     def partial_fit(self, X: Any, y: Any = None, *, mask: Any = None,
                     sample_dim: str | None = None, modes: Any = None,
                     client: Any = None) -> OnlineLearner:

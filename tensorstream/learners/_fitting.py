@@ -123,6 +123,8 @@ class OnlineEstimator(CheckedParameters):
         if n_steps is not None:
             n_steps = check_positive_int(n_steps, "n_steps")
         self._check_params()  # before random_state seeds a generator
+        if is_sparse(X) and len(X.shape) == 2:
+            X = X.tocsr()  # batches are taken by rows
         names = feature_names(X)
         mask = _mask_of_frame(mask, X)
         X = as_array(X)
