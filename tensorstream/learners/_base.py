@@ -15,7 +15,9 @@ What every learner shares lives in the modules it is composed of, read in this o
 - :mod:`._fitting`: ``fit`` over arrays and streams (``OnlineEstimator``);
 - :mod:`._labelled`: labelled input and masks; :mod:`._modes`: arrays regrouped by ``modes``;
 - :mod:`._checkpoints`: checkpoint glue (``ArrayCheckpoint``, ``OnlineCheckpoint``);
-- :mod:`._cluster`: the step on a Dask cluster.
+- :mod:`._cluster`: the step on a Dask cluster;
+- :mod:`._dictionary`: ``transform``, ``inverse_transform``, ``score`` and the other methods
+  that use the learned dictionary.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
       what a batch must be (defaults: nonnegative when the model is; dense; any shape).
 
     Learned state: ``state_`` (loadings, statistics, data scale, step and sample counts),
-    ``backend_``, ``sample_shape_``, ``layout_`` (labelled fits) and the random generator.
+    ``backend_``, ``sample_shape_``, ``layout_`` (labelled fits), the random generator and the
+    passes of the last ``fit`` (``n_iter_``; ``n_steps_`` counts the mini-batches).
 
     On torch tensors in host memory the steps run numpy's kernels (``core.backend.run``) and
     the state is carried from step to step as the numpy arrays they computed (a
@@ -413,7 +416,6 @@ def _step_of(algorithm: Algorithm, reinit_dead_atoms: bool) -> Any:
                                        reinit_dead_atoms=reinit_dead_atoms)
         return new, (coded.codes, coded.outliers), info
     return step
-
 
 
 def _default_batch(cls: type) -> int:

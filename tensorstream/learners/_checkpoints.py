@@ -133,7 +133,6 @@ class ArrayCheckpoint:
         self.__dict__.update(fitted, backend_=backend, _context=context)
 
 
-
 class OnlineCheckpoint:
     """Checkpoints of an online learner (:class:`~._base.OnlineLearner`): its parameters, the
     engine's state, its random generator and the passes of its last ``fit``, restored

@@ -29,7 +29,6 @@ def is_array_like(X: Any) -> bool:
     return hasattr(X, "shape") and hasattr(X, "ndim")
 
 
-
 #: mini-batches ``fit`` reads from a stream of unknown length (a generator) given no ``n_steps``
 STREAM_STEPS = 10_000
 
@@ -97,7 +96,6 @@ def fit_passes(max_iter: Any, n_samples: int, batch_size: int) -> int:
         per_pass = -(-n_samples // batch_size)
         return min(AUTO_MAX_PASSES, max(AUTO_PASSES, -(-AUTO_MIN_STEPS // per_pass)))
     return check_positive_int(max_iter, "max_iter")
-
 
 
 def _progress_bar(total: int | None):

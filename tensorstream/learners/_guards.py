@@ -23,7 +23,7 @@ from ..core.backend import limit_threads
 from ..core.validation import NONE, Interval, bit_generator_of, validate_params
 
 #: ``n_threads``, a parameter of every learner (declared in its ``__init__``; its constraint is
-#: added by :class:`CheckedParameters`): BLAS/OpenMP and PyTorch threads inside its public
+#: added by :class:`~._params.CheckedParameters`): BLAS/OpenMP and PyTorch threads inside its public
 #: methods (:func:`~..core.backend.limit_threads`; ``None``: the libraries' own).
 #: One thread is the default: on the benchmarks of ``docs/nmf.md`` no learner ran faster with
 #: the machine's default threads, and several ran 5-40x slower (oversubscription).
@@ -86,8 +86,6 @@ def _serialised(method: Any) -> Any:
 
     serialised._serialised = True
     return serialised
-
-
 
 
 @contextlib.contextmanager

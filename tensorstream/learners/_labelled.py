@@ -33,7 +33,6 @@ def make_layout(da: Any, sample_dim: str | None, modes: Any) -> ModeLayout:
     return layout
 
 
-
 def _mask_of_frame(mask: Any, X: Any) -> Any:
     """A mask given as a DataFrame (``X.notna()``) as an array, its columns matched to a
     DataFrame ``X``'s by name (in another order they would mark other entries, silently)."""
@@ -67,7 +66,6 @@ def _labelled_like(mask: Any, X: Any) -> Any:
 def _shape_of(array: Any) -> tuple:
     """The shape of an array of any kind (numpy, torch, dask, sparse) or nested list."""
     return tuple(array.shape) if hasattr(array, "shape") else np.shape(array)
-
 
 
 class LabelledInput:

@@ -81,12 +81,12 @@ def _not_fitted(*args: Any) -> NotFittedError:
     return _not_fitted_error()(*args)
 
 
-
 class CheckedParameters(OutputAPI):
     """What every learner shares with scikit-learn: parameters validated from the constraints
     it declares as data (``_parameter_constraints``, checked by
     :func:`~..core.validation.validate_params`, then the rules that relate several parameters,
-    ``_check_rules``), one "not fitted" error, and scikit-learn's estimator tags.
+    ``_check_rules``), ``get_params``/``set_params``/``__repr__`` over the ``__init__``
+    arguments, one "not fitted" error, and scikit-learn's estimator tags.
 
     A learner names the attribute that exists once it is fitted (``_fitted_attribute``).
     """
@@ -170,7 +170,7 @@ class CheckedParameters(OutputAPI):
         defaults = {p.name: p.default for p in
                     inspect.signature(type(self).__init__).parameters.values()}
         shown = [f"{k}={v!r}" for k, v in self.get_params().items()
-                 if not _same(v, defaults.get(k, inspect.Parameter.empty))]
+                 if not _is_default(v, defaults.get(k, inspect.Parameter.empty))]
         return f"{type(self).__name__}({', '.join(shown)})"
 
     def _all_or_nothing(self, method: str) -> Any:
@@ -207,7 +207,6 @@ class CheckedParameters(OutputAPI):
 
     def _check_rules(self) -> None:
         """Rules between parameters that constraints on one parameter cannot say."""
-
 
 
 #: per learner, the parameter values validated last: kept beside the learner, not in it, so
@@ -259,9 +258,10 @@ def _init_parameter_names(cls: type) -> tuple[str, ...]:
                  if p.name != "self" and p.kind != p.VAR_KEYWORD)
 
 
-
-def _same(a: Any, b: Any) -> bool:
+def _is_default(value: Any, default: Any) -> bool:
+    """Whether ``repr`` leaves the parameter out: its value is its default's (equal, and of
+    the same type)."""
     try:
-        return bool(a == b) and type(a) is type(b)
+        return bool(value == default) and type(value) is type(default)
     except Exception:  # arrays, tensors: shown in the repr
         return False
