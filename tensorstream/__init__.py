@@ -17,7 +17,7 @@ from ._version import __version__ as __version__  # re-exported: tensorstream.__
 #: public name -> (module, attribute)
 _LAZY = {
     "LearningWarning": ("engine.loop", "LearningWarning"),
-    "NotFittedError": ("learners._base", "NotFittedError"),
+    "NotFittedError": ("learners._params", "NotFittedError"),
     "OnlineCPDL": ("learners.ocpdl", "OnlineCPDL"),
     "OnlineDivergenceNMF": ("learners.divergence_nmf", "OnlineDivergenceNMF"),
     "OnlineMaxNormMD": ("learners.maxnorm", "OnlineMaxNormMD"),

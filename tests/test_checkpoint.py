@@ -205,12 +205,16 @@ def test_info_names_a_tampered_layout_as_loading_does(tmp_path, layout, capsys):
     assert "mode layout is incomplete or inconsistent" in capsys.readouterr().err
 
 
-def test_version_1_checkpoints_still_load(tmp_path):
+@pytest.mark.parametrize("version", [1, 5, "6", True, None])
+def test_other_format_versions_are_refused_clearly(tmp_path, version):
+    """No release wrote a version before the current one: nothing upgrades it."""
     model = OnlineCPDL(2, random_state=0).partial_fit(np.ones((3, 4, 2)))
     meta, arrays = read_checkpoint(model.save(tmp_path / "new.npz"))
-    np.savez(tmp_path / "old.npz", __meta__=np.array(json.dumps(dict(meta, version=1))),
+    np.savez(tmp_path / "old.npz", __meta__=np.array(json.dumps(dict(meta, version=version))),
              **arrays)
-    assert load(tmp_path / "old.npz").n_steps_ == 1
+    with pytest.raises(ValueError, match=f"format version {version!r} is not supported by "
+                       f"this tensorstream, which reads version 6; fit anew"):
+        load(tmp_path / "old.npz")
 
 
 # -- tampered files and left-overs -----------------------------------------------------------
@@ -330,9 +334,9 @@ def test_temporaries_of_killed_saves_are_removed_by_the_next_save(tmp_path):
     assert load(tmp_path / "run.npz").n_steps_ == model.n_steps_
 
 
-def test_checkpoints_with_the_old_parameter_names_still_load(tmp_path):
-    """Parameters renamed to the glossary's names (column_bound, code_tol, code_max_iter,
-    variant, init='random') load from checkpoints written with the old ones."""
+def test_checkpoints_with_the_old_parameter_names_are_refused_by_name(tmp_path):
+    """Names the parameters had in development versions (column_norm_bound, inner_tol, mode,
+    ...) are not translated: the file is refused, naming what differs."""
     from tensorstream import OnlineMaxNormMD
 
     Z = np.random.default_rng(0).standard_normal((30, 8))
@@ -341,64 +345,13 @@ def test_checkpoints_with_the_old_parameter_names_still_load(tmp_path):
     def old_names(meta):
         params = meta["params"]
         params["column_norm_bound"] = params.pop("column_bound")
-        params["inner_tol"] = params.pop("code_tol")
-        params["max_inner_iter"] = params.pop("code_max_iter")
-        params["max_ball_iter"] = params.pop("ball_max_iter")
         params["mode"] = params.pop("variant")
-        params["init"] = "rand"
 
-    loaded = load(_rewritten(model.save(tmp_path / "new.npz"), tmp_path, meta_change=old_names))
-    assert loaded.get_params()["variant"] == "paper" and loaded.init == "random"
-    assert loaded.code_tol == 1e-5
-    np.testing.assert_array_equal(loaded.loadings_[0], model.loadings_[0])
-
-
-def test_old_ocpdl_checkpoints_load_with_alpha_halved(tmp_path):
-    """A checkpoint from before alpha's 1/2 convention (no mark, alpha=2a) loads as alpha=a
-    and resumes exactly as an uninterrupted run; a current one keeps its alpha."""
-    batches = _batches(False, "numpy")
-    params = dict(alpha=0.05, ridge=0.01, random_state=0)
-    straight = _feed(OnlineCPDL(3, **params), batches, False)
-    path = _feed(OnlineCPDL(3, **params), batches[:5], False).save(tmp_path / "new.npz")
-    assert load(path).alpha == 0.05
-
-    def before_the_convention(meta):
-        del meta["penalty_convention"]
-        meta["params"]["alpha"] = 0.1
-
-    resumed = load(_rewritten(path, tmp_path, meta_change=before_the_convention))
-    assert resumed.alpha == 0.05
-    _feed(resumed, batches[5:], False)
-    for a, b in zip(straight.loadings_, resumed.loadings_):
-        np.testing.assert_array_equal(a, b)
-    assert straight.statistics_["c"] == resumed.statistics_["c"]
-
-
-@pytest.mark.parametrize("loss, coder", [("squared", "pivoting"), ("kl", "auto")])
-def test_checkpoints_from_before_the_coder_resume_as_they_coded(tmp_path, loss, coder):
-    """A file without ``coder`` pivoted every batch of the squared loss: it loads with
-    ``"pivoting"`` (``"auto"`` would code batches of 256 by ADMM) and resumes exactly; with a
-    divergence the coder does not apply and stays at its default. A file that has it keeps
-    the value it was saved with."""
-    rng = np.random.default_rng(0)
-    batches = [rng.random((300, 6, 4)) for _ in range(4)]
-    params = dict(loss=loss, batch_size=300, random_state=0, coder=coder)
-    straight = _feed(OnlineCPDL(3, **params), batches, False)
-    path = _feed(OnlineCPDL(3, **params), batches[:2], False).save(tmp_path / "new.npz")
-    assert load(path).coder == coder
-
-    def before_the_coder(meta):
-        del meta["params"]["coder"]
-
-    resumed = load(_rewritten(path, tmp_path, meta_change=before_the_coder))
-    assert resumed.coder == coder
-    _feed(resumed, batches[2:], False)
-    for a, b in zip(straight.loadings_, resumed.loadings_):
-        np.testing.assert_array_equal(a, b)
-    if loss == "squared":  # a file that has the coder keeps it
-        for kept in ("admm", "auto"):
-            model = OnlineCPDL(3, **{**params, "coder": kept}).partial_fit(batches[0])
-            assert load(model.save(tmp_path / f"{kept}.npz")).coder == kept
+    old = _rewritten(model.save(tmp_path / "new.npz"), tmp_path, meta_change=old_names)
+    with pytest.raises(ValueError, match=r"OnlineMaxNormMD has no parameter\(s\) "
+                       r"\['column_norm_bound', 'mode'\]; it lacks the parameter\(s\) "
+                       r"\['column_bound', 'variant'\].*fit anew"):
+        load(old)
 
 
 def _flipped(raw: bytes, position: int, bits: int) -> bytes:
@@ -445,9 +398,9 @@ def test_batch_robust_nmf_checkpoints_its_init(tmp_path, form):
     np.testing.assert_array_equal(loaded.fit(X).components_, model.fit(X).components_)
 
 
-def test_a_beta_two_checkpoint_of_the_divergence_engine_is_refused_with_its_reason(tmp_path):
-    """Before, loss='beta' with beta=2 ran the divergence engine, whose checkpoints keep no
-    statistics; it now runs the squared loss's, and such a file is named, not called corrupt."""
+def test_a_checkpoint_without_the_statistics_its_algorithm_keeps_is_refused(tmp_path):
+    """A file of the divergence engine (no statistics) whose parameters run the squared loss's
+    engine (loss='beta' with beta=2) lacks what that engine needs: refused."""
     from tensorstream.engine.checkpoint import read_checkpoint, write_checkpoint
 
     X = np.abs(np.random.default_rng(0).standard_normal((30, 5))) + 0.1
@@ -456,7 +409,7 @@ def test_a_beta_two_checkpoint_of_the_divergence_engine_is_refused_with_its_reas
     meta, arrays = read_checkpoint(tmp_path / "b.npz")
     meta["params"]["loss_params"] = {"__mapping__": {"beta": 2.0}}
     write_checkpoint(tmp_path / "old.npz", "OnlineCPDL", meta, arrays)
-    with pytest.raises(ValueError, match="keeps no surrogate statistics.*fit anew"):
+    with pytest.raises(ValueError, match="incomplete or inconsistent contents"):
         load(tmp_path / "old.npz")
 
 

@@ -335,16 +335,13 @@ def test_version_prints_the_package_version(capsys):
     assert result.returncode == 0 and result.stdout == f"tensorstream {tensorstream.__version__}\n"
 
 
-def test_rank_is_a_hidden_deprecated_alias_of_n_components(climate_file, tmp_path, capsys):
+def test_rank_is_no_option(climate_file, tmp_path, capsys):
+    """``--rank`` was a development spelling of ``--n-components``: argparse refuses it."""
     path, _ = climate_file
     old = [a if a != "--n-components" else "--rank" for a in FIT]
-    assert main(["fit", str(path), *old, "--steps", "2", "--out", str(tmp_path / "old.nc")]) == 0
-    assert capsys.readouterr().err == "tensorstream: --rank is deprecated; use --n-components\n"
-    assert main(["fit", str(path), *FIT, "--steps", "2", "--out", str(tmp_path / "new.nc")]) == 0
-    assert capsys.readouterr().err == ""
-    with xr.open_dataset(tmp_path / "old.nc") as a, xr.open_dataset(tmp_path / "new.nc") as b:
-        assert a.attrs["n_components"] == b.attrs["n_components"] == 3
-        np.testing.assert_array_equal(a["lat_lon_loadings"].values, b["lat_lon_loadings"].values)
+    with pytest.raises(SystemExit):
+        main(["fit", str(path), *old, "--steps", "2", "--out", str(tmp_path / "old.nc")])
+    assert "--rank" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     text = capsys.readouterr().out
@@ -374,74 +371,36 @@ def test_info_describes_factors_checkpoints_and_data(climate_file, tmp_path, cap
     assert "coordinate time: 2021-03-01 00:00:00 .. 2021-03-04 23:00:00" in text
 
 
-def _as_written_before_the_convention(checkpoint, old, **meta_changes):
-    """A copy of ``checkpoint`` as an earlier version wrote it: no penalty-convention mark,
-    ``alpha`` on the whole squared error (twice today's), ``blas_threads`` for ``n_threads``
-    (see test_renamed_parameters.py)."""
-    meta, arrays = read_checkpoint(checkpoint)
-    del meta["penalty_convention"]
-    params = meta["params"]
-    params["alpha"] *= 2
-    params["blas_threads"] = params.pop("n_threads")
-    meta.update(meta_changes)
-    np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
-    return old
-
-
-@pytest.fixture
-def old_and_new_checkpoints(climate_file, tmp_path, capsys):
-    """A checkpoint of 2 steps with --alpha 0.05, and the same as written before the 1/2
-    penalty convention (when the same run was written --alpha 0.1)."""
+def test_info_and_resume_refuse_a_checkpoint_of_another_format_version(climate_file, tmp_path,
+                                                                         capsys):
+    """No release wrote a format before the current one: such a file is refused in one line,
+    saying what to do, by ``info`` and by ``fit --resume``."""
     new = tmp_path / "new.npz"
-    assert main(["fit", str(climate_file[0]), *FIT, "--alpha", "0.05", "--steps", "2",
-                 "--checkpoint", str(new), "--out", str(tmp_path / "f.nc")]) == 0
+    assert main(["fit", str(climate_file[0]), *FIT, "--steps", "2", "--checkpoint", str(new),
+                 "--out", str(tmp_path / "f.nc")]) == 0
     capsys.readouterr()
-    return _as_written_before_the_convention(new, tmp_path / "old.npz"), new
-
-
-def test_info_shows_an_old_checkpoints_parameters_as_they_load(old_and_new_checkpoints,
-                                                                 tmp_path, capsys):
-    old, new = old_and_new_checkpoints
-    assert main(["info", str(old)]) == 0
-    text = capsys.readouterr().out
-    assert "alpha=0.05," in text and "n_threads=1" in text
-    assert ("parameters: written before the 1/2 penalty convention and today's parameter "
-            "names; shown in today's names and convention") in text
-    assert "(the file stores alpha=0.1, blas_threads=1)" in text
-    assert main(["info", str(new)]) == 0
-    text = capsys.readouterr().out
-    assert "alpha=0.05," in text and "written before" not in text and "blas" not in text
-    # a class this version does not know: the parameters as stored, no crash
-    unknown = _as_written_before_the_convention(new, tmp_path / "x.npz", **{"class": "Xyz"})
-    assert main(["info", str(unknown)]) == 0
-    text = capsys.readouterr().out
-    assert "learner: Xyz" in text and "alpha=0.1," in text and "written before" not in text
-
-
-def test_resume_of_an_old_checkpoint_names_todays_alpha(climate_file, old_and_new_checkpoints,
-                                                         tmp_path, capsys):
-    old, new = old_and_new_checkpoints
-    saved = old.read_bytes()
-    resume = ["fit", str(climate_file[0]), *FIT, "--steps", "3", "--resume"]
-    # the value the old file was written with: refused, with today's equivalent
-    assert main([*resume, "--alpha", "0.1", "--checkpoint", str(old), "--out",
-                 str(tmp_path / "g.nc")]) == 1
+    meta, arrays = read_checkpoint(new)
+    old = tmp_path / "old.npz"
+    np.savez(old, __meta__=np.array(json.dumps(dict(meta, version=5))), **arrays)
+    assert main(["info", str(old)]) == 1
+    assert "format version 5 is not supported" in capsys.readouterr().err
+    assert main(["fit", str(climate_file[0]), *FIT, "--steps", "3", "--resume",
+                 "--checkpoint", str(old), "--out", str(tmp_path / "g.nc")]) == 1
     err = capsys.readouterr().err
-    assert "predates the 1/2 penalty convention" in err and "pass --alpha 0.05" in err
-    assert old.read_bytes() == saved and not (tmp_path / "g.nc").exists()
-    # another value: the plain message, in today's convention
-    assert main([*resume, "--alpha", "0.3", "--checkpoint", str(old), "--out",
+    assert "format version 5 is not supported" in err and "fit anew" in err
+    assert not (tmp_path / "g.nc").exists()
+
+
+def test_resume_with_another_alpha_is_refused(climate_file, tmp_path, capsys):
+    checkpoint = tmp_path / "run.npz"
+    fit = ["fit", str(climate_file[0]), *FIT, "--checkpoint", str(checkpoint)]
+    assert main([*fit, "--alpha", "0.05", "--steps", "2", "--out", str(tmp_path / "f.nc")]) == 0
+    capsys.readouterr()
+    assert main([*fit, "--alpha", "0.3", "--steps", "3", "--resume", "--out",
                  str(tmp_path / "g.nc")]) == 1
-    err = capsys.readouterr().err
-    assert "made with --alpha 0.05, the command line says 0.3" in err
-    assert "predates" not in err
-    # today's value resumes, as the new file does
-    for checkpoint in (old, new):
-        assert main([*resume, "--alpha", "0.05", "--checkpoint", str(checkpoint), "--out",
-                     str(tmp_path / f"{checkpoint.stem}.nc")]) == 0
-    with xr.open_dataset(tmp_path / "old.nc") as a, xr.open_dataset(tmp_path / "new.nc") as b:
-        assert a.attrs["n_steps"] == b.attrs["n_steps"] == 3
-        xr.testing.assert_equal(a["lat_lon_loadings"], b["lat_lon_loadings"])
+    assert "made with --alpha 0.05, the command line says 0.3" in capsys.readouterr().err
+    assert main([*fit, "--alpha", "0.05", "--steps", "3", "--resume", "--out",
+                 str(tmp_path / "g.nc")]) == 0
 
 
 def test_info_on_a_bad_file_is_one_line(tmp_path, capsys):

@@ -168,5 +168,5 @@ def test_minibatchnmf_differences_are_the_true_ones():
     assert documented == theirs - ours
     model = OnlineNMF(2, batch_size=10, max_iter=2, random_state=0).fit(
         np.random.default_rng(0).random((30, 5)))
-    assert model.n_iter_ == model.n_steps_ == 6
+    assert (model.n_iter_, model.n_steps_) == (2, 6)  # passes, as scikit-learn counts them
     assert not hasattr(model, "reconstruction_err_")

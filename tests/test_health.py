@@ -32,7 +32,7 @@ from tensorstream.engine.loop import (
     check_health,
 )
 from tensorstream.io import load_checkpoint
-from tensorstream.learners import _base
+from tensorstream.learners import _fitting
 from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
 from tensorstream.streams import IIDSlices
 
@@ -271,7 +271,7 @@ def test_stationary_stream_does_not_warn():
 # -- the counters are state ---------------------------------------------------------------------
 
 
-def test_health_survives_checkpoints_and_old_files_load(tmp_path):
+def test_health_survives_checkpoints_and_files_without_it_are_refused(tmp_path):
     batches, init = _orthogonal_atom_problem()
     model = OnlineCPDL(2, init=init, random_state=0, reinit_dead_atoms=False)
     with warnings.catch_warnings():
@@ -280,19 +280,16 @@ def test_health_survives_checkpoints_and_old_files_load(tmp_path):
             model.partial_fit(batch)
     path = model.save(tmp_path / "run.npz")
     assert load_checkpoint(path).state_.health == model.state_.health
-    # a version-3 file (before the counters) still loads; the checks start afresh
+    # a file without the counters (no release wrote one) is refused, naming what is missing
     with np.load(path) as archive:
         arrays = {k: archive[k] for k in archive.files}
     meta = json.loads(str(arrays.pop("__meta__")))
     del meta["health"]
-    meta["version"] = 3
     old = tmp_path / "old.npz"
     np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
     assert zipfile.is_zipfile(old)
-    restored = load_checkpoint(old)
-    assert restored.state_.health is None
-    restored.partial_fit(batches[5])
-    assert restored.state_.health.idle_steps == (0, 1)
+    with pytest.raises(ValueError, match="incomplete or inconsistent contents.*health"):
+        load_checkpoint(old)
 
 
 def _without_futile_counts(path, out):
@@ -322,26 +319,12 @@ def test_futile_counts_survive_checkpoints_and_resume_alike(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_checkpoints_without_futile_counts_load_with_zero_counts(tmp_path):
-    batches = _digit_batches(3 * DEAD_ATOM_STEPS + 5)
-    straight = OnlineCPDL(4, alpha=5.0, random_state=0)
-    _recorded(straight, batches)
+def test_checkpoints_without_futile_counts_are_refused(tmp_path):
     early = OnlineCPDL(4, alpha=5.0, random_state=0)
-    _recorded(early, batches[:5])  # no atom re-initialised yet: the old file loses nothing
-    resumed = load_checkpoint(_without_futile_counts(early.save(tmp_path / "early.npz"),
-                                                     tmp_path / "old_early.npz"))
-    assert resumed.state_.health == early.state_.health
-    _recorded(resumed, batches[5:])
-    assert resumed.state_.health == straight.state_.health
-    for a, b in zip(resumed.loadings_, straight.loadings_):
-        np.testing.assert_array_equal(a, b)
-    # after a re-initialisation the old file lacks its count: it starts at zero
-    later = OnlineCPDL(4, alpha=5.0, random_state=0)
-    _recorded(later, batches[:DEAD_ATOM_STEPS + 5])
-    loaded = load_checkpoint(_without_futile_counts(later.save(tmp_path / "later.npz"),
-                                                    tmp_path / "old_later.npz"))
-    assert loaded.state_.health == dataclasses.replace(later.state_.health,
-                                                       futile_reinits=(0,) * 4)
+    _recorded(early, _digit_batches(5))
+    old = _without_futile_counts(early.save(tmp_path / "early.npz"), tmp_path / "old.npz")
+    with pytest.raises(ValueError, match="incomplete or inconsistent contents.*futile_reinits"):
+        load_checkpoint(old)
 
 
 def test_a_failed_step_leaves_the_counters():
@@ -365,7 +348,7 @@ def test_fit_refuses_an_endless_stream_without_n_steps():
 
 
 def test_fit_stops_a_generator_of_unknown_length(monkeypatch):
-    monkeypatch.setattr(_base, "STREAM_STEPS", 4)
+    monkeypatch.setattr(_fitting, "STREAM_STEPS", 4)
     endless = (batch for batch in itertools.repeat(_data(5)))
     with pytest.warns(UserWarning, match="stopped after 4 mini-batches"):
         model = OnlineCPDL(2, random_state=0).fit(endless)
@@ -373,7 +356,7 @@ def test_fit_stops_a_generator_of_unknown_length(monkeypatch):
 
 
 def test_finite_streams_are_read_to_their_end(monkeypatch):
-    monkeypatch.setattr(_base, "STREAM_STEPS", 4)
+    monkeypatch.setattr(_fitting, "STREAM_STEPS", 4)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert OnlineCPDL(2, random_state=0).fit(iter(np.split(_data(), 3))).n_steps_ == 3

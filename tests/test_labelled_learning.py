@@ -177,7 +177,7 @@ def test_a_plain_sparse_or_dask_mask_of_labelled_data():
     sparse = OnlineCPDL(2, random_state=0).partial_fit(X, mask=sp.csr_matrix(mask),
                                                        sample_dim="time")
     np.testing.assert_array_equal(sparse.loadings_[0], expected.loadings_[0])
-    from tensorstream.learners._base import _labelled_like
+    from tensorstream.learners._labelled import _labelled_like
 
     lazy = _labelled_like(da_.from_array(mask, chunks=(10, 6)), X)
     assert type(lazy.data).__module__.startswith("dask")

@@ -93,7 +93,7 @@ def test_mapping_text_that_is_not_a_json_object_is_refused_naming_the_parameter(
     (19 * 32 + 1, 32, 10), (19 * 32, 32, 11),
 ])
 def test_auto_passes_give_small_arrays_at_least_200_steps(n_samples, batch_size, passes):
-    from tensorstream.learners._base import fit_passes
+    from tensorstream.learners._fitting import fit_passes
 
     assert fit_passes("auto", n_samples, batch_size) == passes
     steps = passes * -(-n_samples // batch_size)
@@ -151,7 +151,7 @@ def test_a_bad_parameter_set_after_fit_is_named_by_transform_and_score(name):
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "many", None])
 def test_fit_passes_names_max_iter_for_a_bad_value(bad):
-    from tensorstream.learners._base import fit_passes
+    from tensorstream.learners._fitting import fit_passes
 
     with pytest.raises((TypeError, ValueError), match="max_iter"):
         fit_passes(bad, 100, 10)
@@ -184,7 +184,7 @@ def test_parameters_are_checked_once_while_unchanged_and_again_when_set():
 
 
 def test_parameter_values_compare_numbers_by_value_and_objects_by_identity():
-    from tensorstream.learners._base import _ParameterValues
+    from tensorstream.learners._params import _ParameterValues
 
     array = np.zeros(3)
     assert _ParameterValues({"a": 1.0, "b": "x", "c": array, "d": [array]}) == \

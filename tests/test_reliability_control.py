@@ -21,8 +21,9 @@ from state_helpers import BACKENDS, LEARNERS, data, entry_of, factors, host, mak
 from tensorstream import load
 from tensorstream.algorithms import pcp
 from tensorstream.core import atomic, compiled
-from tensorstream.learners import _base
-from tensorstream.learners._base import MAX_FIT_STEPS, learner_lock
+from tensorstream.learners import _base, _guards
+from tensorstream.learners._fitting import MAX_FIT_STEPS
+from tensorstream.learners._guards import learner_lock
 
 #: the learners that take one mini-batch at a time (VarianceReducedMF: one epoch)
 STEPPED = [name for name in LEARNERS if entry_of(name).kind != "batch"]
@@ -94,7 +95,7 @@ def test_concurrent_partial_fit_loses_no_step(name, backend):
 def test_concurrent_steps_are_lost_without_the_lock(monkeypatch):
     """The test above can fail: with a fresh lock per call (no serialisation), four steps
     computed from the same state overwrite each other."""
-    monkeypatch.setattr(_base, "learner_lock", lambda learner: threading.RLock())
+    monkeypatch.setattr(_guards, "learner_lock", lambda learner: threading.RLock())
     model = make("nmf").partial_fit(data(n=20))
     barrier = threading.Barrier(4)
     real = _base.run
@@ -118,7 +119,7 @@ def test_every_method_that_commits_holds_the_lock(name):
     """fit, partial_fit, fit_transform, set_params and save of every learner (the batch
     learners' save comes from a mixin outside the parameter machinery)."""
     cls = type(make(name))
-    for method in _base.SERIALISED_METHODS:
+    for method in _guards.SERIALISED_METHODS:
         if hasattr(cls, method):
             assert getattr(getattr(cls, method), "_serialised", False), method
 

@@ -1,9 +1,10 @@
-"""Checkpoints written with the papers' parameter names load under the glossary's names.
+"""The papers' parameter names are refused, by name, in keywords and in checkpoints.
 
 The robust and max-norm learners took the names of their papers (``lam``, ``M``, ``lambda1``,
-``code_l1``, ...) before they took the glossary's (``docs/glossary.md``). A checkpoint holds its
-learner's parameters by name, so each test saves a fitted learner, rewrites the names in the
-checkpoint's metadata back to the old ones (what the earlier versions wrote), and loads it.
+``code_l1``, ...) before they took the glossary's (``docs/glossary.md``), in development
+versions no release shipped: nothing translates them. Each checkpoint test saves a fitted
+learner, rewrites the names in its metadata back to the old ones, and loads it: refused,
+naming the parameters the class does not take.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from tensorstream import load
 from tensorstream.engine.checkpoint import read_checkpoint
 from tensorstream.learners.maxnorm import OnlineMaxNormMD
 from tensorstream.learners.robust_nmf import RobustOnlineNMF
-from tensorstream.learners.robust_pca import OnlineRobustPCA
+from tensorstream.learners.robust_nmf_batch import RobustNMF
+from tensorstream.learners.robust_pca import OnlineRobustPCA, RobustPCA
 
 #: (learner, the old names of its parameters: the new names)
 CASES = [
@@ -26,6 +28,11 @@ CASES = [
                              batch_size=10, random_state=0),
      {"lam": "outlier_alpha", "lam_scale": "outlier_alpha_scale", "M": "outlier_bound",
       "code_l1": "alpha", "code_l2": "ridge", "code_group": "group_alpha"}),
+    (lambda: RobustNMF(3, outlier_alpha=0.4, outlier_bound=5.0, code_tol=1e-5,
+                       code_max_iter=300, max_iter=5, random_state=0),
+     {"lam": "outlier_alpha", "M": "outlier_bound", "transform_tol": "code_tol",
+      "transform_max_iter": "code_max_iter"}),
+    (lambda: RobustPCA(3, outlier_alpha=0.3, max_iter=50), {"lam": "outlier_alpha"}),
     (lambda: OnlineMaxNormMD(3, norm_alpha=0.2, outlier_alpha=0.4, ridge=0.05, random_state=0),
      {"lambda1": "norm_alpha", "lambda2": "outlier_alpha", "eps": "ridge"}),
     (lambda: OnlineRobustPCA(3, norm_alpha=0.2, outlier_alpha=0.4, random_state=0),
@@ -53,26 +60,12 @@ def _with_old_names(path, tmp_path, old_names: dict):
 
 @pytest.mark.parametrize("make, old_names", CASES,
                          ids=[type(make()).__name__ for make, _ in CASES])
-def test_a_checkpoint_with_the_old_names_loads(tmp_path, make, old_names):
-    X = _data()
-    learner = make().fit(X)
-    loaded = load(_with_old_names(learner.save(tmp_path / "new"), tmp_path, old_names))
-    assert type(loaded) is type(learner)
-    assert loaded.get_params() == learner.get_params()
-    np.testing.assert_array_equal(np.asarray(loaded.components_),
-                                  np.asarray(learner.components_))
-
-
-@pytest.mark.parametrize("make, old_names", [CASES[0], CASES[1]], ids=["robust", "maxnorm"])
-def test_an_online_learner_resumes_from_the_old_names_as_it_would_have(tmp_path, make,
-                                                                        old_names):
-    X = _data()
-    learner = make().partial_fit(X[:10])
-    loaded = load(_with_old_names(learner.save(tmp_path / "new"), tmp_path, old_names))
-    for model in (learner, loaded):
-        model.partial_fit(X[10:20])
-    np.testing.assert_array_equal(np.asarray(loaded.components_),
-                                  np.asarray(learner.components_))
+def test_a_checkpoint_with_the_old_names_is_refused_by_name(tmp_path, make, old_names):
+    learner = make().fit(_data())
+    old = _with_old_names(learner.save(tmp_path / "new"), tmp_path, old_names)
+    with pytest.raises(ValueError, match="has no parameter") as error:
+        load(old)
+    assert all(repr(name) in str(error.value) for name in old_names)
 
 
 @pytest.mark.parametrize("make, old_names", CASES,

@@ -170,26 +170,21 @@ def test_auto_lam_is_documented_in_units_of_the_scale():
     assert model.outlier_alpha_ == pytest.approx(learned * model.scale_)
 
 
-def test_a_checkpoint_from_before_data_scale_resumes_as_before(tmp_path):
-    """Checkpoints written before ``data_scale`` existed hold the old defaults
-    (``outlier_alpha=None``, ``outlier_bound=1.0``) and ``scale = 1``: they load in raw units and
-    resume exactly as a learner at the paper's settings does."""
+def test_a_checkpoint_without_data_scale_is_refused(tmp_path):
+    """A file that lacks a parameter (``data_scale``, as development versions wrote) is refused
+    by name: no default stands in for a value the learner was trained with."""
     import json
 
     from tensorstream.engine.checkpoint import read_checkpoint
 
-    X = _outlier_data()
     paper = RobustOnlineNMF(3, random_state=0, **RobustOnlineNMF.paper_params)
-    paper.partial_fit(X[:10])
+    paper.partial_fit(_outlier_data()[:10])
     meta, arrays = read_checkpoint(paper.save(tmp_path / "new"))
-    del meta["params"]["data_scale"]  # what the previous version wrote
+    del meta["params"]["data_scale"]
     old = tmp_path / "old.npz"
     np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
-    resumed = load(old)
-    assert resumed.data_scale == "auto" and resumed.scale_ == 1.0 and resumed.outlier_alpha is None
-    for learner in (paper, resumed):
-        learner.partial_fit(7 * X[10:20])  # raw units: no rescaling of a later batch
-    np.testing.assert_array_equal(resumed.components_, paper.components_)
+    with pytest.raises(ValueError, match=r"lacks the parameter\(s\) \['data_scale'\]"):
+        load(old)
 
 
 def test_a_gross_outlier_stays_out_of_the_dictionary():

@@ -1,15 +1,9 @@
-"""VarianceReducedMF's state (``FiniteState``) and its checkpoints: the batch learners' layout
-(format version 5), and tampered fields or the layout of unreleased older versions refused
-by name.
-
-The older layout is written here field by field, as ``VarianceReducedMF.save`` wrote it until
-version 4 (:func:`_write_version_4`), from a learner fitted with the current code: no release
-wrote it, so it is refused, not upgraded.
+"""VarianceReducedMF's state (``FiniteState``) and its checkpoints: the batch learners' layout,
+a saved run resuming exactly, and tampered fields refused by name.
 """
 
 import dataclasses
 import importlib.util
-import json
 
 import numpy as np
 import pytest
@@ -17,8 +11,7 @@ from state_helpers import _battery
 
 from tensorstream import VarianceReducedMF, load
 from tensorstream.core.backend import to_numpy
-from tensorstream.datasets.svrmf import svrmf_synthetic
-from tensorstream.engine.checkpoint import FORMAT, read_checkpoint
+from tensorstream.engine.checkpoint import read_checkpoint
 from tensorstream.finite.state import FiniteState
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -50,39 +43,6 @@ def _on(case, X):
     return torch.as_tensor(X)
 
 
-def _write_version_4(model, path):
-    """The checkpoint ``VarianceReducedMF.save`` wrote in format versions 1 to 4: a ``state``
-    mapping of short keys, the history at the top, members ``state_W_out``, ``state_A``,
-    ``state_B``, ``state_Q``."""
-    state = model.state_
-    params, arrays = {}, {"loading_0": to_numpy(state.dictionary)}
-    for name, value in model.get_params().items():
-        if name in ("laplacian", "lrr_A", "lrr_B", "init") and value is not None and \
-                not isinstance(value, str):
-            arrays[f"param_{name}"] = np.asarray(to_numpy(value), dtype=float)
-            params[name] = {"__array__": name}
-        elif name != "callback":
-            params[name] = value
-    arrays["state_W_out"] = to_numpy(state.output)
-    if state.statistics is not None:
-        arrays.update(state_A=to_numpy(state.statistics["A"]),
-                      state_B=to_numpy(state.statistics["B"]))
-    if getattr(state.formulation, "Q", None) is not None:
-        arrays["state_Q"] = np.asarray(state.formulation.Q)
-    short = {"out_count": state.output_count, "epochs": state.n_epochs, "steps": state.n_steps,
-             "passes": state.passes_read, "solves": state.solves, "seconds": state.seconds,
-             "b": state.inner_batch, "m": state.epoch_length, "n": state.n_samples,
-             "d": state.n_features, "eta": state.step_size, "scale": state.scale}
-    meta = {"format": FORMAT, "version": 4, "class": "VarianceReducedMF", "params": params,
-            "rng": state.rng.bit_generator.state, "backend": state.backend,
-            "dtype": str(state.context["dtype"]),
-            "device": str(state.context.get("device", "cpu")), "state": short,
-            "history": list(state.history), "n_steps": state.n_steps, "n_loadings": 1,
-            "n_samples_seen": state.n_samples_seen}
-    np.savez(path, __meta__=np.array(json.dumps(meta)), **arrays)
-    return path
-
-
 def _same_run(a, b):
     np.testing.assert_array_equal(to_numpy(a.components_), to_numpy(b.components_))
     np.testing.assert_array_equal(to_numpy(a.loadings_[0]), to_numpy(b.loadings_[0]))
@@ -96,9 +56,7 @@ def test_a_saved_run_resumes_as_the_uninterrupted_one(case, tmp_path):
     X = _on(case, _data())
     params = dict(n_epochs=1, random_state=3, auto_samples=20, **CASES[case])
     half = VarianceReducedMF(3, **params).fit(X)
-    path = tmp_path / "run.npz"
-    half.save(path)
-    resumed = load(path)
+    resumed = load(half.save(tmp_path / "run.npz"))
     assert type(resumed.loadings_[0]) is type(half.loadings_[0])
     straight = VarianceReducedMF(3, **{**params, "n_epochs": 2}).fit(X)
     _same_run(resumed.partial_fit(X), straight)
@@ -111,23 +69,12 @@ def test_the_layout_is_the_batch_learners_with_the_online_summary(tmp_path):
     model = VarianceReducedMF(2, formulation="olrr", method="smm", n_epochs=2,
                               random_state=0).fit(_data())
     meta, arrays = read_checkpoint(model.save(tmp_path / "m"))
-    assert meta["version"] == 5 and "state" not in meta and meta["lists"] == {}
+    assert meta["version"] == 6 and "state" not in meta and meta["lists"] == {}
     assert set(arrays) == {"loading_0", "output", "A", "B", "Q"}
     assert meta["values"]["n_epochs"] == 2 and len(meta["values"]["history"]) == 2
     assert (meta["n_steps"], meta["n_samples_seen"], meta["n_loadings"], meta["scale"]) == (
         model.n_steps_, model.state_.n_samples_seen, 1, model.scale_)
     np.testing.assert_array_equal(arrays["loading_0"], model.loadings_[0])
-
-
-def test_the_layout_of_unreleased_older_versions_is_refused(tmp_path):
-    """Files of format versions 1 to 4 (a ``state`` mapping) were written by no release: they
-    are refused with the file named, not upgraded."""
-    X = svrmf_synthetic(12, 60, 2, random_state=0).X
-    model = VarianceReducedMF(2, formulation="orpca", n_epochs=1, random_state=0).fit(X)
-    path = _write_version_4(model, tmp_path / "old.npz")
-    with pytest.raises(ValueError, match="cannot read checkpoint") as raised:
-        load(path)
-    assert "old.npz" in str(raised.value)
 
 
 def test_an_epoch_is_a_pure_function_of_the_state():

@@ -11,7 +11,7 @@ from sklearn.base import clone
 from state_helpers import LEARNERS, make
 from threadpoolctl import threadpool_info
 
-import tensorstream.learners._base as base
+import tensorstream.learners._guards as guards
 from tensorstream import OnlineNMF, RobustNMF, load
 from tensorstream.core.backend import limit_threads
 
@@ -28,13 +28,13 @@ def test_every_learner_has_n_threads_and_every_method_runs_inside_its_limit(name
     assert model.get_params()["n_threads"] == 1
     assert clone(make(name, n_threads=None)).n_threads is None
     seen = []
-    real = base.limit_threads
+    real = guards.limit_threads
 
     def spy(n_threads):
         seen.append(n_threads)
         return real(n_threads)
 
-    monkeypatch.setattr(base, "limit_threads", spy)
+    monkeypatch.setattr(guards, "limit_threads", spy)
     X = np.random.default_rng(0).random((30, 8)) + 0.1
     model.set_params(n_threads=2)
     for method in ("fit", "transform", "fit_transform", "score", "partial_fit",
@@ -97,7 +97,7 @@ def test_torch_intra_op_threads_are_limited_and_restored():
         torch.set_num_threads(given)
 
 
-def test_checkpoints_with_the_old_blas_threads_name_still_load(tmp_path):
+def test_checkpoints_with_the_old_blas_threads_name_are_refused(tmp_path):
     X = np.random.default_rng(0).random((30, 8))
     for model in (OnlineNMF(2, batch_size=10, max_iter=1, random_state=0, n_threads=None),
                   RobustNMF(2, max_iter=5, random_state=0, n_threads=None)):
@@ -107,4 +107,5 @@ def test_checkpoints_with_the_old_blas_threads_name_still_load(tmp_path):
         meta["params"]["blas_threads"] = meta["params"].pop("n_threads")
         data["__meta__"] = np.array(json.dumps(meta))
         np.savez(path, **data)
-        assert load(path).n_threads is None
+        with pytest.raises(ValueError, match=r"has no parameter\(s\) \['blas_threads'\]"):
+            load(path)

@@ -14,7 +14,7 @@ from state_helpers import LEARNERS, data, entry_of, make
 
 import tensorstream
 from tensorstream import LearningWarning, OnlineCPDL, OnlineDivergenceNMF, VarianceReducedMF
-from tensorstream.learners import _base
+from tensorstream.learners import _fitting
 
 
 def assert_here(record, category, match):
@@ -60,7 +60,7 @@ def test_feature_names_warning_names_the_callers_line(name):
 
 @pytest.mark.parametrize("name", [n for n in LEARNERS if entry_of(n).streamable])
 def test_stream_cap_warning_names_the_callers_line(name, monkeypatch):
-    monkeypatch.setattr(_base, "STREAM_STEPS", 2)
+    monkeypatch.setattr(_fitting, "STREAM_STEPS", 2)
     X = data()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

@@ -160,42 +160,9 @@ def _describe_checkpoint(path: Path) -> list[str]:
                              f"incomplete or inconsistent ({error!r})") from None
     else:
         lines.append("  unlabelled (fitted on plain arrays)")
-    loaded = _loaded_params(meta)
-    shown = {k: v for k, v in loaded.items() if k != "n_components"}
+    shown = {k: v for k, v in params.items() if k != "n_components"}
     lines.append(f"  parameters: {_short(shown)}")
-    stored = {k: v for k, v in params.items() if k not in loaded or loaded[k] != v}
-    if loaded != params:
-        lines.append(f"  parameters: written before {_what_changed(meta, stored, loaded)}; "
-                     f"shown in today's names and convention, as the learner loads them"
-                     + (f" (the file stores {_short(stored)})" if stored else ""))
     return lines
-
-
-def _loaded_params(meta: dict) -> dict:
-    """A checkpoint's parameters as its learner class loads them (today's names and
-    convention); as stored when the class is unknown, not installed, or not a tensorstream
-    learner (``info`` describes such files too)."""
-    from ..learners.registry import learner_class
-
-    params = meta.get("params", {})
-    try:
-        return learner_class(meta["class"])._loaded_params(params, meta)
-    except (KeyError, TypeError, ValueError, ImportError, AttributeError):
-        return params
-
-
-def _what_changed(meta: dict, stored: dict, loaded: dict) -> str:
-    """What an older checkpoint's parameters predate: the 1/2 penalty convention (a value of
-    ``_rescaled_parameters`` changed) and today's parameter names (a name changed)."""
-    from ..learners.registry import learner_class
-
-    rescaled = getattr(learner_class(meta["class"]), "_rescaled_parameters", {})
-    reasons = []
-    if any(k in rescaled and k in loaded for k in stored):
-        reasons.append("the 1/2 penalty convention")
-    if any(k not in loaded for k in stored):
-        reasons.append("today's parameter names")
-    return " and ".join(reasons) or "this version"
 
 
 def _describe_npy(path: Path) -> list[str]:

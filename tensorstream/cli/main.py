@@ -137,8 +137,6 @@ def _add_fit_model(model: Any) -> None:
                        help=f"the learner, one of {', '.join(names)} (default: ocpdl)")
     model.add_argument("--n-components", type=int, metavar="R",
                        help="number of atoms (required)")
-    model.add_argument("--rank", dest="n_components", type=int, action=_Deprecated,
-                       replacement="--n-components")
     model.add_argument("--alpha", type=float, help="l1 penalty on the codes (sparsity), "
                        "against half the squared error as in scikit-learn")
     model.add_argument("--loss", help="loss / divergence, for models that have one (ocpdl, "
@@ -192,27 +190,6 @@ def _add_fit_output(out: Any) -> None:
     out.add_argument("--plot-components", type=int, default=12, metavar="N",
                      help="components drawn by --plot (default: 12; the figure says how many "
                           "of all it shows)")
-
-
-class _Deprecated(argparse.Action):
-    """A hidden old spelling of an option: one line on stderr, then the value is stored.
-
-    Parameters
-    ----------
-    replacement : str
-        The option to use instead, named in the message.
-    """
-
-    def __init__(self, option_strings: list[str], dest: str, replacement: str,
-                 **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-        self.replacement = replacement
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        print(f"tensorstream: {option_string} is deprecated; use {self.replacement}",
-              file=sys.stderr)
-        setattr(namespace, self.dest, values)
 
 
 def _add_demo(commands: Any) -> None:
@@ -517,24 +494,9 @@ def _new_learner(args: argparse.Namespace, plan: dict) -> Any:
 
 def _mismatch(key: str, value: Any, saved: Any, plan: dict) -> str:
     """The message refusing ``--resume`` with an option that differs from the checkpoint's
-    (loaded) parameter. When the file predates the 1/2 penalty convention and the option is
-    the value it was written with, the message says so and gives today's equivalent."""
-    from ..engine.checkpoint import read_checkpoint
-
-    option, cls = _option(key, plan), plan["cls"]
-    if key in getattr(cls, "_rescaled_parameters", {}):
-        meta, _ = read_checkpoint(plan["checkpoint"])
-        # the command-line value read as that file's stored values are: equal to the
-        # checkpoint's when the difference is the convention alone
-        convention_only = cls._loaded_params({key: value}, meta).get(key) == saved
-    else:
-        convention_only = False
-    if convention_only:
-        return (f"the checkpoint predates the 1/2 penalty convention: it was made with "
-                f"{option} {value!r}, which is {option} {saved!r} today; pass {option} "
-                f"{saved!r} or leave the option out to keep the checkpoint's")
-    return (f"the checkpoint was made with {option} {saved!r}, the command line says "
-            f"{value!r}; leave the option out to keep the checkpoint's")
+    parameter."""
+    return (f"the checkpoint was made with {_option(key, plan)} {saved!r}, the command line "
+            f"says {value!r}; leave the option out to keep the checkpoint's")
 
 
 def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
@@ -546,7 +508,6 @@ def _resume(args: argparse.Namespace, plan: dict, layout: Any) -> Any:
     if type(learner) is not plan["cls"]:
         raise CLIError(f"the checkpoint holds a {type(learner).__name__}, not the "
                        f"{plan['cls'].__name__} of --model {plan['model']}")
-    # the loaded learner's parameters: an older file's already in today's names and convention
     saved = learner.get_params()
     for key, value in _learner_params(args, plan).items():
         if saved.get(key) != value:

@@ -654,6 +654,18 @@ def generator_of(random_state: Any) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
+def bit_generator_of(random_state: Any) -> Any:
+    """The bit generator that :func:`generator_of` draws from, or advances, for
+    ``random_state``: a Generator's own, a ``RandomState``'s (its seed draw advances it); None
+    for a seed or None (a fresh generator shares nothing with the caller). Saving its ``state``
+    and setting it back undoes what drawing did to the caller's object."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state.bit_generator
+    if isinstance(random_state, np.random.RandomState):
+        return random_state._bit_generator
+    return None
+
+
 def validate_params(params: dict, constraints: dict, owner: str) -> None:
     """Check every parameter against its declared constraints.
 

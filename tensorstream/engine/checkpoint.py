@@ -34,11 +34,9 @@ from ..core.backend import to_numpy
 from .state import Health
 
 FORMAT = "tensorstream-checkpoint"
-# 2: optional mode layout of labelled fits; 3: the data scale apart from the statistic c, and no
-# statistics for algorithms that keep none; 4: the health counters of the online state (dead
-# atoms, codes at a bound, blocks of losses); 5: VarianceReducedMF's state in the batch learners'
-# layout (fitted values and members, parameters through encode_params). Older files still load.
-VERSION = 5
+# The format's version: a file of any other is refused (no release wrote an earlier one, so none
+# is upgraded). 6: the online learners keep the passes of their last fit (``n_iter``).
+VERSION = 6
 _SCHEDULES = {cls.__name__: cls for cls in (schedules.Balanced, schedules.Power,
                                              schedules.PowerLog, schedules.Forgetting,
                                              schedules.ProportionalRadius,
@@ -58,7 +56,7 @@ def encode_param(name: str, value: Any) -> Any:
     if isinstance(value, (list, tuple)):  # e.g. index groups (an array stays refused: it is
         return _nested_list(name, value)  # data, such as an initial dictionary)
     if isinstance(value, dict) and name == "loss_params":
-        try:  # a mapping comes back as a mapping (older files stored its JSON text)
+        try:  # a mapping comes back as a mapping, not as its JSON text
             return {"__mapping__": json.loads(json.dumps(value))}
         except (TypeError, ValueError):
             raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers and "
@@ -214,16 +212,24 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
             tokenize.TokenError) as error:  # zipfile's flags, numpy's header parser
         raise ValueError(f"cannot read checkpoint {str(path)!r}: the file is corrupt or not a "
                          f"tensorstream checkpoint ({error})") from None
-    version = meta.get("version")
-    if not isinstance(version, int) or not 1 <= version <= VERSION:
-        raise ValueError(f"cannot read checkpoint {str(path)!r}: format version {version!r} is "
-                         f"not supported by this tensorstream (versions 1 to {VERSION}); "
-                         f"upgrade tensorstream")
+    _check_version(meta.get("version"), path)
     try:
         check_contents(meta, arrays)
     except ValueError as error:
         raise ValueError(f"cannot read checkpoint {str(path)!r}: {error}") from None
     return meta, arrays
+
+
+def _check_version(version: Any, path: Path) -> None:
+    """Refuse a format version other than :data:`VERSION`, saying what to do: a newer
+    tensorstream for a newer file, a new fit for an older one."""
+    if isinstance(version, int) and not isinstance(version, bool) and version == VERSION:
+        return
+    newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+    how = "upgrade tensorstream" if newer else "fit anew (no release wrote that version)"
+    raise ValueError(f"cannot read checkpoint {str(path)!r}: format version {version!r} is "
+                     f"not supported by this tensorstream, which reads version {VERSION}; "
+                     f"{how}")
 
 
 def checkpoint_path(path: str | os.PathLike) -> Path:
@@ -238,7 +244,7 @@ def checkpoint_path(path: str | os.PathLike) -> Path:
 
 
 _FLOAT_DTYPES = ("float32", "float64")
-_COUNTS = ("n_steps", "n_samples_seen", "n_loadings")
+_COUNTS = ("n_steps", "n_samples_seen", "n_loadings", "n_iter")
 
 
 def check_contents(meta: dict, arrays: dict) -> None:
@@ -467,9 +473,7 @@ def json_safe(value: Any) -> Any:
 
 
 def decode_health(meta: Any, n_components: int) -> Health | None:
-    """The counters :func:`encode_health` stored (None in files before version 4: the checks
-    then start afresh; files without ``futile_reinits``, written before it was kept, start it
-    at zero)."""
+    """The counters :func:`encode_health` stored (None: a state that keeps none)."""
     if meta is None:
         return None
     health = Health(idle_steps=_counts(meta["idle_steps"], "health.idle_steps"),
@@ -479,8 +483,7 @@ def decode_health(meta: Any, n_components: int) -> Health | None:
                            *_counts(meta["block"][1:3], "health.block")),
                     block_means=tuple(_finite(v, "health.block_means")
                                       for v in meta["block_means"]),
-                    futile_reinits=_counts(meta.get("futile_reinits", [0] * n_components),
-                                           "health.futile_reinits"))
+                    futile_reinits=_counts(meta["futile_reinits"], "health.futile_reinits"))
     for name in ("idle_steps", "idle_samples", "futile_reinits"):
         held = len(getattr(health, name))
         if held != n_components:

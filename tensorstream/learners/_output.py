@@ -33,7 +33,8 @@ import tensorly as tl
 import xarray as xr
 
 from ..core.backend import to_numpy
-from ..core.validation import is_data_frame
+from ..core.caller import warn
+from ..core.validation import feature_names, is_data_frame
 
 #: the methods whose output ``set_output`` configures
 OUTPUT_METHODS = ("transform", "fit_transform")
@@ -151,3 +152,113 @@ def replace_flagged(X: Any, low_rank: Any, outliers: Any, mask: Any = None) -> A
     if mask is None:
         return cleaned
     return cleaned * mask + low_rank * (1 - mask)
+
+
+class OutputAPI:
+    """scikit-learn's output API on a learner: the names of its output features, the container
+    ``set_output`` chose, the input's feature names (``feature_names_in_``) checked on every
+    call, and what a checkpoint keeps of them."""
+
+    #: ``fit_transform`` returns the input's own features (not codes): the output features
+    #: are named after the input's
+    _output_follows_input = False
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names of the output features of ``transform``: ``<class name><k>`` for the
+        ``k``-th atom's codes (``onlinenmf0``, ``onlinenmf1``, ...), as scikit-learn names a
+        decomposition's; the input's names where the output is the input's own features.
+
+        Parameters
+        ----------
+        input_features : list of str, optional
+            The input features' names, checked against ``feature_names_in_`` (when fitted on
+            a DataFrame) and ``n_features_in_``.
+
+        Returns
+        -------
+        ndarray of str objects
+        """
+        self._check_fitted()
+        names = input_feature_names(self, input_features)
+        if self._output_follows_input:
+            return names
+        n_components = getattr(self, "n_components_", None)  # the batch learners have none
+        return component_names(self, int(self.components_.shape[0]) if n_components is None
+                               else int(n_components))
+
+    def set_output(self, *, transform: str | None = None) -> Any:
+        """Choose the container ``transform`` and ``fit_transform`` return: ``"pandas"`` or
+        ``"polars"`` (a DataFrame whose columns are :meth:`get_feature_names_out`, with the
+        index of a pandas DataFrame given), ``"default"`` (the backend's tensor), or None (no
+        change). Labelled input keeps giving a ``DataArray``. scikit-learn's ``Pipeline`` and
+        ``ColumnTransformer`` call it through their own ``set_output``.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default None
+            The container (None: keep the current one).
+
+        Returns
+        -------
+        self
+        """
+        if transform is not None:
+            self._sklearn_output_config = {**getattr(self, "_sklearn_output_config", {}),
+                                           "transform": check_container(transform)}
+        return self
+
+    def _check_feature_names(self, X: Any) -> None:
+        """Data given to a fitted learner have the columns it was fitted with, by name
+        (scikit-learn's rule: a DataFrame with its columns in another order would be read by
+        position, silently); a missing name on either side is warned about."""
+        names, fitted = feature_names(X), self.__dict__.get("feature_names_in_")
+        if names is None or fitted is None:
+            if (names is None) != (fitted is None) and self._fitted:
+                which = "has feature names" if fitted is None else "has no feature names"
+                how = "without" if fitted is None else "with"
+                warn(f"X {which}, but {type(self).__name__} was fitted {how} feature names")
+            return
+        if len(names) != len(fitted) or np.any(names != fitted):
+            raise ValueError(f"The feature names should match those that were passed during "
+                             f"fit: {type(self).__name__} was fitted with {list(fitted)}, X has "
+                             f"{list(names)}")
+
+    def _keep_feature_names(self, names: Any) -> None:
+        """Keep the columns of the DataFrame fitted on (``names``: :func:`feature_names` of
+        the data; None keeps nothing), as scikit-learn keeps ``feature_names_in_``."""
+        if names is not None:
+            self.feature_names_in_ = names
+
+    def _output_meta(self) -> dict:
+        """What a checkpoint keeps of the output API: the input's feature names (fitted on
+        a DataFrame) and the container ``set_output`` chose (``"default"`` included: an explicit
+        choice overrides scikit-learn's global one)."""
+        meta = {}
+        names = self.__dict__.get("feature_names_in_")
+        if names is not None:
+            meta["feature_names"] = [str(name) for name in names]
+        # any explicit choice, "default" included: it overrides scikit-learn's global one
+        container = getattr(self, "_sklearn_output_config", {}).get("transform")
+        if container is not None:
+            meta["output"] = container
+        return meta
+
+    def _restore_output_meta(self, meta: dict, path: Any) -> None:
+        """Set what :meth:`_output_meta` wrote (nothing for checkpoints written before);
+        a container whose library is missing here is warned about and left at the default:
+        it is a presentation choice, not worth losing the learned state for."""
+        names = meta.get("feature_names")
+        if names is not None:
+            if not (isinstance(names, list) and all(isinstance(n, str) for n in names)
+                    and len(names) == self.n_features_in_):
+                raise ValueError(f"cannot read checkpoint {str(path)!r}: its feature names are "
+                                 f"not {self.n_features_in_} strings")
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        if meta.get("output") is not None:
+            try:
+                self.set_output(transform=meta["output"])
+            except ImportError as error:
+                warn(f"checkpoint {str(path)!r}: {error}; its learner gives the default output")
+            except ValueError:
+                raise ValueError(f"cannot read checkpoint {str(path)!r}: its output container "
+                                 f"{meta['output']!r} is none of {list(CONTAINERS)}") from None
