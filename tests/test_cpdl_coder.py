@@ -7,11 +7,11 @@ import importlib.util
 import numpy as np
 import pytest
 
-import tensorstream.learners.ocpdl as ocpdl
+import tensorstream.algorithms.surrogate_cp as ocpdl
 from tensorstream import OnlineCPDL, load
+from tensorstream.algorithms.surrogate_cp import ADMM_BATCH, projections
 from tensorstream.coders.lasso import sparse_code
 from tensorstream.core.dictionary import gram
-from tensorstream.learners.ocpdl import ADMM_BATCH, projections
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 import tensorstream
 from tensorstream import OnlineCPDL, OnlineDivergenceNMF
-from tensorstream.learners.divergence_nmf import auto_rounds
+from tensorstream.algorithms.divergence_cp import auto_rounds
 
 #: the coding step of ``transform`` set to the training step's, so that ``_coded`` gives the
 #: codes the next ``partial_fit`` starts from

@@ -10,8 +10,9 @@ from sklearn.base import clone
 
 import tensorstream
 from tensorstream import OnlineCPDL, OnlineNMF
-from tensorstream.learners.divergence_nmf import DivergenceCP, OnlineDivergenceNMF
-from tensorstream.learners.ocpdl import SurrogateCP
+from tensorstream.algorithms.divergence_cp import DivergenceCP
+from tensorstream.algorithms.surrogate_cp import SurrogateCP
+from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
 
 
 def planted_counts(n, shape=(12, 10), K=3, scale=20.0, seed=0):

@@ -8,15 +8,11 @@ import pytest
 import tensorly as tl
 
 from tensorstream import load
+from tensorstream.algorithms.robust_nmf import AUTO_OUTLIER_ALPHA, MAX_RESIDUAL_SCALE
 from tensorstream.core.backend import to_numpy
 from tensorstream.datasets.outliers import contaminate, normalize_unit_max, psnr, replicate
 from tensorstream.learners.nmf import OnlineNMF
-from tensorstream.learners.robust_nmf import (
-    AUTO_OUTLIER_ALPHA,
-    MAX_RESIDUAL_SCALE,
-    RobustNMF,
-    RobustOnlineNMF,
-)
+from tensorstream.learners.robust_nmf import RobustNMF, RobustOnlineNMF
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
     not importlib.util.find_spec("torch"), reason="needs torch"))]

@@ -174,7 +174,8 @@ CASES = {
     "cpdl_masked_radius": _cpdl_masked_radius,
     "cpdl_kl": _cpdl_kl,
     "nmf_admm": lambda backend: _nmf(backend, "admm"),
-    "nmf_hals": lambda backend: _nmf(backend, "hals"),
+    # recorded with coder="hals", the old name of "pivoting" (the key kept: no re-recording)
+    "nmf_hals": lambda backend: _nmf(backend, "pivoting"),
     "nmf_forget_nndsvda": _nmf_forget,
     "robust_admm": lambda backend: _robust(backend, "admm"),
     "robust_pgd": lambda backend: _robust(backend, "pgd"),

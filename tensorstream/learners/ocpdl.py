@@ -20,28 +20,23 @@ the 1/2: twice ``1/2 ||x - W h||^2 + alpha ||h||_1 + ridge/2 ||h||^2``, the obje
 user's ``alpha`` and ``ridge`` weigh against (the convention of every learner). Memory is
 ``O(R prod(I_k))`` whatever the number of samples seen.
 
-The learner is a thin shell: :class:`SurrogateCP` is the algorithm above as a configuration of
-the engine (:func:`tensorstream.engine.online_step` runs it). A ``loss`` other than the squared
-one (KL, beta, IS, Huber, ...) configures the online algorithm of Zhao, Tan & Xu instead
-(projected-gradient codes, one projected stochastic-gradient step on the loadings per batch):
-:class:`tensorstream.learners.divergence_nmf.DivergenceCP`, the same code that
-:class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF` runs.
+The learner is a thin shell: :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP` is the
+algorithm above as a configuration of the engine (:func:`tensorstream.engine.online_step` runs
+it). A ``loss`` other than the squared one (KL, beta, IS, Huber, ...) configures the online
+algorithm of Zhao, Tan & Xu instead (projected-gradient codes, one projected stochastic-gradient
+step on the loadings per batch): :class:`tensorstream.algorithms.divergence_cp.DivergenceCP`, the
+same code that :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF` runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 from typing import Any
 
-import tensorly as tl
-
+from ..algorithms.divergence_cp import DivergenceCP
+from ..algorithms.surrogate_cp import SurrogateCP, SurrogateOptions
 from ..coders.divergence import CODE_LOWER, CODE_UPPER
-from ..coders.lasso import sample_losses, sparse_code
-from ..coders.robust import nonnegative_code_admm
 from ..core.backend import using
-from ..core.constraints import project_columns
-from ..core.dictionary import dictionary_matrix, gram, masked_gram
-from ..core.products import narrow_dot, row_sq_norms
 from ..core.validation import (
     BOOLEAN,
     CALLABLE,
@@ -49,18 +44,17 @@ from ..core.validation import (
     Instance,
     Interval,
     Options,
-    check_batch,
 )
-from ..engine import Algorithm, Codes
+from ..engine import Algorithm
 from ..losses import Divergence
-from ..schedules import checked_radius, checked_weight, make_radius, make_weights
-from ..steps.surrogate import surrogate_bcd_step, surrogate_value
+from ..schedules import make_radius, make_weights
+from ..steps.surrogate import surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
 from .divergence_nmf import (
     DIVERGENCE_CONSTRAINTS,
-    DivergenceCP,
     check_divergence_rules,
     divergence_of,
+    divergence_options,
     divergence_way_out,
     transform_algorithm,
 )
@@ -77,10 +71,6 @@ DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau
                    "normalize": True, "transform_tol": 1e-8, "transform_max_iter": 1000,
                    "dict_rounds": "auto"}
 """Parameters of the divergence (OL) algorithm, with their defaults."""
-
-ADMM_BATCH = 256
-"""``coder="auto"`` codes by ADMM from this ``batch_size`` on (nonnegative codes; see
-:meth:`SurrogateCP.uses_admm`), by pivoting below it (docs/ocpdl.md, "The coder")."""
 
 DICT_STEPS = {"squared": ("auto", "columns", "fista"), "divergence": ("auto", "sgd", "mu")}
 """The values of ``dict_step`` under each algorithm (``"auto"``: ``"columns"``, resp. the
@@ -152,8 +142,7 @@ class OnlineCPDL(OnlineLearner):
         and every other learner: each code minimises ``1/2 ||x - W h||^2 + alpha ||h||_1 +
         ridge/2 ||h||^2`` (the paper's eq. (9) has no 1/2: its ``lambda`` is ``2 * alpha``;
         the paper's image/video values are scikit-learn alphas, ``alpha = prod(I) *
-        sklearn_alpha``). Checkpoints written before this convention hold the doubled value
-        and load halved.
+        sklearn_alpha``).
     ridge : float, default 0.0
         Squared l2 penalty on the codes; > 0 makes codes unique (the theory's assumption A4).
     weights : "balanced", float or callable, default 0.5
@@ -223,14 +212,13 @@ class OnlineCPDL(OnlineLearner):
         a few ``R x R`` products per iteration, each sample to its residual tolerance 1e-2, at
         most ``code_max_iter`` iterations); nonnegative codes only. ``"auto"``: ADMM in
         training steps when the codes are nonnegative and ``batch_size >= 256``
-        (:data:`ADMM_BATCH`), pivoting otherwise and in ``transform`` and ``score``. Pivoting
-        solves each sample's system in turn, at a cost growing as ``R^3``; ADMM's products grow
-        with the batch. On 20 x 20 x 3 image patches at rank 24 ADMM took 0.55x pivoting's
-        time at batches of 256 and 0.47x at 512 for the same held-out error; at ranks 5 and 10
-        they tie (0.97-1.03x), and below 256 pivoting is as fast or faster there (at rank 24
-        ADMM already pays from 64: 0.72-0.87x; docs/ocpdl.md, "The coder"). Masked batches are
-        always coded by pivoting (each sample has its own Gram). Checkpoints written before
-        this parameter existed load with ``"pivoting"``, as they coded.
+        (:data:`~tensorstream.algorithms.surrogate_cp.ADMM_BATCH`), pivoting otherwise and in
+        ``transform`` and ``score``. Pivoting solves each sample's system in turn, at a cost
+        growing as ``R^3``; ADMM's products grow with the batch. On 20 x 20 x 3 image patches at
+        rank 24 ADMM took 0.55x pivoting's time at batches of 256 and 0.47x at 512 for the same
+        held-out error; at ranks 5 and 10 they tie (0.97-1.03x), and below 256 pivoting is as fast
+        or faster there (at rank 24 ADMM already pays from 64: 0.72-0.87x; docs/ocpdl.md, "The
+        coder"). Masked batches are always coded by pivoting (each sample has its own Gram).
     step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
 dict_row_min, normalize, dict_rounds
         Divergence losses only: see
@@ -305,7 +293,47 @@ dict_row_min, normalize, dict_rounds
                  backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.loss = loss
+        self.loss_params = loss_params
+        self.alpha = alpha
+        self.ridge = ridge
+        self.weights = weights
+        self.search_radius = search_radius
+        self.radius_mode = radius_mode
+        self.nonnegative = nonnegative
+        self.column_bound = column_bound
+        self.missing = missing
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.dict_passes = dict_passes
+        self.dict_max_iter = dict_max_iter
+        self.dict_tol = dict_tol
+        self.code_max_iter = code_max_iter
+        self.code_tol = code_tol
+        self.coder = coder
+        self.step_a = step_a
+        self.step_b = step_b
+        self.step_tau = step_tau
+        self.grad_reduction = grad_reduction
+        self.code_step = code_step
+        self.code_lower = code_lower
+        self.code_upper = code_upper
+        self.dict_upper = dict_upper
+        self.dict_row_min = dict_row_min
+        self.normalize = normalize
+        self.transform_tol = transform_tol
+        self.transform_max_iter = transform_max_iter
+        self.dict_rounds = dict_rounds
+        self.dict_step = dict_step
+        self.random_state = random_state
+        self.backend = backend
+        self.device = device
+        self.verbose = verbose
+        self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -319,23 +347,24 @@ dict_row_min, normalize, dict_rounds
         """True when ``loss`` (with ``loss_params``) is the squared loss, in any spelling."""
         return _runs_squared(self.loss, self.loss_params)
 
-    #: ``alpha`` was weighed against the whole squared error (no 1/2) before
-    _rescaled_parameters = {"alpha": 0.5}
-
-    @classmethod
-    def _absent_parameters(cls, params: dict) -> dict:
-        """Checkpoints written before ``coder`` pivoted every batch of the squared loss: they
-        resume so (``"auto"`` would code their batches of 256 or more by ADMM)."""
-        if _runs_squared(params.get("loss", "squared"), params.get("loss_params")):
-            return {"coder": "pivoting"}
-        return {}
-
     def _algorithm(self) -> Algorithm:
         """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
-        params = self._params()
         if self._squared:
-            return SurrogateCP(params)
-        return DivergenceCP(params, self.loss_)
+            return SurrogateCP(self._surrogate_options())
+        return DivergenceCP(divergence_options(self), self.loss_)
+
+    def _surrogate_options(self) -> SurrogateOptions:
+        """The squared loss's algorithm options from the parameters: the one place they pass
+        from the estimator to :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP`."""
+        return SurrogateOptions(
+            n_components=self.n_components, init=self.init, alpha=self.alpha,
+            ridge=self.ridge, weights=self.weights, search_radius=self.search_radius,
+            radius_mode=self.radius_mode, nonnegative=self.nonnegative,
+            column_bound=self.column_bound,
+            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            coder=self.coder, code_max_iter=self.code_max_iter, code_tol=self.code_tol,
+            dict_step=self.dict_step, dict_passes=self.dict_passes,
+            dict_max_iter=self.dict_max_iter, dict_tol=self.dict_tol)
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS,
@@ -388,8 +417,7 @@ dict_row_min, normalize, dict_rounds
         return divergence_way_out(self.loss_)
 
     def _keeps_sparse(self, X: Any, backend: str) -> bool:
-        return not self._squared and DivergenceCP.keeps_sparse(
-            self.loss_, X, backend)
+        return not self._squared and DivergenceCP.keeps_sparse(self.loss_, X, backend)
 
     # -- results -------------------------------------------------------------------------------
 
@@ -404,10 +432,10 @@ dict_row_min, normalize, dict_rounds
         result); a divergence's solved to ``transform_tol``."""
         if not self._squared:
             return transform_algorithm(self)
-        params = self._params()
-        if params.coder == "auto":
-            params.coder = "pivoting"
-        return SurrogateCP(params)
+        options = self._surrogate_options()
+        if options.coder == "auto":
+            options = dataclasses.replace(options, coder="pivoting")
+        return SurrogateCP(options)
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
@@ -417,136 +445,3 @@ dict_row_min, normalize, dict_rounds
         stats = self.statistics_
         with using(self.backend_):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
-
-
-class SurrogateCP(Algorithm):
-    """Algorithm 2 of Lyu, Strohmeier & Needell: lasso codes, surrogate statistics, one
-    block-coordinate pass on the loadings within the search radius.
-
-    Parameters
-    ----------
-    params : namespace
-        The learner's parameters (``n_components``, ``alpha``, ``ridge``, ``weights``,
-        ``search_radius``, ``radius_mode``, ``nonnegative``, ``column_bound``, ``init``,
-        ``dict_step``, ``dict_passes``, ``dict_max_iter``, ``dict_tol``, ``code_max_iter``,
-        ``code_tol``).
-    """
-
-    def __init__(self, params: Any):
-        self.params = params
-        self.nonnegative = bool(params.nonnegative)
-        self.weights = make_weights(params.weights)
-        self.radius = make_radius(params.search_radius, self.weights)
-
-    def project(self, U: Any) -> Any:
-        """The constraint set of a loading: (nonnegative) columns in the ball."""
-        return project_columns(U, nonnegative=self.nonnegative,
-                               column_bound=self.params.column_bound)
-
-    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
-        """U[0, 1) entries (drawn in numpy: every backend starts the same), or ``init``."""
-        R, init = self.params.n_components, self.params.init
-        sample_shape = tuple(X.shape[1:])
-        if isinstance(init, str):
-            if init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, got {init!r}")
-            return [self.project(tl.tensor(rng.random((size, R)), **context))
-                    for size in sample_shape]
-        return [self.project(U) for U in checked_init(init, sample_shape, R, context,
-                                                      self.nonnegative)]
-
-    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
-        """Lasso codes: exact (block principal pivoting), or by ADMM in the code space
-        (:meth:`uses_admm`); with a ``mask`` (``X`` is zero where it is 0), each sample has its
-        own Gram ``W^T diag(m_j) W``, and the codes are the exact coder's.
-
-        The coder, the losses and the statistic ``c`` are written without the 1/2 on the
-        squared error (:mod:`tensorstream.coders.lasso`), so the user's ``alpha`` (against
-        ``1/2 ||x - W h||^2``) enters them doubled; ``ridge`` means the same in both.
-        """
-        alpha, ridge = 2 * self.params.alpha, self.params.ridge
-        G = gram(loadings) if mask is None else masked_gram(mask, loadings)
-        P = projections(X, loadings)
-        if mask is None and self.uses_admm():  # ADMM's objective has the 1/2: alpha / 2
-            H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
-                                         max_iter=self.params.code_max_iter)
-        else:
-            H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,
-                               max_iter=self.params.code_max_iter, tol=self.params.code_tol)
-        losses, constant = coded_losses(X, G, P, H, alpha, ridge)
-        return Codes(codes=H, explained=X, losses=losses, constant=constant)
-
-    def uses_admm(self) -> bool:
-        """Whether the codes of unmasked batches come from ADMM in the code space
-        (:func:`~tensorstream.coders.robust.nonnegative_code_admm`, OnlineNMF's coder, to its
-        residual tolerance 1e-2): ``coder="admm"``, or ``"auto"`` with nonnegative codes and
-        ``batch_size`` of at least :data:`ADMM_BATCH`. The rule reads the parameter, not the
-        batch, so every batch of a run (and every shard of a cluster step) codes alike."""
-        coder = self.params.coder
-        return coder == "admm" or (coder == "auto" and self.nonnegative
-                                   and self.params.batch_size >= ADMM_BATCH)
-
-    def weight(self, t: int) -> float:
-        """``w_t``; ``w_1 = 1`` whatever the schedule says, so that the statistics are
-        averages from the start (otherwise the first batches' are shrunk towards the zero
-        ``A_0``, ``B_0``)."""
-        w = checked_weight(self.weights, t)  # checked at t = 1 too: a wrong schedule is named
-        return 1.0 if t == 1 else w
-
-    def radius_at(self, t: int) -> float | None:
-        """The search radius of step ``t`` (None: unrestricted)."""
-        return None if self.radius is None else checked_radius(self.radius, t)
-
-    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
-               scale: float = 1.0) -> list:
-        """One block-coordinate pass on the surrogate, each loading within the radius."""
-        return surrogate_bcd_step(
-            loadings, statistics["A"], statistics["B"], nonnegative=self.nonnegative,
-            column_bound=self.params.column_bound, radius=self.radius_at(t),
-            radius_mode=self.params.radius_mode, n_passes=self.params.dict_passes,
-            method="fista" if self.params.dict_step == "fista" else "columns",
-            max_iter=self.params.dict_max_iter, tol=self.params.dict_tol)
-
-    def info(self, t: int, w: float | None, n: int) -> dict:
-        return {"weight": w, "radius": self.radius_at(t)}
-
-
-def coded_losses(X: Any, G: Any, P: Any, H: Any, alpha: float, ridge: float
-                 ) -> tuple[Any, float]:
-    """Per-sample losses ``||x - W h||^2 + alpha ||h||_1 + ridge ||h||^2`` (without the 1/2)
-    of the codes ``H`` from the Gram ``G`` and projections ``P``, and the batch's constant
-    ``mean(||x||^2 + alpha ||h||_1 + ridge ||h||^2)`` of the statistic ``c``."""
-    flat = tl.reshape(X, (tl.shape(X)[0], -1))
-    sq_norms = row_sq_norms(flat)
-    losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
-    if alpha or ridge:  # the codes' penalties, summed as the engine sums them
-        sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)
-    return losses, float(tl.mean(sq_norms))
-
-
-def projections(X: Any, loadings: list) -> Any:
-    """``W^T vec(X_j)`` for every sample of ``X`` (``(b, I_1..I_n)``): one GEMM with the atoms.
-
-    The atoms ``W`` (``prod(I) x R``) are no larger than the statistic ``B`` the learner keeps
-    anyway, and forming them costs ``O(R prod(I))``, a ``b``-th of the product itself; the
-    contraction mode by mode that avoids them is several times slower (its intermediates are
-    ``R / I_n`` times the batch).
-    """
-    return narrow_dot(tl.reshape(X, (tl.shape(X)[0], -1)), dictionary_matrix(loadings))
-
-
-def checked_init(init: Any, sample_shape: tuple, R: int, context: dict,
-                 nonnegative: bool) -> list:
-    """The loadings of a list ``init``, checked against the samples' shape."""
-    init = list(init) if isinstance(init, Sequence) else None
-    if init is None or len(init) != len(sample_shape):
-        raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays of "
-                         f"shapes {[(s, R) for s in sample_shape]}")
-    loadings = []
-    backend = tl.get_backend()
-    for k, (U, size) in enumerate(zip(init, sample_shape)):
-        U = check_batch(U, backend=backend, nonnegative=nonnegative, name=f"init[{k}]")
-        if tuple(U.shape) != (size, R):
-            raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-        loadings.append(tl.tensor(U, **context))
-    return loadings
