@@ -245,7 +245,7 @@ def test_scalars_empty_and_boolean_data(name):
 
 
 #: fewer inner iterations where a learner's solvers run to their limit on overflowing data
-CHEAP = {"maxnorm": {"code_max_iter": 10, "ball_max_iter": 10, "basis_sweeps": 1}}
+CHEAP = {"maxnorm": {"code_max_iter": 10, "ball_max_iter": 10, "dict_passes": 1}}
 
 
 @pytest.fixture(params=LEARNERS)

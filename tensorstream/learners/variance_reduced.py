@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..algorithms.robust_matrix import sample_scale_sums
 from ..core.backend import as_tensor, backend_of, float_dtype_of, run, to_numpy, using
 from ..core.caller import warn
 from ..core.device import device_of
@@ -80,7 +81,6 @@ from ._base import (
     _progress_bar,
     check_fit_work,
 )
-from .maxnorm import sample_scale_sums
 
 METHODS = ("vr", "sgd", "smm")
 AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (sec. 5.2)
