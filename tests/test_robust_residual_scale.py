@@ -125,22 +125,6 @@ def _rewritten(path, change):
     np.savez(path, **members)
 
 
-def test_a_checkpoint_of_an_earlier_version_keeps_its_fixed_weight(tmp_path):
-    """Its state has no residual scale: it resumes with the weight it was trained with (0.5
-    data units, times outlier_alpha_scale), as before, and learns none; the parameter says
-    so."""
-    X = _low_rank_with_outliers()
-    model = RobustOnlineNMF(3, batch_size=10, random_state=0).partial_fit(X[:10])
-    path = model.save(tmp_path / "old")
-    _rewritten(path, lambda meta: meta.pop("statistics"))
-    old = load(path)
-    assert old.outlier_alpha == 0.5 and old.residual_scale_ is None
-    for start in range(10, 50, 10):
-        old.partial_fit(X[start:start + 10])
-        assert old.outlier_alpha_ == pytest.approx(0.5 * old.scale_)
-    assert old.residual_scale_ is None
-
-
 @pytest.mark.parametrize("stored", [{"residual_scale": -0.1}, {"residual_scale": 0.0},
                                     {"residual_scale": float("nan")}, {"residual_scale": "0.1"},
                                     {"residual_scale": True}, {"residual_scale": 0.1, "x": 1.0},

@@ -39,9 +39,7 @@ import tensorly as tl
 
 from ..algorithms.nmf import loadings_from_init
 from ..algorithms.robust_nmf import (
-    AUTO_OUTLIER_ALPHA,
     CONSTRAINTS,
-    MAX_RESIDUAL_SCALE,
     RobustNMFAlgorithm,
     RobustNMFOptions,
     _default_outlier_alpha,
@@ -313,21 +311,6 @@ class RobustOnlineNMF(OnlineLearner):
         self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
-
-    @classmethod
-    def _loaded_params(cls, params: dict, meta: dict) -> dict:
-        """As every learner's, and a file of a version before the learned residual scale
-        whose ``outlier_alpha`` is ``"auto"`` loads with the fixed weight that ``"auto"`` was
-        then (``outlier_alpha_scale`` times 0.5 data units): it resumes as it ran, and a
-        state without a residual scale means a weight set since the fit (see
-        ``RobustNMFAlgorithm.at_state``)."""
-        loaded = super()._loaded_params(params, meta)
-        stored = meta.get("statistics")
-        if loaded.get("outlier_alpha") == "auto" and not (
-                isinstance(stored, dict) and "residual_scale" in stored):
-            loaded["outlier_alpha"] = float(loaded.get("outlier_alpha_scale", 1.0)) * \
-                AUTO_OUTLIER_ALPHA * MAX_RESIDUAL_SCALE
-        return loaded
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
