@@ -1,7 +1,6 @@
 """The `tensorstream` command end to end in a temporary folder: fit (netCDF, zarr-free .npy),
 resume, demo, info, and bad input as one-line errors that leave every file untouched."""
 
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,6 @@ from tensorstream.cli.demo import (
     planted_patterns,
     run_demo,
 )
-from tensorstream.engine.checkpoint import read_checkpoint
 from tensorstream.learners import registry
 
 FIT = ["--var", "obs", "--sample-dim", "time", "--modes", "lat,lon;variable", "--n-components", "3",
@@ -372,76 +370,6 @@ def test_info_describes_factors_checkpoints_and_data(climate_file, tmp_path, cap
     text = capsys.readouterr().out
     assert "obs: (time: 96, lat: 9, lon: 16, variable: 4) float32" in text
     assert "coordinate time: 2021-03-01 00:00:00 .. 2021-03-04 23:00:00" in text
-
-
-def _as_written_before_the_convention(checkpoint, old, **meta_changes):
-    """A copy of ``checkpoint`` as an earlier version wrote it: no penalty-convention mark,
-    ``alpha`` on the whole squared error (twice today's), ``blas_threads`` for ``n_threads``
-    (see test_renamed_parameters.py)."""
-    meta, arrays = read_checkpoint(checkpoint)
-    del meta["penalty_convention"]
-    params = meta["params"]
-    params["alpha"] *= 2
-    params["blas_threads"] = params.pop("n_threads")
-    meta.update(meta_changes)
-    np.savez(old, __meta__=np.array(json.dumps(meta)), **arrays)
-    return old
-
-
-@pytest.fixture
-def old_and_new_checkpoints(climate_file, tmp_path, capsys):
-    """A checkpoint of 2 steps with --alpha 0.05, and the same as written before the 1/2
-    penalty convention (when the same run was written --alpha 0.1)."""
-    new = tmp_path / "new.npz"
-    assert main(["fit", str(climate_file[0]), *FIT, "--alpha", "0.05", "--steps", "2",
-                 "--checkpoint", str(new), "--out", str(tmp_path / "f.nc")]) == 0
-    capsys.readouterr()
-    return _as_written_before_the_convention(new, tmp_path / "old.npz"), new
-
-
-def test_info_shows_an_old_checkpoints_parameters_as_they_load(old_and_new_checkpoints,
-                                                                 tmp_path, capsys):
-    old, new = old_and_new_checkpoints
-    assert main(["info", str(old)]) == 0
-    text = capsys.readouterr().out
-    assert "alpha=0.05," in text and "n_threads=1" in text
-    assert ("parameters: written before the 1/2 penalty convention and today's parameter "
-            "names; shown in today's names and convention") in text
-    assert "(the file stores alpha=0.1, blas_threads=1)" in text
-    assert main(["info", str(new)]) == 0
-    text = capsys.readouterr().out
-    assert "alpha=0.05," in text and "written before" not in text and "blas" not in text
-    # a class this version does not know: the parameters as stored, no crash
-    unknown = _as_written_before_the_convention(new, tmp_path / "x.npz", **{"class": "Xyz"})
-    assert main(["info", str(unknown)]) == 0
-    text = capsys.readouterr().out
-    assert "learner: Xyz" in text and "alpha=0.1," in text and "written before" not in text
-
-
-def test_resume_of_an_old_checkpoint_names_todays_alpha(climate_file, old_and_new_checkpoints,
-                                                         tmp_path, capsys):
-    old, new = old_and_new_checkpoints
-    saved = old.read_bytes()
-    resume = ["fit", str(climate_file[0]), *FIT, "--steps", "3", "--resume"]
-    # the value the old file was written with: refused, with today's equivalent
-    assert main([*resume, "--alpha", "0.1", "--checkpoint", str(old), "--out",
-                 str(tmp_path / "g.nc")]) == 1
-    err = capsys.readouterr().err
-    assert "predates the 1/2 penalty convention" in err and "pass --alpha 0.05" in err
-    assert old.read_bytes() == saved and not (tmp_path / "g.nc").exists()
-    # another value: the plain message, in today's convention
-    assert main([*resume, "--alpha", "0.3", "--checkpoint", str(old), "--out",
-                 str(tmp_path / "g.nc")]) == 1
-    err = capsys.readouterr().err
-    assert "made with --alpha 0.05, the command line says 0.3" in err
-    assert "predates" not in err
-    # today's value resumes, as the new file does
-    for checkpoint in (old, new):
-        assert main([*resume, "--alpha", "0.05", "--checkpoint", str(checkpoint), "--out",
-                     str(tmp_path / f"{checkpoint.stem}.nc")]) == 0
-    with xr.open_dataset(tmp_path / "old.nc") as a, xr.open_dataset(tmp_path / "new.nc") as b:
-        assert a.attrs["n_steps"] == b.attrs["n_steps"] == 3
-        xr.testing.assert_equal(a["lat_lon_loadings"], b["lat_lon_loadings"])
 
 
 def test_info_on_a_bad_file_is_one_line(tmp_path, capsys):
