@@ -217,7 +217,7 @@ class RobustOnlineNMF(OnlineLearner):
         the state kept there); ``None``: where the data are (see ``docs/devices.md``).
     n_threads : int or None, default 1
         BLAS/OpenMP and PyTorch threads inside the public methods (see
-        :func:`tensorstream.core.backend.limit_threads`; formerly ``blas_threads``).
+        :func:`tensorstream.core.backend.limit_threads`).
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
 
