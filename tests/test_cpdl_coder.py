@@ -63,11 +63,6 @@ def test_admm_with_signed_codes_is_refused_by_name():
         OnlineCPDL(3, coder="admm", nonnegative=False).fit(planted(40), n_steps=1)
 
 
-def test_a_coder_with_a_divergence_loss_is_refused_by_name():
-    with pytest.raises(ValueError, match="coder"):
-        OnlineCPDL(3, loss="kl", coder="admm").fit(planted(40), n_steps=1)
-
-
 def test_an_unknown_coder_is_refused_by_name():
     with pytest.raises(ValueError, match="coder"):
         OnlineCPDL(3, coder="hals").fit(planted(40), n_steps=1)

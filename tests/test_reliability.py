@@ -37,7 +37,8 @@ needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
 
 ONLINE = {
     "cpdl": lambda: OnlineCPDL(3, batch_size=10, max_iter=1, random_state=0),
-    "cpdl-kl": lambda: OnlineCPDL(3, loss="kl", batch_size=10, max_iter=1, random_state=0),
+    "cpdl-kl": lambda: OnlineDivergenceNMF(3, loss="kl", batch_size=10, max_iter=1,
+                                           random_state=0),
     "nmf": lambda: OnlineNMF(3, batch_size=10, max_iter=1, random_state=0),
     "robust-nmf": lambda: RobustOnlineNMF(3, batch_size=10, max_iter=1, random_state=0),
     "maxnorm": lambda: OnlineMaxNormMD(3, batch_size=10, max_iter=1, random_state=0),

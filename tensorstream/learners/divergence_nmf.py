@@ -16,10 +16,9 @@ The paper's OL algorithm (Zhao, Tan & Xu, Algorithm 1) on the CP dictionary of
 No statistics are kept: only the loadings and the data scale.
 
 :class:`DivergenceCP` is this algorithm as a configuration of the engine, once, for every
-learner that runs it: ``OnlineCPDL(loss=...)`` with a loss other than the squared one, and
-:class:`OnlineDivergenceNMF` (which always runs it, with its own defaults, the paper's in
-``paper_params``). The step size counts the samples seen (``step_tau=None``), so that a stream of
-batches of any size steps as ``fit`` does.
+learner that runs it: :class:`OnlineDivergenceNMF`, on matrix or tensor samples (the paper's
+settings in ``paper_params``). The step size counts the samples seen (``step_tau=None``), so
+that a stream of batches of any size steps as ``fit`` does.
 
 Deviation for tensors: the step of loading ``k`` is divided by the number of entries one of its
 rows touches, ``prod_{l != k} I_l`` (1 for a matrix, so the matrix case is the paper's step);
@@ -152,10 +151,10 @@ class OnlineDivergenceNMF(OnlineLearner):
     divergences (KL, Itakura-Saito, beta, alpha, Huber, l1, ...); with samples of shape
     ``(I_1, ..., I_n)`` the dictionary is a CP dictionary, e.g. online KL (Poisson) CP of count
     tensors. Codes are solved per batch by projected gradient, the loadings take one projected
-    stochastic-gradient step per batch (module docstring). The algorithm is the one
-    ``OnlineCPDL(loss=...)`` runs for a non-squared loss (:class:`DivergenceCP`); this class
-    has defaults of its own (the paper's are in ``paper_params``) and runs it for every loss,
-    the squared one included.
+    stochastic-gradient step per batch (module docstring;
+    :class:`~tensorstream.algorithms.divergence_cp.DivergenceCP`). The paper's settings are in
+    ``paper_params``; it runs for every loss, the squared one included (whose surrogate
+    algorithm, without a step size, is :class:`~tensorstream.learners.ocpdl.OnlineCPDL`'s).
 
     Parameters
     ----------

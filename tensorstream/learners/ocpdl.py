@@ -22,10 +22,9 @@ user's ``alpha`` and ``ridge`` weigh against (the convention of every learner). 
 
 The learner is a thin shell: :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP` is the
 algorithm above as a configuration of the engine (:func:`tensorstream.engine.online_step` runs
-it). A ``loss`` other than the squared one (KL, beta, IS, Huber, ...) configures the online
-algorithm of Zhao, Tan & Xu instead (projected-gradient codes, one projected stochastic-gradient
-step on the loadings per batch): :class:`tensorstream.algorithms.divergence_cp.DivergenceCP`, the
-same code that :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF` runs.
+it). The squared loss only: CP dictionaries under another divergence (KL for counts, IS, beta,
+Huber, ...) are :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`'s, which takes
+tensor samples as well as matrices.
 """
 
 from __future__ import annotations
@@ -33,84 +32,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..algorithms.divergence_cp import DivergenceCP
 from ..algorithms.surrogate_cp import SurrogateCP, SurrogateOptions
-from ..coders.divergence import CODE_LOWER, CODE_UPPER
 from ..core.backend import using
 from ..core.validation import (
     BOOLEAN,
     CALLABLE,
     NONE,
+    SEQUENCE,
     Instance,
     Interval,
     Options,
 )
-from ..engine import Algorithm
-from ..losses import Divergence
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
-from .divergence_nmf import (
-    DIVERGENCE_CONSTRAINTS,
-    check_divergence_rules,
-    divergence_of,
-    divergence_options,
-    divergence_way_out,
-    transform_algorithm,
-)
 
-SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
-                "radius_mode": "frobenius", "nonnegative": True, "column_bound": 1.0,
-                "missing": None, "dict_passes": 1, "dict_max_iter": 20, "dict_tol": 1e-3,
-                "coder": "auto"}
-"""Parameters of the squared loss's surrogate engine, with their defaults."""
-
-DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau": None,
-                   "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
-                   "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True, "transform_tol": 1e-8, "transform_max_iter": 1000,
-                   "dict_rounds": "auto"}
-"""Parameters of the divergence (OL) algorithm, with their defaults."""
-
-DICT_STEPS = {"squared": ("auto", "columns", "fista"), "divergence": ("auto", "sgd", "mu")}
-"""The values of ``dict_step`` under each algorithm (``"auto"``: ``"columns"``, resp. the
-divergence algorithm's own choice)."""
-
-
-def is_default(value: Any, default: Any) -> bool:
-    """True when a parameter holds its default (``None`` only by identity)."""
-    if default is None or value is None:
-        return value is default
-    try:
-        return bool(value == default)
-    except Exception:  # arrays, tensors: not a default
-        return False
-
-
-def check_at_defaults(learner: Any, defaults: dict, scope: str) -> None:
-    """Raise ``ValueError`` when a parameter of ``learner`` named in ``defaults`` (those that
-    apply to ``scope`` only) is not at its default under the learner's ``loss``."""
-    params = learner.get_params()
-    for name, default in defaults.items():
-        if name in params and not is_default(params[name], default):
-            raise ValueError(f"{name}={params[name]!r} applies to {scope} only; it cannot be "
-                             f"combined with loss={learner.loss!r} (leave it at its default "
-                             f"{default!r})")
-
-
-def is_squared_loss(loss: Any, loss_params: Any = None) -> bool:
-    """True for every spelling of the squared loss (``"squared"``, ``"l2"``, ``2.0``,
-    ``"beta"`` with ``{"beta": 2}``, ...)."""
-    try:
-        return divergence_of(loss, loss_params).name == "l2"
-    except (ValueError, TypeError):  # unknown, or needs parameters: not the squared loss
-        return False
-
-
-def _runs_squared(loss: Any, loss_params: Any) -> bool:
-    """True when :class:`OnlineCPDL` with these ``loss`` and ``loss_params`` runs the squared
-    loss's surrogate engine (a squared loss named alone, or with its parameters)."""
-    return is_squared_loss(loss) or is_squared_loss(loss, loss_params)
+DICT_STEPS = ("auto", "columns", "fista")
+"""The values of ``dict_step`` (``"auto"``: ``"columns"``)."""
 
 
 class OnlineCPDL(OnlineLearner):
@@ -125,18 +63,6 @@ class OnlineCPDL(OnlineLearner):
     ----------
     n_components : int
         Number of rank-one atoms ``R``.
-    loss : str, float or Divergence, default "squared"
-        ``"squared"`` (any name of the squared loss, or 2.0): the surrogate algorithm below.
-        Any other loss of :func:`tensorstream.losses.get_loss` (``"kl"``, ``"is"``, a beta,
-        ``"huber"``, ...) runs the online algorithm of Zhao, Tan & Xu instead (the one of
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`, see its parameters):
-        e.g. ``loss="kl"`` is online Poisson CP of count tensors. The parameters of one
-        algorithm must stay at their defaults with the other (``ValueError`` otherwise);
-        ``ridge``, ``batch_size``, ``max_iter``, ``init``, ``code_max_iter``, ``code_tol`` and
-        the rest are shared.
-    loss_params : dict or JSON string, optional
-        Keyword arguments of ``get_loss`` (``threshold`` for Huber, ``beta``, ...); divergence
-        losses only.
     alpha : float, default 0.0
         l1 penalty on the codes, weighed against half the squared error, as in scikit-learn
         and every other learner: each code minimises ``1/2 ||x - W h||^2 + alpha ||h||_1 +
@@ -181,7 +107,7 @@ class OnlineCPDL(OnlineLearner):
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
         the given ``(I_k, R)`` matrices.
-    dict_step : {"auto", "columns", "fista"} (squared loss), default "auto"
+    dict_step : {"auto", "columns", "fista"}, default "auto"
         The dictionary step. ``"columns"`` (``"auto"``): ``dict_passes`` passes of exact column
         minimisation per mode, a Gauss-Seidel sweep whose backend calls grow with the rank.
         ``"fista"``: accelerated projected gradient on each loading, all columns at once (a
@@ -189,8 +115,7 @@ class OnlineCPDL(OnlineLearner):
         ``dict_max_iter`` iterations, stopped when a step moves the loading by less than
         ``dict_tol`` times its norm. Measured on numpy (``benchmarks/bench_cp.py``,
         ``docs/ocpdl.md``) the column sweep reached the same errors sooner, so it stays the
-        default. Divergence losses take ``"auto"``, ``"sgd"`` or ``"mu"`` (see
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`).
+        default.
     dict_passes : int, default 1
         Column-minimisation passes per mode and step (1: the reference code's single pass).
     dict_max_iter : int, default 20
@@ -202,10 +127,11 @@ class OnlineCPDL(OnlineLearner):
         matters on degenerate problems).
     code_tol : float, default 1e-5
         Relative tolerance of the coding step's optimality test (see
-        :func:`tensorstream.coders.lasso.sparse_code`); the pivoting's and the divergences'
-        coders only (ADMM, ``coder`` below, stops at its own residual tolerance 1e-2).
+        :func:`tensorstream.coders.lasso.sparse_code`); the pivoting only (ADMM, ``coder``
+        below, stops at its own residual tolerance 1e-2). ``transform`` and ``score`` code
+        exactly at ``code_tol`` unless ``coder="admm"``.
     coder : {"auto", "pivoting", "admm"}, default "auto"
-        The squared loss's coder. ``"pivoting"``: the exact lasso solver, block principal
+        The coder. ``"pivoting"``: the exact lasso solver, block principal
         pivoting (:func:`tensorstream.coders.lasso.sparse_code`, at ``code_tol``).
         ``"admm"``: ADMM in the code space, vectorised over the batch
         (:func:`tensorstream.coders.robust.nonnegative_code_admm`, :class:`OnlineNMF`'s coder:
@@ -219,17 +145,6 @@ class OnlineCPDL(OnlineLearner):
         held-out error; at ranks 5 and 10 they tie (0.97-1.03x), and below 256 pivoting is as fast
         or faster there (at rank 24 ADMM already pays from 64: 0.72-0.87x; docs/ocpdl.md, "The
         coder"). Masked batches are always coded by pivoting (each sample has its own Gram).
-    step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
-dict_row_min, normalize, dict_rounds
-        Divergence losses only: see
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
-    transform_tol : float, default 1e-8
-        Divergence losses only: the coding step's tolerance in ``transform`` and ``score``,
-        where the codes are the result (training codes stop at ``code_tol``), as in
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`. The squared loss's
-        ``transform`` codes exactly at ``code_tol`` unless ``coder="admm"``.
-    transform_max_iter : int, default 1000
-        Divergence losses only: iterations of the coding step in ``transform`` and ``score``.
     random_state : int, Generator or None
         Seed of the initialisation and of the shuffling in ``fit``.
     backend : {"numpy", "pytorch", None}, default None
@@ -269,33 +184,20 @@ dict_row_min, normalize, dict_rounds
     [(6, 3), (5, 3), (4, 3)]
     >>> model.transform(X[:2]).shape
     (2, 3)
-    >>> counts = np.random.default_rng(0).poisson(2.0, (40, 6, 5)).astype(float)
-    >>> poisson = OnlineCPDL(2, loss="kl", batch_size=10, max_iter=1, random_state=0)
-    >>> [U.shape for U in poisson.fit(counts).loadings_]
-    [(6, 2), (5, 2)]
     """
 
-    def __init__(self, n_components: int, *, loss: str | float | Divergence = "squared",
-                 loss_params: dict | None = None, alpha: float = 0.0, ridge: float = 0.0,
+    def __init__(self, n_components: int, *, alpha: float = 0.0, ridge: float = 0.0,
                  weights=0.5, search_radius=None, radius_mode: str = "frobenius",
                  nonnegative: bool = True, column_bound: float | None = 1.0,
                  missing: str | None = None,
                  batch_size: int = 32, max_iter: int | str = "auto", init="random",
-                 dict_passes: int = 1, dict_max_iter: int = 20, dict_tol: float = 1e-3,
-                 code_max_iter: int = 300, code_tol: float = 1e-5, coder: str = "auto",
-                 step_a: float | None = None, step_b: float = 2e4,
-                 step_tau: float | None = None,
-                 grad_reduction: str = "mean", code_step: Any = "auto",
-                 code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
-                 dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
-                 transform_tol: float = 1e-8, transform_max_iter: int = 1000,
-                 dict_rounds: int | str = "auto", dict_step: str = "auto", random_state=None,
+                 dict_step: str = "auto", dict_passes: int = 1, dict_max_iter: int = 20,
+                 dict_tol: float = 1e-3, code_max_iter: int = 300, code_tol: float = 1e-5,
+                 coder: str = "auto", random_state=None,
                  backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
         self.n_components = n_components
-        self.loss = loss
-        self.loss_params = loss_params
         self.alpha = alpha
         self.ridge = ridge
         self.weights = weights
@@ -307,26 +209,13 @@ dict_row_min, normalize, dict_rounds
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.init = init
+        self.dict_step = dict_step
         self.dict_passes = dict_passes
         self.dict_max_iter = dict_max_iter
         self.dict_tol = dict_tol
         self.code_max_iter = code_max_iter
         self.code_tol = code_tol
         self.coder = coder
-        self.step_a = step_a
-        self.step_b = step_b
-        self.step_tau = step_tau
-        self.grad_reduction = grad_reduction
-        self.code_step = code_step
-        self.code_lower = code_lower
-        self.code_upper = code_upper
-        self.dict_upper = dict_upper
-        self.dict_row_min = dict_row_min
-        self.normalize = normalize
-        self.transform_tol = transform_tol
-        self.transform_max_iter = transform_max_iter
-        self.dict_rounds = dict_rounds
-        self.dict_step = dict_step
         self.random_state = random_state
         self.backend = backend
         self.device = device
@@ -337,26 +226,10 @@ dict_row_min, normalize, dict_rounds
 
     # -- configuration -------------------------------------------------------------------------
 
-    @property
-    def loss_(self) -> Divergence:
-        """The divergence object (from ``loss`` and ``loss_params``)."""
-        return divergence_of(self.loss, self.loss_params)
-
-    @property
-    def _squared(self) -> bool:
-        """True when ``loss`` (with ``loss_params``) is the squared loss, in any spelling."""
-        return _runs_squared(self.loss, self.loss_params)
-
-    def _algorithm(self) -> Algorithm:
-        """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
-        if self._squared:
-            return SurrogateCP(self._surrogate_options())
-        return DivergenceCP(divergence_options(self), self.loss_)
-
-    def _surrogate_options(self) -> SurrogateOptions:
-        """The squared loss's algorithm options from the parameters: the one place they pass
-        from the estimator to :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP`."""
-        return SurrogateOptions(
+    def _algorithm(self) -> SurrogateCP:
+        """The algorithm's options from the parameters: the one place they pass from the
+        estimator to :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP`."""
+        return SurrogateCP(SurrogateOptions(
             n_components=self.n_components, init=self.init, alpha=self.alpha,
             ridge=self.ridge, weights=self.weights, search_radius=self.search_radius,
             radius_mode=self.radius_mode, nonnegative=self.nonnegative,
@@ -364,84 +237,52 @@ dict_row_min, normalize, dict_rounds
             batch_size=self._params().batch_size,  # "auto" as fit resolved it
             coder=self.coder, code_max_iter=self.code_max_iter, code_tol=self.code_tol,
             dict_step=self.dict_step, dict_passes=self.dict_passes,
-            dict_max_iter=self.dict_max_iter, dict_tol=self.dict_tol)
+            dict_max_iter=self.dict_max_iter, dict_tol=self.dict_tol))
 
     _parameter_constraints = {
-        **SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS,
+        **SHARED_CONSTRAINTS,
         "alpha": [Interval("real", 0, None)],
+        "ridge": [Interval("real", 0, None)],
         "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
                     CALLABLE],
         "search_radius": [NONE, Interval("real", 0, None, closed="neither"), CALLABLE],
         "radius_mode": [Options("frobenius", "column")],
         "nonnegative": [BOOLEAN],
         "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "init": [Options("random"), SEQUENCE],
+        "dict_step": [Options(*DICT_STEPS)],
         "dict_passes": [Interval("int", 1, None)],
         "dict_max_iter": [Interval("int", 1, None)],
         "dict_tol": [Interval("real", 0, None)],
-        "dict_step": [Options(*dict.fromkeys(DICT_STEPS["squared"] + DICT_STEPS["divergence"]))],
         "coder": [Options("auto", "pivoting", "admm")],
     }
 
     def _check_rules(self) -> None:
-        algorithm = "squared" if self._squared else "divergence"
-        if self.dict_step not in DICT_STEPS[algorithm]:
-            raise ValueError(f"dict_step must be one of {DICT_STEPS[algorithm]} with "
-                             f"loss={self.loss!r}, got {self.dict_step!r}")
-        for name in ("dict_max_iter", "dict_tol"):
-            if self.dict_step != "fista" and not is_default(getattr(self, name),
-                                                            SQUARED_ONLY[name]):
+        for name, default in (("dict_max_iter", 20), ("dict_tol", 1e-3)):
+            if self.dict_step != "fista" and getattr(self, name) != default:
                 raise ValueError(f"{name} applies to dict_step='fista' only, got "
                                  f"dict_step={self.dict_step!r}")
-        if algorithm == "divergence":
-            check_at_defaults(self, SQUARED_ONLY, "the squared loss")
-            check_divergence_rules(self)
-            return
-        # loss_params may be what spells the squared loss ("beta" with beta=2)
-        needed = () if is_squared_loss(self.loss) else ("loss_params",)
-        check_at_defaults(self, {k: v for k, v in DIVERGENCE_ONLY.items() if k not in needed},
-                          "divergence losses")
         if self.coder == "admm" and not self.nonnegative:
             raise ValueError("coder='admm' codes nonnegative codes only; with nonnegative=False "
                              "use coder='pivoting' (or 'auto')")
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _nonnegative_data(self) -> bool:
-        """Nonnegative data for a nonnegative model, or for a loss that needs it."""
-        if self._squared:
-            return bool(self.nonnegative)
-        return bool(self.loss_.needs_nonnegative_data)
-
-    def _negative_way_out(self) -> str:
-        if self._squared:
-            return super()._negative_way_out()
-        return divergence_way_out(self.loss_)
-
-    def _keeps_sparse(self, X: Any, backend: str) -> bool:
-        return not self._squared and DivergenceCP.keeps_sparse(self.loss_, X, backend)
+        """Nonnegative data for a nonnegative model."""
+        return bool(self.nonnegative)
 
     # -- results -------------------------------------------------------------------------------
 
-    @property
-    def scale_(self) -> float:
-        """The data scale the codes are computed at (divergence losses; 1.0 otherwise)."""
-        return float(self._fitted_state().scale)
-
-    def _coding_algorithm(self) -> Algorithm:
-        """The coding step of ``transform`` and ``score``: the squared loss's exact coder at
-        ``code_tol`` (ADMM only when ``coder="admm"`` was asked for: there the codes are the
-        result); a divergence's solved to ``transform_tol``."""
-        if not self._squared:
-            return transform_algorithm(self)
-        options = self._surrogate_options()
-        if options.coder == "auto":
-            options = dataclasses.replace(options, coder="pivoting")
-        return SurrogateCP(options)
+    def _coding_algorithm(self) -> SurrogateCP:
+        """The coding step of ``transform`` and ``score``: the exact coder at ``code_tol``
+        (ADMM only when ``coder="admm"`` was asked for: there the codes are the result)."""
+        algorithm = self._algorithm()
+        if algorithm.options.coder != "auto":
+            return algorithm
+        return SurrogateCP(dataclasses.replace(algorithm.options, coder="pivoting"))
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
-        if not self._squared:
-            raise NotImplementedError(f"{type(self).__name__} with a divergence loss keeps no "
-                                      f"surrogate; use score(X)")
         stats = self.statistics_
         with using(self.backend_):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
