@@ -122,22 +122,6 @@ def transform_algorithm(learner: Any) -> DivergenceCP:
     return DivergenceCP(options, algorithm.loss)
 
 
-def divergence_options(learner: Any) -> DivergenceOptions:
-    """The OL algorithm's options from the parameters of ``learner`` (an
-    :class:`OnlineDivergenceNMF`, or :class:`~tensorstream.learners.ocpdl.OnlineCPDL` with a
-    divergence loss): the one place they pass from the estimator to the algorithm."""
-    return DivergenceOptions(
-        n_components=learner.n_components, init=learner.init,
-        batch_size=learner._params().batch_size,  # "auto" as fit resolved it
-        step_a=learner.step_a, step_b=learner.step_b, step_tau=learner.step_tau,
-        grad_reduction=learner.grad_reduction, dict_step=learner.dict_step,
-        dict_rounds=learner.dict_rounds, code_step=learner.code_step,
-        code_lower=learner.code_lower, code_upper=learner.code_upper,
-        dict_upper=learner.dict_upper, dict_row_min=learner.dict_row_min,
-        ridge=learner.ridge, normalize=learner.normalize,
-        code_max_iter=learner.code_max_iter, code_tol=learner.code_tol)
-
-
 def divergence_of(loss: str | float | Divergence, loss_params: Any) -> Divergence:
     """The divergence a learner's ``loss`` and ``loss_params`` name (``loss_params`` may be the
     JSON text older checkpoints stored)."""
@@ -358,7 +342,18 @@ class OnlineDivergenceNMF(OnlineLearner):
         return divergence_of(self.loss, self.loss_params)
 
     def _algorithm(self) -> DivergenceCP:
-        return DivergenceCP(divergence_options(self), self.loss_)
+        """The algorithm's options from the parameters: the one place they pass from the
+        estimator to :class:`~tensorstream.algorithms.divergence_cp.DivergenceCP`."""
+        return DivergenceCP(DivergenceOptions(
+            n_components=self.n_components, init=self.init,
+            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            step_a=self.step_a, step_b=self.step_b, step_tau=self.step_tau,
+            grad_reduction=self.grad_reduction, dict_step=self.dict_step,
+            dict_rounds=self.dict_rounds, code_step=self.code_step,
+            code_lower=self.code_lower, code_upper=self.code_upper,
+            dict_upper=self.dict_upper, dict_row_min=self.dict_row_min,
+            ridge=self.ridge, normalize=self.normalize,
+            code_max_iter=self.code_max_iter, code_tol=self.code_tol), self.loss_)
 
     _parameter_constraints = {**SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS}
 
