@@ -9,9 +9,10 @@ Two data sets, each split into training and held-out documents (10%, at most 200
     half-normal, counts ``Poisson(W H)`` (``--dense-docs`` x ``--dense-features``);
 (c) ``tensor``: a count tensor, ``--tensor-samples`` samples of shape ``--tensor-shape``,
     Poisson counts (mean 3) of a planted nonnegative CP model of rank ``--rank`` with gamma(0.5)
-    factors. ``OnlineCPDL(loss="kl")`` learns CP atoms from the tensor samples; the other
+    factors. ``OnlineDivergenceNMF(loss="kl")`` given the tensor samples learns CP atoms (the
+    "CP(kl)" rows, formerly ``OnlineCPDL(loss="kl")``, with its coding defaults); the other
     methods see the unfolded matrix (samples x ``I J``), and every dictionary is evaluated as
-    that matrix's components (a CP atom unfolded: ``vec(u o v)``). ``OnlineCPDL`` starts from
+    that matrix's components (a CP atom unfolded: ``vec(u o v)``). The CP learner starts from
     its own random loadings (a CP dictionary cannot start from the others' matrix).
 
 All methods learn ``--rank`` components. ``OnlineDivergenceNMF`` streams CSR (or dense)
@@ -63,7 +64,6 @@ from threadpoolctl import threadpool_limits
 from tensorstream.coders.divergence import code_divergence_matrix, code_divergence_sparse
 from tensorstream.core.dictionary import dictionary_matrix
 from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF
-from tensorstream.learners.ocpdl import OnlineCPDL
 
 
 def _example(name: str):
@@ -184,7 +184,7 @@ def run_online(train, test, args, components0, make=None, sample_shape=None):
 
 
 def _components(model) -> np.ndarray:
-    """``(rank, n_words)`` of any method (OnlineCPDL keeps loadings only; a CP dictionary's
+    """``(rank, n_words)`` of any method (the CP learner keeps loadings only; a CP dictionary's
     atoms unfolded as the samples are, ``vec(u o v)``)."""
     if hasattr(model, "loadings_"):
         return np.asarray(dictionary_matrix([np.asarray(U) for U in model.loadings_])).T
@@ -209,12 +209,14 @@ def make_online(args, components0, sample_shape=None):
 
 
 def make_cpdl(args, components0, sample_shape=None):
-    """OnlineCPDL(loss="kl") with its defaults (a matrix is a one-mode tensor, started from
+    """The KL CP learner as ``OnlineCPDL(loss="kl")`` ran it: ``OnlineDivergenceNMF`` with
+    ``code_max_iter=300, code_tol=1e-5`` (a matrix is a one-mode tensor, started from
     ``components0``; tensor samples start from its own random loadings)."""
     init = [components0.T / components0.max()] if sample_shape is None else "random"
-    return OnlineCPDL(components0.shape[0], loss="kl", batch_size=args.batch_size,
-                      step_a=args.step_a, dict_step=args.dict_step, init=init,
-                      random_state=args.seed, **_coding(args))
+    coding = {"code_max_iter": 300, "code_tol": 1e-5, **_coding(args)}
+    return OnlineDivergenceNMF(components0.shape[0], loss="kl", batch_size=args.batch_size,
+                               step_a=args.step_a, dict_step=args.dict_step, init=init,
+                               random_state=args.seed, **coding)
 
 
 def run_restarted(make, train, test, args, schedule):
@@ -260,7 +262,7 @@ def purity(components, topic_words, top: int = 8) -> float:
 
 def compare(name: str, X, args, topic_words=None, sample_shape=None) -> dict:
     """Every method on one split of ``X``; prints the side-by-side table and the ratios.
-    ``sample_shape``: the rows of ``X`` are unfolded tensor samples (OnlineCPDL sees them as
+    ``sample_shape``: the rows of ``X`` are unfolded tensor samples (the CP learner sees them as
     such)."""
     rng = np.random.default_rng(args.seed)
     order = rng.permutation(X.shape[0])
@@ -284,7 +286,7 @@ def compare(name: str, X, args, topic_words=None, sample_shape=None) -> dict:
         return _Custom(model, codes0, components0)
 
     results, peaks = {}, {}
-    for label, make in (("OnlineDivergenceNMF", make_online), ("OnlineCPDL(kl)", make_cpdl)):
+    for label, make in (("OnlineDivergenceNMF", make_online), ("CP(kl)", make_cpdl)):
         shape = sample_shape if make is make_cpdl else None  # the others see the matrix
         results[label] = run_online(train, test, args, components0, make, shape)
         peaks[label] = peak_memory(lambda make=make, shape=shape: _online_peak(
@@ -409,7 +411,7 @@ def main(argv: list[str] | None = None) -> dict:
             if getattr(args, name) == parser.get_default(name):
                 setattr(args, name, value)
     warnings.simplefilter("ignore", ConvergenceWarning)
-    print(f"BLAS threads {args.threads}; OnlineDivergenceNMF and OnlineCPDL(kl) "
+    print(f"BLAS threads {args.threads}; OnlineDivergenceNMF and CP(kl) "
           f"(dict_step={args.dict_step!r}, step_a={args.step_a}) batches of {args.batch_size}, "
           f"up to {args.epochs} passes; MiniBatchNMF batches of "
           f"{args.sk_batch_size or args.batch_size}; budget {args.budget:g} s per method. "

@@ -398,21 +398,6 @@ def test_batch_robust_nmf_checkpoints_its_init(tmp_path, form):
     np.testing.assert_array_equal(loaded.fit(X).components_, model.fit(X).components_)
 
 
-def test_a_checkpoint_without_the_statistics_its_algorithm_keeps_is_refused(tmp_path):
-    """A file of the divergence engine (no statistics) whose parameters run the squared loss's
-    engine (loss='beta' with beta=2) lacks what that engine needs: refused."""
-    from tensorstream.engine.checkpoint import read_checkpoint, write_checkpoint
-
-    X = np.abs(np.random.default_rng(0).standard_normal((30, 5))) + 0.1
-    OnlineCPDL(2, loss="beta", loss_params={"beta": 1.5}, random_state=0).partial_fit(X).save(
-        tmp_path / "b")
-    meta, arrays = read_checkpoint(tmp_path / "b.npz")
-    meta["params"]["loss_params"] = {"__mapping__": {"beta": 2.0}}
-    write_checkpoint(tmp_path / "old.npz", "OnlineCPDL", meta, arrays)
-    with pytest.raises(ValueError, match="incomplete or inconsistent contents"):
-        load(tmp_path / "old.npz")
-
-
 @pytest.mark.parametrize("change, field", [
     ({"idle_steps": [-100] * 4}, "health.idle_steps"),
     ({"idle_samples": [2.7] * 4}, "health.idle_samples"),

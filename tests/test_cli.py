@@ -595,5 +595,6 @@ def test_a_plot_format_matplotlib_cannot_write_is_refused_before_the_run(climate
 def test_loss_option_takes_a_beta_number(climate_file, tmp_path):
     path, _ = climate_file
     out = tmp_path / "f.nc"
-    assert main(["fit", str(path), *FIT, "--steps", "2", "--loss", "1.5", "--out",
+    assert main(["fit", str(path), *FIT, "--model", "divergence-nmf", "--steps", "2", "--loss",
+                 "1.5", "--out",
                  str(out)]) == 0

@@ -7,11 +7,11 @@ import importlib.util
 import numpy as np
 import pytest
 
-import tensorstream.learners.ocpdl as ocpdl
+import tensorstream.algorithms.surrogate_cp as ocpdl
 from tensorstream import OnlineCPDL, load
+from tensorstream.algorithms.surrogate_cp import ADMM_BATCH, projections
 from tensorstream.coders.lasso import sparse_code
 from tensorstream.core.dictionary import gram
-from tensorstream.learners.ocpdl import ADMM_BATCH, projections
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -61,11 +61,6 @@ def test_the_coder_rule_reads_the_parameters(coder, batch_size, nonnegative, adm
 def test_admm_with_signed_codes_is_refused_by_name():
     with pytest.raises(ValueError, match="coder='admm'.*nonnegative=False"):
         OnlineCPDL(3, coder="admm", nonnegative=False).fit(planted(40), n_steps=1)
-
-
-def test_a_coder_with_a_divergence_loss_is_refused_by_name():
-    with pytest.raises(ValueError, match="coder"):
-        OnlineCPDL(3, loss="kl", coder="admm").fit(planted(40), n_steps=1)
 
 
 def test_an_unknown_coder_is_refused_by_name():

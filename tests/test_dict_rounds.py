@@ -18,8 +18,8 @@ import pytest
 import scipy.sparse as sp
 
 import tensorstream
-from tensorstream import OnlineCPDL, OnlineDivergenceNMF
-from tensorstream.learners.divergence_nmf import auto_rounds
+from tensorstream import OnlineDivergenceNMF
+from tensorstream.algorithms.divergence_cp import auto_rounds
 
 #: the coding step of ``transform`` set to the training step's, so that ``_coded`` gives the
 #: codes the next ``partial_fit`` starts from
@@ -152,20 +152,19 @@ def test_auto_makes_one_round_on_sparse_batches_and_tensors():
     assert not np.allclose(_fits(X).components_, _fits(X, dict_rounds=3).components_)
     _assert_same_loadings(_fits(sp.csr_matrix(X)), _fits(sp.csr_matrix(X), dict_rounds=1))
     T = _counts((60, 4, 3))
-    _assert_same_loadings(_fits(T, OnlineCPDL, loss="kl"),
-                          _fits(T, OnlineCPDL, loss="kl", dict_rounds=1))
+    _assert_same_loadings(_fits(T), _fits(T, dict_rounds=1))
 
 
 def test_rounds_on_a_tensor_dictionary_keep_it_feasible_and_lower_the_objective():
     T = _counts((80, 5, 4), seed=2)
-    model = OnlineCPDL(2, loss="kl", batch_size=20, max_iter=3, dict_rounds=4, random_state=0)
+    model = OnlineDivergenceNMF(2, batch_size=20, max_iter=3, dict_rounds=4, random_state=0)
     model.fit(T)
     for U in model.loadings_:
         U = np.asarray(U)
         assert np.all(U >= 0) and np.all(U <= model.dict_upper)
         assert np.all(U.sum(axis=0) > 0)
-    start = OnlineCPDL(2, loss="kl", batch_size=20, max_iter=1, dict_rounds=4,
-                       random_state=0).partial_fit(T[:20])
+    start = OnlineDivergenceNMF(2, loss="kl", batch_size=20, max_iter=1, dict_rounds=4,
+                                random_state=0).partial_fit(T[:20])
     assert model.score(T) > start.score(T)
 
 
@@ -205,11 +204,6 @@ def test_rounds_need_the_multiplicative_step():
     # "auto" and 1 are one round there
     OnlineDivergenceNMF(2, loss="is", max_iter=1, random_state=0).fit(X)
     OnlineDivergenceNMF(2, dict_step="sgd", dict_rounds=1, max_iter=1, random_state=0).fit(X)
-
-
-def test_rounds_are_a_divergence_parameter_of_ocpdl():
-    with pytest.raises(ValueError, match="dict_rounds=3 applies to divergence losses only"):
-        OnlineCPDL(2, dict_rounds=3).fit(np.random.default_rng(0).random((10, 4, 3)))
 
 
 def test_a_refused_batch_in_a_rounds_step_changes_nothing():

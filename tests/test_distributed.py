@@ -39,10 +39,11 @@ LEARNERS = {
     # "auto" reads batch_size, not the shard's size: shards of 100 are coded by ADMM too
     "cpdl-auto": (lambda **kw: OnlineCPDL(3, batch_size=300, max_iter=1, random_state=0, **kw),
                   (600, 6, 5)),
-    "cpdl-kl": (lambda **kw: OnlineCPDL(3, loss="kl", batch_size=20, max_iter=2,
-                                        random_state=0, **kw), (90, 6, 5)),
-    "cpdl-kl-rounds": (lambda **kw: OnlineCPDL(3, loss="kl", dict_rounds=4, batch_size=20,
-                                               max_iter=2, random_state=0, **kw), (90, 6, 5)),
+    "cpdl-kl": (lambda **kw: OnlineDivergenceNMF(3, loss="kl", batch_size=20, max_iter=2,
+                                                 random_state=0, **kw), (90, 6, 5)),
+    "cpdl-kl-rounds": (lambda **kw: OnlineDivergenceNMF(3, loss="kl", dict_rounds=4,
+                                                        batch_size=20, max_iter=2,
+                                                        random_state=0, **kw), (90, 6, 5)),
     "nmf-admm": (lambda **kw: OnlineNMF(3, batch_size=20, max_iter=2, random_state=0, **kw),
                  (90, 12)),
     "robust-nmf": (lambda **kw: RobustOnlineNMF(3, batch_size=20, max_iter=2, random_state=0,
@@ -195,7 +196,7 @@ def test_a_worker_killed_between_two_rounds_of_a_step_costs_a_recomputation(monk
     broadcast to every worker before, which waited for ever for a worker that had just died:
     this run hung 1 time in 3, a kill just before a broadcast 2 in 3; it is a race with the
     scheduler's noticing the death, so this test may pass on such code.)"""
-    from tensorstream.learners.divergence_nmf import DivergenceCP
+    from tensorstream.algorithms.divergence_cp import DivergenceCP
 
     def make(**kw):
         return OnlineDivergenceNMF(3, batch_size=40, max_iter=1, dict_rounds=5, random_state=0,

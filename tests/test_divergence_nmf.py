@@ -10,7 +10,6 @@ from scipy.optimize import linear_sum_assignment
 import tensorstream
 from tensorstream.core.constraints import project_rows_box_sum
 from tensorstream.learners.divergence_nmf import OnlineDivergenceNMF, divergence_of
-from tensorstream.learners.ocpdl import OnlineCPDL
 
 LOSSES = [
     ("kl", None), ("is", None), (0.5, None), (1.5, None), (3.0, None),
@@ -321,7 +320,6 @@ def test_kl_defaults_are_mu_with_a_batch_size_free_step():
     kl = OnlineDivergenceNMF(2)
     assert kl._algorithm().dict_step() == "mu"
     assert OnlineDivergenceNMF(2, loss="is")._algorithm().dict_step() == "sgd"
-    assert OnlineCPDL(2, loss="kl")._algorithm().dict_step() == "mu"
     seen = [40, 400, 4000]
     # below the reference batch a batch's step is proportional to its size: the same step per
     # sample seen, whatever the batching

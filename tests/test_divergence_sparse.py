@@ -7,7 +7,6 @@ import pytest
 import scipy.sparse
 import sparse
 
-from tensorstream import OnlineCPDL
 from tensorstream.coders.divergence import (
     SparseKL,
     code_divergence_matrix,
@@ -99,15 +98,15 @@ def test_learner_sparse_equals_dense(container):
         dense.score(X, sample_weight=weights), rel=1e-10)
 
 
-def test_fit_on_sparse_matches_dense_and_cp_learner():
+def test_fit_on_sparse_matches_dense():
     X = sparse_counts(50, 20, seed=3)
     # small steps: with the paper's a = b = 2e4 this small problem saturates loadings at the
     # box and rounding-level differences can flip a clip (chaotic, not a sparse-path error)
     params = dict(loss="kl", batch_size=10, max_iter=2, random_state=0, code_max_iter=20,
                   step_a=500.0)
-    dense = OnlineCPDL(2, **params).fit(X)
+    dense = OnlineDivergenceNMF(2, **params).fit(X)
     for container in (scipy.sparse.coo_matrix(X), sparse.COO.from_numpy(X)):
-        model = OnlineCPDL(2, **params).fit(container)
+        model = OnlineDivergenceNMF(2, **params).fit(container)
         np.testing.assert_allclose(model.loadings_[0], dense.loadings_[0], **TOL)
         np.testing.assert_allclose(model.fit_transform(container), dense.fit_transform(X),
                                    **TOL)
@@ -155,8 +154,8 @@ def test_other_losses_densify_each_batch_exactly():
 
 def test_tensor_samples_densify():
     X = sparse_counts(30, 12, seed=5).reshape(30, 4, 3)
-    dense = OnlineCPDL(2, loss="kl", random_state=0, code_max_iter=10, batch_size=10).fit(X)
-    model = OnlineCPDL(2, loss="kl", random_state=0, code_max_iter=10, batch_size=10).fit(
+    dense = OnlineDivergenceNMF(2, random_state=0, code_max_iter=10, batch_size=10).fit(X)
+    model = OnlineDivergenceNMF(2, random_state=0, code_max_iter=10, batch_size=10).fit(
         sparse.COO.from_numpy(X))
     for U, V in zip(model.loadings_, dense.loadings_):
         np.testing.assert_array_equal(U, V)

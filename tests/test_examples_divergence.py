@@ -98,7 +98,7 @@ def test_benchmark_runs_tiny(capsys):
                       "--tensor-shape", "5", "4", "--epochs", "1", "--budget", "0.5"])
     printed = capsys.readouterr().out
     assert printed.count("| OnlineDivergenceNMF |") == 3
-    assert printed.count("| OnlineCPDL(kl) |") == 3 and "epoch-time ratio" in printed
+    assert printed.count("| CP(kl) |") == 3 and "epoch-time ratio" in printed
     assert "count tensor (5, 4)" in printed and sorted(out) == ["dense", "sparse", "tensor"]
     for result in out.values():
         # the target is the peer's best, so the peer reaches it

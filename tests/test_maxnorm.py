@@ -301,7 +301,7 @@ def test_subgradient_of_the_max_row_norm():
         assert 0.5 * ((L + delta) ** 2).sum(axis=1).max() >= half_max + np.sum(U * delta) - 1e-12
 
 
-def test_basis_sweeps_converge_to_the_least_squares_solution():
+def test_dict_passes_converge_to_the_least_squares_solution():
     rng = np.random.default_rng(8)
     M = rng.standard_normal((6, 6))
     A, B = M @ M.T + 0.5 * np.eye(6), rng.standard_normal((20, 6))
@@ -710,10 +710,10 @@ def test_default_lambdas_and_inits():
     assert L0.min() >= 0 and L0.max() < 1
 
 
-def test_prox_grad_basis_solver_without_projection_is_stable():
+def test_prox_grad_dict_step_without_projection_is_stable():
     data = corrupted_low_rank(50, 5, 300, 0.1, random_state=0)
     order = np.random.default_rng(1).permutation(300)  # the order that breaks paper mode
-    model = paper_omrmd(5, random_state=0, variant="paper", basis_solver="prox_grad")
+    model = paper_omrmd(5, random_state=0, variant="paper", dict_step="prox_grad")
     stream(model, data.Z[order])
     assert np.all(np.isfinite(model.loadings_[0]))
     assert expressed_variance(data.U, model.loadings_[0]) > 0.9
@@ -808,14 +808,14 @@ def test_bad_batches_are_refused_and_keep_state(fitted, batch, mask, error, mess
     (dict(outlier_alpha="big"), ValueError, "outlier_alpha"),
     (dict(variant="exact"), ValueError, "variant must be one of"),
     (dict(noise="l2"), ValueError, "noise must be one of"),
-    (dict(basis_solver="admm"), ValueError, "basis_solver"),
+    (dict(dict_step="admm"), ValueError, "dict_step"),
     (dict(ball_solver="secant"), ValueError, "ball_solver"),
     (dict(column_bound="on"), ValueError, "column_bound"),
     (dict(column_bound=0.0), ValueError, "column_bound must be > 0"),
     (dict(ridge=-0.1), ValueError, "ridge"),
     (dict(ball_tol=0.0), ValueError, "ball_tol"),
     (dict(code_max_iter=0), ValueError, "code_max_iter"),
-    (dict(basis_sweeps=0), ValueError, "basis_sweeps"),
+    (dict(dict_passes=0), ValueError, "dict_passes"),
     (dict(missing="zero"), ValueError, "missing"),
     (dict(init="zeros"), ValueError, "init"),
     (dict(weights="fast"), ValueError, "weights"),
@@ -945,7 +945,7 @@ def test_the_column_projection_is_load_bearing():
     assert authors >= paper + 0.1
     # several sweeps per sample ("until convergence"): the unsafeguarded step reaches 1e8 after
     # one sample; the early samples are where it blows up
-    multi = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"), ("basis_sweeps", 5)),
+    multi = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"), ("dict_passes", 5)),
                     length=300)
     assert np.all(np.isfinite(list(multi.values())))
 

@@ -8,9 +8,10 @@ import pytest
 import tensorly as tl
 
 from tensorstream import OnlineCPDL, load
+from tensorstream.algorithms.nmf import Discounted, nndsvda
 from tensorstream.coders.lasso import sparse_code
 from tensorstream.core.backend import using
-from tensorstream.learners.nmf import Discounted, OnlineNMF, nndsvda
+from tensorstream.learners.nmf import OnlineNMF
 from tensorstream.steps.surrogate import surrogate_value
 
 sklearn = pytest.importorskip("sklearn")
@@ -59,12 +60,13 @@ def test_online_nmf_is_online_cpdl_with_one_mode_iterate_by_iterate(l1_ratio):
     np.testing.assert_allclose(ours.score(X), 0.5 * engine.score(X))
 
 
-def test_hals_is_the_old_name_of_pivoting():
+def test_the_coders_differ_and_hals_is_refused_by_name():
     X = _data()
     runs = [OnlineNMF(3, coder=coder, batch_size=20, max_iter=2, random_state=0).fit(X)
-            for coder in ("pivoting", "hals", "admm")]
-    np.testing.assert_array_equal(runs[0].loadings_[0], runs[1].loadings_[0])
-    assert not np.array_equal(runs[0].loadings_[0], runs[2].loadings_[0])
+            for coder in ("pivoting", "admm")]
+    assert not np.array_equal(runs[0].loadings_[0], runs[1].loadings_[0])
+    with pytest.raises(ValueError, match="coder"):
+        OnlineNMF(3, coder="hals").fit(X)
 
 
 def test_admm_coder_solves_the_same_problem_as_pivoting():

@@ -382,16 +382,6 @@ def test_the_first_weight_is_one_whatever_the_schedule():
     np.testing.assert_array_equal(by_callable.statistics_["B"], by_forgetting.statistics_["B"])
 
 
-def test_beta_two_is_the_squared_loss_in_any_spelling():
-    X = np.random.default_rng(0).random((20, 5, 4, 3))
-    squared = OnlineCPDL(3, random_state=0).partial_fit(X)
-    beta = OnlineCPDL(3, loss="beta", loss_params={"beta": 2}, alpha=0.0,
-                      random_state=0).partial_fit(X)
-    assert beta.surrogate_value() == squared.surrogate_value()
-    assert beta.score(X) == squared.score(X)
-    OnlineCPDL(3, loss="beta", loss_params={"beta": 2}, alpha=0.1).partial_fit(X)  # accepted
-
-
 @pytest.mark.parametrize("delta", [float("nan"), float("inf")])
 def test_powerlog_refuses_a_delta_that_gives_no_weight(delta):
     from tensorstream.schedules import PowerLog

@@ -37,7 +37,8 @@ needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
 
 ONLINE = {
     "cpdl": lambda: OnlineCPDL(3, batch_size=10, max_iter=1, random_state=0),
-    "cpdl-kl": lambda: OnlineCPDL(3, loss="kl", batch_size=10, max_iter=1, random_state=0),
+    "cpdl-kl": lambda: OnlineDivergenceNMF(3, loss="kl", batch_size=10, max_iter=1,
+                                           random_state=0),
     "nmf": lambda: OnlineNMF(3, batch_size=10, max_iter=1, random_state=0),
     "robust-nmf": lambda: RobustOnlineNMF(3, batch_size=10, max_iter=1, random_state=0),
     "maxnorm": lambda: OnlineMaxNormMD(3, batch_size=10, max_iter=1, random_state=0),
@@ -245,7 +246,7 @@ def test_scalars_empty_and_boolean_data(name):
 
 
 #: fewer inner iterations where a learner's solvers run to their limit on overflowing data
-CHEAP = {"maxnorm": {"code_max_iter": 10, "ball_max_iter": 10, "basis_sweeps": 1}}
+CHEAP = {"maxnorm": {"code_max_iter": 10, "ball_max_iter": 10, "dict_passes": 1}}
 
 
 @pytest.fixture(params=LEARNERS)

@@ -8,14 +8,11 @@ import pytest
 import tensorly as tl
 
 from tensorstream import load
+from tensorstream.algorithms.robust_nmf import AUTO_OUTLIER_ALPHA, MAX_RESIDUAL_SCALE
 from tensorstream.core.backend import to_numpy
 from tensorstream.datasets.outliers import contaminate, normalize_unit_max, psnr, replicate
 from tensorstream.learners.nmf import OnlineNMF
-from tensorstream.learners.robust_nmf import (
-    AUTO_OUTLIER_ALPHA,
-    MAX_RESIDUAL_SCALE,
-    RobustOnlineNMF,
-)
+from tensorstream.learners.robust_nmf import RobustOnlineNMF
 from tensorstream.learners.robust_nmf_batch import RobustNMF
 
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(

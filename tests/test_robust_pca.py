@@ -57,7 +57,7 @@ def test_orpca_backend_parity(backend):
 @pytest.mark.parametrize("params, message", [
     (dict(norm_alpha=0.0), "norm_alpha must be > 0"),
     (dict(outlier_alpha=-1.0), "outlier_alpha"),
-    (dict(basis_sweeps=0), "basis_sweeps"),
+    (dict(dict_passes=0), "dict_passes"),
     (dict(column_bound=0.0), "column_bound"),
     (dict(code_max_iter=0), "code_max_iter"),
 ])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tensorstream import load
+from tensorstream.algorithms import robust_nmf as rn
 from tensorstream.datasets.outliers import psnr, synthetic_outlier_data
-from tensorstream.learners import robust_nmf as rn
 from tensorstream.learners.robust_nmf import RobustOnlineNMF
 
 

@@ -233,7 +233,6 @@ def test_ocpdl_fista_step_matches_across_backends_and_learns():
 
 @pytest.mark.parametrize("params, message", [
     (dict(dict_step="mu"), "dict_step must be one of"),
-    (dict(loss="kl", dict_step="fista"), "dict_step must be one of"),
     (dict(dict_step="newton"), "dict_step"),
     (dict(dict_tol=1e-2), "dict_tol applies to dict_step='fista' only"),
     (dict(dict_max_iter=5, dict_step="columns"), "dict_max_iter applies to"),

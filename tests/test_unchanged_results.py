@@ -65,11 +65,12 @@ def _cpdl_masked_radius(backend):
 
 
 def _cpdl_kl(backend):
-    from tensorstream import OnlineCPDL
+    from tensorstream import OnlineDivergenceNMF
 
+    # recorded as OnlineCPDL(loss="kl"), whose code_tol was 1e-5: the same algorithm since
     X = _as_backend(np.random.default_rng(2).poisson(3.0, (40, 5, 4)).astype(float), backend)
-    model = OnlineCPDL(2, loss="kl", batch_size=10, max_iter=1, step_a=500.0,
-                       code_max_iter=20, random_state=0).fit(X)
+    model = OnlineDivergenceNMF(2, loss="kl", batch_size=10, max_iter=1, step_a=500.0,
+                                code_max_iter=20, code_tol=1e-5, random_state=0).fit(X)
     return {"loadings": model.loadings_, "codes": model.transform(X[:4])}
 
 
@@ -174,7 +175,8 @@ CASES = {
     "cpdl_masked_radius": _cpdl_masked_radius,
     "cpdl_kl": _cpdl_kl,
     "nmf_admm": lambda backend: _nmf(backend, "admm"),
-    "nmf_hals": lambda backend: _nmf(backend, "hals"),
+    # recorded with coder="hals", the old name of "pivoting" (the key kept: no re-recording)
+    "nmf_hals": lambda backend: _nmf(backend, "pivoting"),
     "nmf_forget_nndsvda": _nmf_forget,
     "robust_admm": lambda backend: _robust(backend, "admm"),
     "robust_pgd": lambda backend: _robust(backend, "pgd"),

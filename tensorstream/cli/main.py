@@ -139,8 +139,8 @@ def _add_fit_model(model: Any) -> None:
                        help="number of atoms (required)")
     model.add_argument("--alpha", type=float, help="l1 penalty on the codes (sparsity), "
                        "against half the squared error as in scikit-learn")
-    model.add_argument("--loss", help="loss / divergence, for models that have one (ocpdl, "
-                       "divergence-nmf; e.g. kl, is, beta float)")
+    model.add_argument("--loss", help="loss / divergence, for models that have one "
+                       "(divergence-nmf: e.g. kl, is, beta float)")
     model.add_argument("--missing", choices=["nan"],
                        help="treat NaN entries as missing (default: NaN is an error)")
     model.add_argument("--backend", choices=["numpy", "pytorch"],

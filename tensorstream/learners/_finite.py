@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..algorithms.robust_matrix import sample_scale_sums
 from ..core.backend import as_tensor, backend_of, float_dtype_of, using
 from ..core.device import device_of
 from ..core.validation import check_overflow
@@ -22,7 +23,6 @@ from ..engine.loop import usable_scale
 from ..finite.state import FiniteState, checked_values, restored_state, state_contents
 from ..finite.variance_reduction import FiniteData, finite_matrix
 from ._base import ArrayCheckpoint, OnlineEstimator
-from .maxnorm import sample_scale_sums
 
 
 class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):

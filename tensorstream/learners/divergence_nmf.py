@@ -16,10 +16,9 @@ The paper's OL algorithm (Zhao, Tan & Xu, Algorithm 1) on the CP dictionary of
 No statistics are kept: only the loadings and the data scale.
 
 :class:`DivergenceCP` is this algorithm as a configuration of the engine, once, for every
-learner that runs it: ``OnlineCPDL(loss=...)`` with a loss other than the squared one, and
-:class:`OnlineDivergenceNMF` (which always runs it, with its own defaults, the paper's in
-``paper_params``). The step size counts the samples seen (``step_tau=None``), so that a stream of
-batches of any size steps as ``fit`` does.
+learner that runs it: :class:`OnlineDivergenceNMF`, on matrix or tensor samples (the paper's
+settings in ``paper_params``). The step size counts the samples seen (``step_tau=None``), so
+that a stream of batches of any size steps as ``fit`` does.
 
 Deviation for tensors: the step of loading ``k`` is divided by the number of entries one of its
 rows touches, ``prod_{l != k} I_l`` (1 for a matrix, so the matrix case is the paper's step);
@@ -44,20 +43,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
 import tensorly as tl
 
-from ..coders.divergence import (
-    CODE_LOWER,
-    CODE_UPPER,
-    SPARSE_LOSSES,
-    SparseKL,
-    code_divergence,
-    solve_sparse_kl,
-)
+from ..algorithms.divergence_cp import DivergenceCP, DivergenceOptions
+from ..coders.divergence import CODE_LOWER, CODE_UPPER
 from ..core.backend import using
-from ..core.constraints import project_rows_box_sum
-from ..core.dictionary import gram, project, reconstruct
 from ..core.validation import (
     BOOLEAN,
     NONE,
@@ -66,14 +56,9 @@ from ..core.validation import (
     Interval,
     Options,
     check_batch,
-    check_nonnegative_number,
-    check_positive_int,
-    is_sparse,
     json_mapping,
 )
-from ..engine import Algorithm, Codes
 from ..losses import Divergence, get_loss
-from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
 
 
@@ -83,21 +68,6 @@ def divergence_way_out(loss: Divergence) -> str:
             f"signed data (loss='l2', 'l1' or 'huber'; tensorstream fit: --loss l2)")
 
 __all__ = ["DivergenceCP", "OnlineDivergenceNMF"]
-
-
-def _scaled(X: Any, scale: float) -> Any:
-    """``X / scale`` (a sparse batch keeps its pattern; entrywise the same as the dense one)."""
-    if is_sparse(X):
-        out = X.copy()
-        out.data = X.data / scale
-        return out
-    return X / scale
-
-
-def _nonzeros(X: Any) -> int:
-    """The number of nonzero entries of a batch, dense or sparse (a sparse matrix's stored
-    zeros, which ``nnz`` counts, are not: the same data count the same either way)."""
-    return int(np.count_nonzero(X.data)) if is_sparse(X) else int((X != 0).sum())
 
 
 #: The parameters of the divergence (OL) algorithm and what they may be.
@@ -125,56 +95,15 @@ DIVERGENCE_CONSTRAINTS = {
 }
 
 
-MU_REFERENCE_BATCH = 100
-"""Batch size (samples) from which the MU dictionary step's first steps are full updates.
-
-Measured on planted-topic corpora (docs/losses.md): from about 100 documents a batch's
-multiplicative update is a good step; smaller batches get proportionally smaller steps."""
-
-
-AUTO_ROUNDS_PER_NONZERO = 4
-"""``dict_rounds="auto"``: rounds per nonzero entry of the batch per entry of the dictionary.
-
-A round fits the batch's own dictionary further; how far that can go before it fits the
-batch's noise depends on how much the batch says about each dictionary entry. Measured on
-batches with 0.26 to 50 nonzeros per entry (docs/losses.md, "Several rounds per batch"):
-planted sparse topics (0.26) gained nothing robustly from 3 rounds (better on two corpora,
-worse on another) and lost from 10; the digits as pixel counts (0.32) gained from 2-8 and lost
-from 16; 8 x 8 image patches (6.3 and 31), Poisson faces (20) and dense Poisson data (1 and
-50) gained from every count up to 20, at equal time too."""
-
-MAX_AUTO_ROUNDS = 20
-"""The most rounds ``dict_rounds="auto"`` makes (a round costs 7-16% of a step's coding: a
-dense batch's step then costs 2-4 times its one-round cost)."""
-
-
-def auto_rounds(nonzeros: int, entries: int) -> int:
-    """``dict_rounds="auto"``'s rounds for a batch with ``nonzeros`` nonzero entries and a
-    dictionary of ``entries`` entries: ``floor(4 nonzeros / entries)``, between 1 and 20.
-
-    Raises ``ValueError`` (``TypeError`` for a non-number) naming the argument for a negative
-    count or a dictionary without entries.
-
-    Examples
-    --------
-    >>> auto_rounds(5_000, 20_000), auto_rounds(2_000, 2_000), auto_rounds(10**6, 2_000)
-    (1, 4, 20)
-    """
-    nonzeros = check_nonnegative_number(nonzeros, "nonzeros")
-    entries = check_positive_int(entries, "entries")
-    per_entry = int(AUTO_ROUNDS_PER_NONZERO * nonzeros // entries)
-    return min(MAX_AUTO_ROUNDS, max(1, per_entry))
-
-
 def check_divergence_rules(learner: Any) -> None:
     """The OL algorithm's rules between parameters (after the declared constraints)."""
-    loss = learner.loss_  # an unknown loss, or bad loss_params, raise here
-    if not DivergenceCP(learner._params(), loss).step_size(1) < float("inf"):
+    algorithm = learner._algorithm()  # an unknown loss, or bad loss_params, raise here
+    if not algorithm.step_size(1) < float("inf"):
         raise ValueError("step_tau + step_b must be > 0")
     if learner.dict_row_min > learner.dict_upper:
         raise ValueError("dict_row_min must be <= dict_upper")
     rounds = learner.dict_rounds
-    step = DivergenceCP(learner._params(), loss).dict_step()
+    step = algorithm.dict_step()
     if rounds != "auto" and rounds > 1 and step != "mu":
         raise ValueError(f"dict_rounds={rounds!r} needs the multiplicative dictionary step "
                          f"(dict_step='mu', KL's default); the SGD step makes one round")
@@ -187,9 +116,10 @@ def transform_algorithm(learner: Any) -> DivergenceCP:
     """The OL algorithm with the coding step of ``transform`` and ``score``: the learner's
     ``transform_tol`` and ``transform_max_iter`` instead of the training step's ``code_tol``
     and ``code_max_iter`` (there the codes are the result, not one stochastic step's input)."""
-    params = learner._params()
-    params.code_tol, params.code_max_iter = learner.transform_tol, learner.transform_max_iter
-    return DivergenceCP(params, learner.loss_)
+    algorithm = learner._algorithm()
+    options = dataclasses.replace(algorithm.options, code_tol=learner.transform_tol,
+                                  code_max_iter=learner.transform_max_iter)
+    return DivergenceCP(options, algorithm.loss)
 
 
 def divergence_of(loss: str | float | Divergence, loss_params: Any) -> Divergence:
@@ -198,240 +128,6 @@ def divergence_of(loss: str | float | Divergence, loss_params: Any) -> Divergenc
     return get_loss(loss, **(json_mapping(loss_params, "loss_params") or {}))
 
 
-class DivergenceCP(Algorithm):
-    """The OL algorithm as a configuration of the engine (module docstring).
-
-    Keeps no statistics: the state is the loadings and the data scale.
-
-    Parameters
-    ----------
-    params : namespace
-        The learner's parameters (``n_components``, ``step_a``, ``step_b``, ``step_tau``,
-        ``batch_size``, ``grad_reduction``, ``dict_step``, ``code_step``, ``code_lower``,
-        ``code_upper``, ``dict_upper``, ``dict_row_min``, ``ridge``, ``normalize``, ``init``,
-        ``code_max_iter``, ``code_tol``).
-    loss : Divergence
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> from tensorstream.losses import get_loss
-    >>> params = SimpleNamespace(step_a=2e4, step_b=2e4, step_tau=None, batch_size=32,
-    ...                          dict_step="sgd")
-    >>> DivergenceCP(params, get_loss("kl")).step_size(1)
-    0.9984025559105432
-    """
-
-    keeps_statistics = False
-    nonnegative = True  # the constraint set C is in the nonnegative orthant
-
-    def __init__(self, params: Any, loss: Divergence, samples_seen: int = 0):
-        self.params = params
-        self.loss = loss
-        # before the batch being learned (at_state gives it): what the step size counts
-        self.samples_seen = samples_seen
-
-    def at_state(self, state: Any) -> DivergenceCP:
-        """The algorithm stepping from ``state``: its step size counts the samples seen."""
-        return DivergenceCP(self.params, self.loss, int(state.n_samples_seen))
-
-    def dict_step(self) -> str:
-        """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
-        multiplicative update the preconditioner is) and ``"sgd"`` for the other losses."""
-        step = self.params.dict_step
-        if step == "auto":
-            return "mu" if self.loss.name == "kl" else "sgd"
-        return step
-
-    def step_size(self, t: int, n: int | None = None) -> float:
-        """``eta_t = step_a / (step_tau t + step_b)`` for step ``t`` on a batch of ``n``.
-
-        ``step_tau=None`` counts samples: ``step_tau t`` is the number of samples seen with
-        this batch (``samples_seen + n``; ``batch_size t`` when ``n`` is not given), so that a
-        stream of batches of any size (``partial_fit``) steps as ``fit`` does. ``step_a=None``:
-        ``step_b`` for the paper's step; for the MU step ``step_b min(1, n / 100)``
-        (:data:`MU_REFERENCE_BATCH`; ``step_tau`` in place of ``n`` where given), so that a
-        batch's weight is proportional to its size (a full multiplicative update on a batch of
-        10 documents overfits it).
-        """
-        p = self.params
-        if p.step_tau is None:
-            size = float(p.batch_size if n is None else n)
-            seen = size * t if n is None else float(self.samples_seen + n)
-        else:
-            size = float(p.step_tau)
-            seen = size * t
-        a = p.step_a
-        if a is None:
-            shrink = min(1.0, size / MU_REFERENCE_BATCH) if self.dict_step() == "mu" else 1.0
-            a = float(p.step_b) * shrink
-        denominator = seen + float(p.step_b)
-        return float(a) / denominator if denominator > 0 else float("inf")
-
-    @staticmethod
-    def keeps_sparse(loss: Divergence, X: Any, backend: str) -> bool:
-        """True when a sparse batch stays sparse: the support-only path (KL, one data mode),
-        or a backend that refuses sparse input (with a clear error at validation)."""
-        return backend != "numpy" or (len(X.shape) == 2 and loss.name in SPARSE_LOSSES)
-
-    def project(self, U: Any) -> Any:
-        """The paper's C: entries in ``[0, dict_upper]``, row sums ``>= dict_row_min``."""
-        return project_rows_box_sum(U, float(self.params.dict_upper),
-                                    float(self.params.dict_row_min))
-
-    # -- the engine's hooks --------------------------------------------------------------------
-
-    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
-        """i.i.d. U(0, 1) loadings (drawn in numpy with ``rng``), or ``init``."""
-        init, R = self.params.init, self.params.n_components
-        sample_shape = tuple(X.shape[1:])
-        if isinstance(init, str):
-            if init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, got {init!r}")
-            arrays = [rng.random((size, R)) for size in sample_shape]
-        else:
-            arrays = list(init)
-            if len(arrays) != len(sample_shape):
-                raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays "
-                                 f"of shapes {[(s, R) for s in sample_shape]}")
-        loadings = []
-        for k, (U, size) in enumerate(zip(arrays, sample_shape)):
-            U = check_batch(U, backend=tl.get_backend(), name=f"init[{k}]")
-            if tuple(U.shape) != (size, R):
-                raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-            loadings.append(self.project(tl.tensor(U, **context)))
-        return loadings
-
-    def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> None:
-        return None
-
-    def code_box(self, scale: float) -> tuple[float, float]:
-        """The coder's box ``[code_lower, code_upper]`` at the raw scale (the health checks
-        count codes at its ends as inactive or at a bound)."""
-        p, slack = self.params, 1e-9
-        return (float(p.code_lower) * scale * (1 + slack),
-                float(p.code_upper) * scale * (1 - slack))
-
-    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
-        """The first batch's mean absolute entry, as a sum and a count (None, i.e. 1.0, when
-        ``normalize=False``; a divergence loss has no missing entries)."""
-        if not self.params.normalize:
-            return None
-        total = np.sum(np.abs(X.data)) if is_sparse(X) else tl.sum(tl.abs(X))
-        return float(total), float(np.prod(X.shape))
-
-    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None,
-               init: Any = None) -> Codes:
-        """Codes of a batch (raw scale) by projected gradient on ``d(v/scale || W h)``.
-
-        ``init`` warm-starts the codes (raw scale). ``losses`` are the per-sample divergences
-        at the raw scale.
-        """
-        if mask is not None:
-            raise ValueError(f"the {self.loss.name} loss does not support missing entries "
-                             f"(mask)")
-        Xn, H, info, kl = self._solve(X, loadings, scale, init, int(self.params.code_max_iter))
-        codes = H * scale
-        if kl is not None:
-            # KL is positively homogeneous: d(s v || s y) = s d(v || y)
-            losses = info["objective"]
-            if self.params.ridge:
-                losses = losses - float(self.params.ridge) / 2 * np.sum(H * H, axis=1)
-            losses = losses * scale
-        else:
-            # the divergence the codes minimise, at the raw scale (thresholds and floors are in
-            # normalized units)
-            losses = self.loss.at_scale(scale).per_sample(X, info["model"] * scale)
-        # batch_sums needs the normalized batch, codes and model (and the SparseKL) again:
-        # carried with the codes, one forward pass less per step
-        return Codes(codes=codes, explained=X, losses=losses, constant=float(tl.mean(losses)),
-                     work=(Xn, H, info["model"], kl))
-
-    def _solve(self, X: Any, loadings: list, scale: float, init: Any, max_iter: int,
-               normalized: Any = None, evaluate: bool = True) -> tuple:
-        """``(normalized batch, normalized codes, the coder's info, SparseKL or None)``;
-        ``normalized`` is ``X / scale`` where the caller has it already."""
-        p, loss = self.params, self.loss
-        options = {"init": None if init is None else init / scale,
-                   "step": p.code_step, "lower": p.code_lower, "upper": p.code_upper,
-                   "ridge": float(p.ridge), "max_iter": max_iter, "tol": float(p.code_tol),
-                   "evaluate": evaluate}
-        Xn = _scaled(X, scale) if normalized is None else normalized
-        if is_sparse(X):
-            # the learner validated the batch, the loadings and the options: no re-checks
-            kl = SparseKL(Xn, loadings[0], eps=loss.eps)
-            H, info = solve_sparse_kl(kl, **options)
-            return Xn, H, info, kl
-        H, info = code_divergence(Xn, lambda C: reconstruct(loadings, C),
-                                  lambda G: project(G, loadings), loss,
-                                  gram=gram(loadings), **options)
-        return Xn, H, info, None
-
-    def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
-                   scale: float) -> dict:
-        """The batch's dictionary gradient and code sums at the normalized scale."""
-        if coded.work is not None:
-            Xn, Hn, model, kl = coded.work
-        else:
-            Xn, Hn, model, kl = _scaled(X, scale), coded.codes / scale, None, None
-        sums = {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
-                "gradient": batch_gradient(Xn, Hn, loadings, self.loss, model, kl),
-                "code_sums": tl.sum(Hn, axis=0)}
-        if self._auto_rounds() and len(loadings) == 1:
-            sums["nonzeros"] = _nonzeros(X)  # what "auto" decides by (rounds)
-        return sums
-
-    def rounds(self, sums: dict) -> int:
-        """``dict_rounds``; ``"auto"``: :func:`auto_rounds` of the batch's nonzeros for a
-        matrix dictionary, 1 for a tensor; the SGD step always makes one."""
-        rounds = getattr(self.params, "dict_rounds", 1)
-        if self.dict_step() != "mu":
-            return 1
-        if rounds != "auto":
-            return int(rounds)
-        if "nonzeros" not in sums:  # a tensor dictionary: no gain measured
-            return 1
-        return auto_rounds(sums["nonzeros"], int(np.prod(tl.shape(sums["gradient"]))))
-
-    def _auto_rounds(self) -> bool:
-        return getattr(self.params, "dict_rounds", 1) == "auto" and self.dict_step() == "mu"
-
-    def round_dictionary(self, sums: dict, loadings: list) -> list:
-        """One multiplicative update of the batch's dictionary at its codes (``eta = 1``)."""
-        return mu_preconditioned_step(sums["gradient"], sums["code_sums"], loadings, 1.0,
-                                      self.project)
-
-    def recode(self, X: Any, coded: Codes, loadings: list, scale: float) -> tuple[Codes, dict]:
-        """One iteration of the coding step (``code_step``: one multiplicative update by
-        default) of the batch's codes at ``loadings``, from ``coded``'s."""
-        Xn, H, info, kl = self._solve(X, loadings, scale, coded.codes, 1,
-                                      normalized=coded.work[0], evaluate=False)
-        moved = dataclasses.replace(coded, codes=H * scale, work=(Xn, H, info["model"], kl))
-        return moved, {"gradient": batch_gradient(Xn, H, loadings, self.loss, info["model"], kl),
-                       "code_sums": tl.sum(H, axis=0)}
-
-    def accumulate(self, statistics: None, sums: dict, w: None) -> None:
-        return None
-
-    def update(self, sums: dict, statistics: None, loadings: list, t: int,
-               scale: float) -> list:
-        """One projected stochastic-gradient step on every loading, at the normalized scale
-        (the paper's step, or the MU-preconditioned one with ``dict_step="mu"``)."""
-        eta, B = self.step_size(t, sums["n"]), sums["gradient"]
-        if self.dict_step() == "mu":
-            at = sums.get("round_loadings")
-            if at is None:  # one round: the step from the batch's first codes
-                return mu_preconditioned_step(B, sums["code_sums"], loadings, eta, self.project)
-            # several: towards the batch's own dictionary after its last round
-            batch = self.round_dictionary(sums, at)
-            return [self.project((1.0 - eta) * U + eta * V) for U, V in zip(loadings, batch)]
-        if self.params.grad_reduction == "mean":
-            B = B / sums["n"]
-        return projected_gradient_step(B, loadings, eta, self.project)
-
-    def info(self, t: int, w: None, n: int) -> dict:
-        return {"step_size": self.step_size(t, n)}
-
 class OnlineDivergenceNMF(OnlineLearner):
     """Online NMF (and nonnegative CP) under a general divergence ``d(v || W h)``.
 
@@ -439,10 +135,10 @@ class OnlineDivergenceNMF(OnlineLearner):
     divergences (KL, Itakura-Saito, beta, alpha, Huber, l1, ...); with samples of shape
     ``(I_1, ..., I_n)`` the dictionary is a CP dictionary, e.g. online KL (Poisson) CP of count
     tensors. Codes are solved per batch by projected gradient, the loadings take one projected
-    stochastic-gradient step per batch (module docstring). The algorithm is the one
-    ``OnlineCPDL(loss=...)`` runs for a non-squared loss (:class:`DivergenceCP`); this class
-    has defaults of its own (the paper's are in ``paper_params``) and runs it for every loss,
-    the squared one included.
+    stochastic-gradient step per batch (module docstring;
+    :class:`~tensorstream.algorithms.divergence_cp.DivergenceCP`). The paper's settings are in
+    ``paper_params``; it runs for every loss, the squared one included (whose surrogate
+    algorithm, without a step size, is :class:`~tensorstream.learners.ocpdl.OnlineCPDL`'s).
 
     Parameters
     ----------
@@ -607,7 +303,36 @@ class OnlineDivergenceNMF(OnlineLearner):
                  backend: str | None = None, device: Any = None, verbose: bool = False,
                  callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.loss = loss
+        self.loss_params = loss_params
+        self.step_a = step_a
+        self.step_b = step_b
+        self.step_tau = step_tau
+        self.grad_reduction = grad_reduction
+        self.dict_step = dict_step
+        self.code_step = code_step
+        self.code_lower = code_lower
+        self.code_upper = code_upper
+        self.dict_upper = dict_upper
+        self.dict_row_min = dict_row_min
+        self.ridge = ridge
+        self.normalize = normalize
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.code_max_iter = code_max_iter
+        self.code_tol = code_tol
+        self.transform_tol = transform_tol
+        self.transform_max_iter = transform_max_iter
+        self.dict_rounds = dict_rounds
+        self.random_state = random_state
+        self.backend = backend
+        self.device = device
+        self.verbose = verbose
+        self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -617,7 +342,18 @@ class OnlineDivergenceNMF(OnlineLearner):
         return divergence_of(self.loss, self.loss_params)
 
     def _algorithm(self) -> DivergenceCP:
-        return DivergenceCP(self._params(), self.loss_)
+        """The algorithm's options from the parameters: the one place they pass from the
+        estimator to :class:`~tensorstream.algorithms.divergence_cp.DivergenceCP`."""
+        return DivergenceCP(DivergenceOptions(
+            n_components=self.n_components, init=self.init,
+            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            step_a=self.step_a, step_b=self.step_b, step_tau=self.step_tau,
+            grad_reduction=self.grad_reduction, dict_step=self.dict_step,
+            dict_rounds=self.dict_rounds, code_step=self.code_step,
+            code_lower=self.code_lower, code_upper=self.code_upper,
+            dict_upper=self.dict_upper, dict_row_min=self.dict_row_min,
+            ridge=self.ridge, normalize=self.normalize,
+            code_max_iter=self.code_max_iter, code_tol=self.code_tol), self.loss_)
 
     _parameter_constraints = {**SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS}
 

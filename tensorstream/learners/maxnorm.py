@@ -27,16 +27,19 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any
 
-import numpy as np
 import tensorly as tl
 
-from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, robust_code
-from ..core.backend import to_numpy, using
-from ..core.constraints import project_columns
+from ..algorithms.robust_matrix import (
+    INITS,
+    MaxNormAlgorithm,
+    MaxNormOptions,
+    RobustMatrixAlgorithm,
+    init_matrix,
+)
+from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes
+from ..core.backend import using
 from ..core.validation import (
     ARRAY,
     CALLABLE,
@@ -46,36 +49,27 @@ from ..core.validation import (
     Interval,
     Options,
 )
-from ..engine import Algorithm, Codes
-from ..engine.state import OnlineState
 from ..schedules import checked_weight, make_weights
-from ..steps.surrogate import max_norm_prox_gradient, penalized_column_bcd, surrogate_value
+from ..steps.surrogate import surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
 from ._output import replace_flagged
 
 VARIANTS = ("authors", "paper")
-BASIS_SOLVERS = ("bcd_subgrad", "prox_grad")
-INITS = ("random", "orthogonal")
+DICT_STEPS = ("bcd_subgrad", "prox_grad")
 
 
 class RobustMatrixLearner(OnlineLearner):
     """What OMRMD and OR-PCA share: matrix samples split into ``L r + e``, masks, inits.
 
-    Not used directly: subclasses name their algorithm (``_algorithm_class``, a
-    :class:`RobustMatrixAlgorithm`), which says how ``r`` is constrained and how the basis moves.
+    Not used directly: subclasses build their algorithm (``_algorithm``, a
+    :class:`~tensorstream.algorithms.robust_matrix.RobustMatrixAlgorithm`), which says how ``r``
+    is constrained and how the basis moves.
     """
-
-    _algorithm_class: type
-    _renamed_parameters = {"column_norm_bound": "column_bound", "inner_tol": "code_tol",
-                           "max_inner_iter": "code_max_iter", "mode": "variant",
-                           "max_ball_iter": "ball_max_iter", "lambda1": "norm_alpha",
-                           "lambda2": "outlier_alpha"}
-    _renamed_values = {("init", "rand"): "random", ("init", "orth_randn"): "orthogonal"}
 
     # -- parameters ----------------------------------------------------------------------------
 
     def _algorithm(self) -> RobustMatrixAlgorithm:
-        return self._algorithm_class(self._params())
+        raise NotImplementedError
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
@@ -89,17 +83,6 @@ class RobustMatrixLearner(OnlineLearner):
         "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
                     CALLABLE],
     }
-
-    @classmethod
-    def _renamed(cls, params: dict) -> dict:
-        """Checkpoints written before ``data_scale`` existed resume as they ran: in raw units
-        (``data_scale=1.0``), with ``column_bound="auto"`` meaning what it meant then."""
-        params = super()._renamed(params)
-        if "data_scale" not in params:
-            params["data_scale"] = 1.0
-            if params.get("column_bound") == "auto":
-                params["column_bound"] = cls._algorithm_class.legacy_column_bound(params)
-        return params
 
     @property
     def scale_(self) -> float:
@@ -191,258 +174,6 @@ class RobustMatrixLearner(OnlineLearner):
                 kappa * norm_alpha * algorithm.penalty_value(self.loadings_[0])
 
 
-def init_matrix(init: Any) -> Any:
-    """The basis given as ``init`` (an array, or a list holding one)."""
-    if isinstance(init, (list, tuple)) and len(init) == 1:
-        init = init[0]
-    if not (hasattr(init, "shape") and len(tuple(init.shape)) == 2):
-        raise ValueError(f"init must be one of {INITS}, a (n_features, n_components) array "
-                         f"or a list holding one, got {init!r}")
-    return init
-
-
-def sample_scale_sums(X: Any, mask: Any = None, *,
-                      nonzero: bool = False) -> tuple[float, float]:
-    """``(sum, count)`` of the samples' median absolute entries: their mean is the data scale.
-
-    A median per sample ignores a corruption of fewer than half of its entries (however
-    large), and a mean over samples adds up across the shards of a batch on a cluster. A
-    sample whose median is zero (sparse data) counts with its mean absolute entry. With a
-    ``mask``, a sample's median and mean are over its observed entries (samples with none
-    do not count). With ``nonzero=True`` they are over its nonzero (observed) entries: the
-    typical size of what the sample holds, not of its background (a digit is half zeros,
-    whose median is a few times smaller than its strokes); all-zero samples do not count.
-    """
-    if nonzero:
-        data = to_numpy(X)
-        kept = data != 0
-        if mask is not None:
-            kept &= to_numpy(mask).astype(bool)
-        # rows without a nonzero entry count nowhere, so that shards add up to their batch
-        return _observed_scale_sums(data, kept)
-    if mask is not None:
-        return _observed_scale_sums(to_numpy(X), to_numpy(mask).astype(bool))
-    magnitudes = tl.sort(tl.abs(X), axis=1)
-    p = int(tl.shape(X)[1])
-    medians = (magnitudes[:, (p - 1) // 2] + magnitudes[:, p // 2]) / 2
-    medians = tl.where(medians > 0, medians, tl.mean(magnitudes, axis=1))
-    return float(tl.sum(medians)), float(tl.shape(X)[0])
-
-
-def _observed_scale_sums(X: np.ndarray, observed: np.ndarray) -> tuple[float, float]:
-    """:func:`sample_scale_sums` over the observed entries (the first batch only: numpy)."""
-    counts = observed.sum(axis=1)
-    rows = counts > 0
-    magnitudes = np.sort(np.where(observed, np.abs(X), np.inf), axis=1)[rows]
-    counts = counts[rows]
-    low = np.take_along_axis(magnitudes, ((counts - 1) // 2)[:, None], axis=1)[:, 0]
-    high = np.take_along_axis(magnitudes, (counts // 2)[:, None], axis=1)[:, 0]
-    medians = (low + high) / 2
-    means = np.where(observed[rows], np.abs(X[rows]), 0.0).sum(axis=1) / counts
-    medians = np.where(medians > 0, medians, means)
-    return float(medians.sum()), float(rows.sum())
-
-
-_FIRST_STEP = OnlineState(loadings=[], statistics=None)  # what data_scale sees at step 1
-
-
-class RobustMatrixAlgorithm(Algorithm):
-    """Robust matrix decomposition as a configuration of the engine: ``(r, e)`` codes by
-    block coordinate descent, the statistics of ``z - e``, and a penalized basis step.
-
-    Subclasses say how ``r`` is regularized (:meth:`coder_options`) and how the basis moves
-    (:meth:`basis_step`, :meth:`penalty_value`).
-
-    Parameters
-    ----------
-    params : namespace
-        The learner's parameters.
-    """
-
-    def __init__(self, params: Any):
-        self.params = params
-        self.weights = make_weights(params.weights)
-
-    #: ``outlier_alpha="auto"`` in units of the data scale: residual entries beyond about this many
-    #: typical entries are corruption. See docs/maxnorm.md for the measurements.
-    auto_outlier_alpha = 0.5
-
-    @classmethod
-    def legacy_column_bound(cls, params: dict) -> float | None:
-        """What ``column_bound="auto"`` meant before ``data_scale`` existed (raw units)."""
-        return params.get("column_bound")
-
-    def column_bound_of(self, n_features: int) -> float | None:
-        """The bound on the basis' column norms in units of the data scale (None: unbounded)."""
-        bound = self.params.column_bound
-        return None if bound is None else float(bound)
-
-    def project_loading(self, U: Any, scale: float) -> Any:
-        """The basis with its columns within the bound, in the data's units."""
-        bound = self.column_bound_of(int(tl.shape(U)[0]))
-        if bound is None:
-            return U
-        return project_columns(U, nonnegative=False, column_bound=bound * scale)
-
-    def reinit_norm(self, scale: float) -> float:
-        """The basis is in the data's units (the initial one is drawn times the scale)."""
-        return scale
-
-    def alphas(self, n_features: int) -> tuple[float, float]:
-        """``(norm_alpha, outlier_alpha)``; ``outlier_alpha`` in units of the data scale.
-        ``None`` is
-        ``1/sqrt(p)`` (the paper's choice), ``"auto"`` is :attr:`auto_outlier_alpha`."""
-        default = 1.0 / math.sqrt(n_features)
-        p = self.params
-        outlier_alpha = p.outlier_alpha
-        if outlier_alpha == "auto":
-            outlier_alpha = self.auto_outlier_alpha
-        return (default if p.norm_alpha is None else float(p.norm_alpha),
-                default if outlier_alpha is None else float(outlier_alpha))
-
-    # -- the data scale ------------------------------------------------------------------------
-
-    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
-        """``(sum, count)`` of the per-sample median absolute (observed) entries (None when
-        declared)."""
-        if self.params.data_scale != "auto":
-            return None
-        return sample_scale_sums(X, mask)
-
-    def declared_scale(self) -> float:
-        return float(self.params.data_scale)
-
-    def coder_options(self, norm_alpha: float) -> dict:
-        """Keyword arguments of :func:`robust_code` that say how ``r`` is regularized."""
-        raise NotImplementedError
-
-    def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
-        """The basis after one step on the statistics, penalty weighted by ``kappa``, columns
-        bounded by ``bound`` (the data's units; None: unbounded)."""
-        raise NotImplementedError
-
-    def penalty_value(self, L: Any) -> float:
-        """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``norm_alpha``)."""
-        raise NotImplementedError
-
-    def robust_codes(self, X: Any, L: Any, scale: float, mask: Any = None) -> RobustCodes:
-        """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``.
-
-        The coding runs on ``X / scale`` against ``L / scale``, where every threshold and
-        tolerance is in units of the data scale; the parts are returned in the data's units,
-        so fitting ``c X`` gives ``c`` times the reconstruction of ``X``.
-        """
-        norm_alpha, outlier_alpha = self.alphas(X.shape[1])
-        coded = robust_code(X / scale, L / scale, outlier_alpha, mask=mask,
-                            tol=self.params.code_tol, max_iter=self.params.code_max_iter,
-                            **self.coder_options(norm_alpha))
-        if scale == 1.0:
-            return coded
-        squared = scale * scale
-        return dataclasses.replace(
-            coded, outliers=coded.outliers * scale, low_rank=coded.low_rank * scale,
-            losses=coded.losses * squared, penalties=coded.penalties * squared)
-
-    # -- the engine's hooks --------------------------------------------------------------------
-
-    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
-        """U[0, 1] (the authors' Figures 1-4), orth(randn) (their large-scale runs), or the
-        given matrix; drawn in numpy so that every backend starts from the same values."""
-        p, R, init = X.shape[1], self.params.n_components, self.params.init
-        if isinstance(init, str):
-            if init == "random":
-                L = rng.random((p, R))
-            else:
-                L = np.linalg.svd(rng.standard_normal((p, R)), full_matrices=False)[0]
-            # in units of the data scale, so that fitting c X starts from c L_0
-            return [tl.tensor(L * self.data_scale(X, _FIRST_STEP, mask), **context)]
-        L = np.asarray(to_numpy(init_matrix(init)), dtype=float)
-        if L.shape != (p, R) or not np.all(np.isfinite(L)):
-            raise ValueError(f"init must be a finite array of shape {(p, R)}, got shape "
-                             f"{L.shape}")
-        return [tl.tensor(L, **context)]
-
-    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
-        """``explained = z - e`` (zero at missing entries) feeds the statistics."""
-        coded = self.robust_codes(X, loadings[0], scale, mask)
-        explained = X - coded.outliers
-        if mask is not None:
-            explained = explained * mask
-        # constant of the engine's surrogate tr(A G) - 2 <B, W> + c = 2 * mean(loss)
-        constant = float(tl.mean(tl.sum(explained * explained, axis=1) + 2 * coded.penalties))
-        return Codes(codes=coded.codes, explained=explained, losses=coded.losses,
-                     constant=constant, outliers=coded.outliers)
-
-    def weight(self, t: int) -> float:
-        return checked_weight(self.weights, t)
-
-    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
-               scale: float = 1.0) -> list:
-        """The paper's sum-form step, penalties scaled by one sample's weight."""
-        kappa = checked_weight(self.weights, t) / sums["n"]
-        bound = self.column_bound_of(loadings[0].shape[0])
-        return [self.basis_step(loadings[0], statistics["A"], statistics["B"], kappa,
-                                None if bound is None else bound * scale)]
-
-    def info(self, t: int, w: float | None, n: int) -> dict:
-        return {"weight": w, "radius": None}
-
-
-class MaxNormAlgorithm(RobustMatrixAlgorithm):
-    """OMRMD: coefficients in the unit ball, the basis' largest row norm penalized."""
-
-    divergence_hint = ("The paper's Algorithm 4 without the column projection can blow up while "
-                       "the statistic A is rank-deficient: use variant='authors' or "
-                       "basis_solver='prox_grad'")
-
-    #: ``column_bound="auto"`` of the ``"authors"`` variant, in units of ``sqrt(p)`` data
-    #: scales: with ``||r|| <= 1``, ``||L r||`` can reach the norm of a large sample instead of
-    #: shrinking every reconstruction towards zero. One ``sqrt(p)`` is about 0.7 times a typical
-    #: Gaussian sample's norm (the median of ``|N(0, 1)|`` is 0.67), and at low rank the norms
-    #: spread (rank 3: 46% error on clean data with 1, 21% with 2).
-    auto_column_bound = 2.0
-
-    @classmethod
-    def legacy_column_bound(cls, params: dict) -> float | None:
-        return 1.0 if params.get("variant", "authors") == "authors" else None
-
-    def column_bound_of(self, n_features: int) -> float | None:
-        bound = self.params.column_bound
-        if bound == "auto":
-            if self.params.variant != "authors":
-                return None
-            return self.auto_column_bound * math.sqrt(n_features)
-        return None if bound is None else float(bound)
-
-    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
-        """Medians of the nonzero entries: the column bound is ``2 sqrt(p)`` of these units, and
-        the ball ``||r|| <= 1`` shrinks every reconstruction beyond it. Digits' median over
-        all entries (half are zero) gave a bound of a third of a digit's norm (14.3 dB on clean
-        digits against plain OnlineNMF's 19.3; 22.8 dB with this scale)."""
-        if self.params.data_scale != "auto":
-            return None
-        return sample_scale_sums(X, mask, nonzero=True)
-
-    def coder_options(self, norm_alpha: float) -> dict:
-        p = self.params
-        return dict(noise=p.noise, ball=True, ridge=p.ridge, ball_solver=p.ball_solver,
-                    ball_tol=p.ball_tol, ball_max_iter=p.ball_max_iter)
-
-    def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
-        p = self.params
-        norm_alpha, _ = self.alphas(L.shape[0])
-        if p.basis_solver == "prox_grad":
-            return max_norm_prox_gradient(
-                L, A, B, max_norm=kappa * norm_alpha, jitter=kappa * p.basis_jitter,
-                column_bound=bound, n_iter=3 if p.basis_sweeps is None else p.basis_sweeps)
-        return penalized_column_bcd(
-            L, A, B, max_norm=kappa * norm_alpha, jitter=kappa * p.basis_jitter,
-            column_bound=bound, n_sweeps=1 if p.basis_sweeps is None else p.basis_sweeps)
-
-    def penalty_value(self, L: Any) -> float:
-        return 0.5 * float(tl.max(tl.sum(L * L, axis=1)))
-
-
 class OnlineMaxNormMD(RobustMatrixLearner):
     """Online max-norm regularized matrix decomposition (OMRMD, Shen, Xu & Li 2014).
 
@@ -483,11 +214,11 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         Bound on every basis column's norm, in units of the data scale; ``"auto"`` is
         ``2 sqrt(n_features)`` in the ``"authors"`` variant (room for a large sample's norm) and
         None in the ``"paper"`` variant. The paper's is 1.0 (``paper_params``).
-    basis_solver : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
+    dict_step : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
         Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
         exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
         not in the paper: the proximal map of the max-norm penalty, computed exactly).
-    basis_sweeps : int or None, default None
+    dict_passes : int or None, default None
         Column sweeps (or prox-gradient steps) per batch; ``None`` is 1 (``bcd_subgrad``, the
         reference code) or 3 (``prox_grad``). Sweeps after the first are kept only while they
         lower the surrogate (the paper's "until convergence" diverges otherwise).
@@ -575,8 +306,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     def __init__(self, n_components: int, *, norm_alpha: float | None = 1.0,
                  outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
                  variant: str = "authors", noise: str = "l1",
-                 column_bound="auto", basis_solver: str = "bcd_subgrad",
-                 basis_sweeps: int | None = None, ridge: float = 0.01, basis_jitter: float = 1e-3,
+                 column_bound="auto", dict_step: str = "bcd_subgrad",
+                 dict_passes: int | None = None, ridge: float = 0.01, basis_jitter: float = 1e-3,
                  code_tol: float = 1e-6, code_max_iter: int = 100,
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
                  missing: str | None = None, weights=0.6, batch_size: int = 10,
@@ -584,10 +315,47 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.norm_alpha = norm_alpha
+        self.outlier_alpha = outlier_alpha
+        self.data_scale = data_scale
+        self.variant = variant
+        self.noise = noise
+        self.column_bound = column_bound
+        self.dict_step = dict_step
+        self.dict_passes = dict_passes
+        self.ridge = ridge
+        self.basis_jitter = basis_jitter
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
+        self.ball_solver = ball_solver
+        self.ball_tol = ball_tol
+        self.ball_max_iter = ball_max_iter
+        self.missing = missing
+        self.weights = weights
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.backend = backend
+        self.device = device
+        self.verbose = verbose
+        self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
-    _algorithm_class = MaxNormAlgorithm
-    _renamed_parameters = {**RobustMatrixLearner._renamed_parameters, "eps": "ridge"}
+    def _algorithm(self) -> MaxNormAlgorithm:
+        """The algorithm's options from the parameters: the one place they pass from the
+        estimator to :class:`~tensorstream.algorithms.robust_matrix.MaxNormAlgorithm`."""
+        return MaxNormAlgorithm(MaxNormOptions(
+            n_components=self.n_components, init=self.init, weights=self.weights,
+            norm_alpha=self.norm_alpha, outlier_alpha=self.outlier_alpha,
+            data_scale=self.data_scale, column_bound=self.column_bound,
+            code_tol=self.code_tol, code_max_iter=self.code_max_iter,
+            dict_passes=self.dict_passes, variant=self.variant, noise=self.noise,
+            dict_step=self.dict_step, ridge=self.ridge, basis_jitter=self.basis_jitter,
+            ball_solver=self.ball_solver, ball_tol=self.ball_tol,
+            ball_max_iter=self.ball_max_iter))
 
     _parameter_constraints = {
         **RobustMatrixLearner._parameter_constraints,
@@ -595,8 +363,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         "noise": [Options(*NOISE_MODELS)],
         "column_bound": [Interval("real", 0, None, closed="neither"), Options("auto"),
                               NONE],
-        "basis_solver": [Options(*BASIS_SOLVERS)],
-        "basis_sweeps": [Interval("int", 1, None), NONE],
+        "dict_step": [Options(*DICT_STEPS)],
+        "dict_passes": [Interval("int", 1, None), NONE],
         "ridge": [Interval("real", 0, None)],
         "basis_jitter": [Interval("real", 0, None)],
         "ball_solver": [Options(*BALL_SOLVERS)],

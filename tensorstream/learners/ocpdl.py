@@ -20,107 +20,35 @@ the 1/2: twice ``1/2 ||x - W h||^2 + alpha ||h||_1 + ridge/2 ||h||^2``, the obje
 user's ``alpha`` and ``ridge`` weigh against (the convention of every learner). Memory is
 ``O(R prod(I_k))`` whatever the number of samples seen.
 
-The learner is a thin shell: :class:`SurrogateCP` is the algorithm above as a configuration of
-the engine (:func:`tensorstream.engine.online_step` runs it). A ``loss`` other than the squared
-one (KL, beta, IS, Huber, ...) configures the online algorithm of Zhao, Tan & Xu instead
-(projected-gradient codes, one projected stochastic-gradient step on the loadings per batch):
-:class:`tensorstream.learners.divergence_nmf.DivergenceCP`, the same code that
-:class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF` runs.
+The learner is a thin shell: :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP` is the
+algorithm above as a configuration of the engine (:func:`tensorstream.engine.online_step` runs
+it). The squared loss only: CP dictionaries under another divergence (KL for counts, IS, beta,
+Huber, ...) are :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`'s, which takes
+tensor samples as well as matrices.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 from typing import Any
 
-import tensorly as tl
-
-from ..coders.divergence import CODE_LOWER, CODE_UPPER
-from ..coders.lasso import sample_losses, sparse_code
-from ..coders.robust import nonnegative_code_admm
+from ..algorithms.surrogate_cp import SurrogateCP, SurrogateOptions
 from ..core.backend import using
-from ..core.constraints import project_columns
-from ..core.dictionary import dictionary_matrix, gram, masked_gram
-from ..core.products import narrow_dot, row_sq_norms
 from ..core.validation import (
     BOOLEAN,
     CALLABLE,
     NONE,
+    SEQUENCE,
     Instance,
     Interval,
     Options,
-    check_batch,
 )
-from ..engine import Algorithm, Codes
-from ..losses import Divergence
-from ..schedules import checked_radius, checked_weight, make_radius, make_weights
-from ..steps.surrogate import surrogate_bcd_step, surrogate_value
+from ..schedules import make_radius, make_weights
+from ..steps.surrogate import surrogate_value
 from ._base import SHARED_CONSTRAINTS, OnlineLearner
-from .divergence_nmf import (
-    DIVERGENCE_CONSTRAINTS,
-    DivergenceCP,
-    check_divergence_rules,
-    divergence_of,
-    divergence_way_out,
-    transform_algorithm,
-)
 
-SQUARED_ONLY = {"alpha": 0.0, "weights": 0.5, "search_radius": None,
-                "radius_mode": "frobenius", "nonnegative": True, "column_bound": 1.0,
-                "missing": None, "dict_passes": 1, "dict_max_iter": 20, "dict_tol": 1e-3,
-                "coder": "auto"}
-"""Parameters of the squared loss's surrogate engine, with their defaults."""
-
-DIVERGENCE_ONLY = {"loss_params": None, "step_a": None, "step_b": 2e4, "step_tau": None,
-                   "grad_reduction": "mean", "code_step": "auto", "code_lower": CODE_LOWER,
-                   "code_upper": CODE_UPPER, "dict_upper": 1.0, "dict_row_min": 1e-8,
-                   "normalize": True, "transform_tol": 1e-8, "transform_max_iter": 1000,
-                   "dict_rounds": "auto"}
-"""Parameters of the divergence (OL) algorithm, with their defaults."""
-
-ADMM_BATCH = 256
-"""``coder="auto"`` codes by ADMM from this ``batch_size`` on (nonnegative codes; see
-:meth:`SurrogateCP.uses_admm`), by pivoting below it (docs/ocpdl.md, "The coder")."""
-
-DICT_STEPS = {"squared": ("auto", "columns", "fista"), "divergence": ("auto", "sgd", "mu")}
-"""The values of ``dict_step`` under each algorithm (``"auto"``: ``"columns"``, resp. the
-divergence algorithm's own choice)."""
-
-
-def is_default(value: Any, default: Any) -> bool:
-    """True when a parameter holds its default (``None`` only by identity)."""
-    if default is None or value is None:
-        return value is default
-    try:
-        return bool(value == default)
-    except Exception:  # arrays, tensors: not a default
-        return False
-
-
-def check_at_defaults(learner: Any, defaults: dict, scope: str) -> None:
-    """Raise ``ValueError`` when a parameter of ``learner`` named in ``defaults`` (those that
-    apply to ``scope`` only) is not at its default under the learner's ``loss``."""
-    params = learner.get_params()
-    for name, default in defaults.items():
-        if name in params and not is_default(params[name], default):
-            raise ValueError(f"{name}={params[name]!r} applies to {scope} only; it cannot be "
-                             f"combined with loss={learner.loss!r} (leave it at its default "
-                             f"{default!r})")
-
-
-def is_squared_loss(loss: Any, loss_params: Any = None) -> bool:
-    """True for every spelling of the squared loss (``"squared"``, ``"l2"``, ``2.0``,
-    ``"beta"`` with ``{"beta": 2}``, ...)."""
-    try:
-        return divergence_of(loss, loss_params).name == "l2"
-    except (ValueError, TypeError):  # unknown, or needs parameters: not the squared loss
-        return False
-
-
-def _runs_squared(loss: Any, loss_params: Any) -> bool:
-    """True when :class:`OnlineCPDL` with these ``loss`` and ``loss_params`` runs the squared
-    loss's surrogate engine (a squared loss named alone, or with its parameters)."""
-    return is_squared_loss(loss) or is_squared_loss(loss, loss_params)
+DICT_STEPS = ("auto", "columns", "fista")
+"""The values of ``dict_step`` (``"auto"``: ``"columns"``)."""
 
 
 class OnlineCPDL(OnlineLearner):
@@ -135,25 +63,12 @@ class OnlineCPDL(OnlineLearner):
     ----------
     n_components : int
         Number of rank-one atoms ``R``.
-    loss : str, float or Divergence, default "squared"
-        ``"squared"`` (any name of the squared loss, or 2.0): the surrogate algorithm below.
-        Any other loss of :func:`tensorstream.losses.get_loss` (``"kl"``, ``"is"``, a beta,
-        ``"huber"``, ...) runs the online algorithm of Zhao, Tan & Xu instead (the one of
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`, see its parameters):
-        e.g. ``loss="kl"`` is online Poisson CP of count tensors. The parameters of one
-        algorithm must stay at their defaults with the other (``ValueError`` otherwise);
-        ``ridge``, ``batch_size``, ``max_iter``, ``init``, ``code_max_iter``, ``code_tol`` and
-        the rest are shared.
-    loss_params : dict or JSON string, optional
-        Keyword arguments of ``get_loss`` (``threshold`` for Huber, ``beta``, ...); divergence
-        losses only.
     alpha : float, default 0.0
         l1 penalty on the codes, weighed against half the squared error, as in scikit-learn
         and every other learner: each code minimises ``1/2 ||x - W h||^2 + alpha ||h||_1 +
         ridge/2 ||h||^2`` (the paper's eq. (9) has no 1/2: its ``lambda`` is ``2 * alpha``;
         the paper's image/video values are scikit-learn alphas, ``alpha = prod(I) *
-        sklearn_alpha``). Checkpoints written before this convention hold the doubled value
-        and load halved.
+        sklearn_alpha``).
     ridge : float, default 0.0
         Squared l2 penalty on the codes; > 0 makes codes unique (the theory's assumption A4).
     weights : "balanced", float or callable, default 0.5
@@ -192,7 +107,7 @@ class OnlineCPDL(OnlineLearner):
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
         the given ``(I_k, R)`` matrices.
-    dict_step : {"auto", "columns", "fista"} (squared loss), default "auto"
+    dict_step : {"auto", "columns", "fista"}, default "auto"
         The dictionary step. ``"columns"`` (``"auto"``): ``dict_passes`` passes of exact column
         minimisation per mode, a Gauss-Seidel sweep whose backend calls grow with the rank.
         ``"fista"``: accelerated projected gradient on each loading, all columns at once (a
@@ -200,8 +115,7 @@ class OnlineCPDL(OnlineLearner):
         ``dict_max_iter`` iterations, stopped when a step moves the loading by less than
         ``dict_tol`` times its norm. Measured on numpy (``benchmarks/bench_cp.py``,
         ``docs/ocpdl.md``) the column sweep reached the same errors sooner, so it stays the
-        default. Divergence losses take ``"auto"``, ``"sgd"`` or ``"mu"`` (see
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`).
+        default.
     dict_passes : int, default 1
         Column-minimisation passes per mode and step (1: the reference code's single pass).
     dict_max_iter : int, default 20
@@ -213,35 +127,24 @@ class OnlineCPDL(OnlineLearner):
         matters on degenerate problems).
     code_tol : float, default 1e-5
         Relative tolerance of the coding step's optimality test (see
-        :func:`tensorstream.coders.lasso.sparse_code`); the pivoting's and the divergences'
-        coders only (ADMM, ``coder`` below, stops at its own residual tolerance 1e-2).
+        :func:`tensorstream.coders.lasso.sparse_code`); the pivoting only (ADMM, ``coder``
+        below, stops at its own residual tolerance 1e-2). ``transform`` and ``score`` code
+        exactly at ``code_tol`` unless ``coder="admm"``.
     coder : {"auto", "pivoting", "admm"}, default "auto"
-        The squared loss's coder. ``"pivoting"``: the exact lasso solver, block principal
+        The coder. ``"pivoting"``: the exact lasso solver, block principal
         pivoting (:func:`tensorstream.coders.lasso.sparse_code`, at ``code_tol``).
         ``"admm"``: ADMM in the code space, vectorised over the batch
         (:func:`tensorstream.coders.robust.nonnegative_code_admm`, :class:`OnlineNMF`'s coder:
         a few ``R x R`` products per iteration, each sample to its residual tolerance 1e-2, at
         most ``code_max_iter`` iterations); nonnegative codes only. ``"auto"``: ADMM in
         training steps when the codes are nonnegative and ``batch_size >= 256``
-        (:data:`ADMM_BATCH`), pivoting otherwise and in ``transform`` and ``score``. Pivoting
-        solves each sample's system in turn, at a cost growing as ``R^3``; ADMM's products grow
-        with the batch. On 20 x 20 x 3 image patches at rank 24 ADMM took 0.55x pivoting's
-        time at batches of 256 and 0.47x at 512 for the same held-out error; at ranks 5 and 10
-        they tie (0.97-1.03x), and below 256 pivoting is as fast or faster there (at rank 24
-        ADMM already pays from 64: 0.72-0.87x; docs/ocpdl.md, "The coder"). Masked batches are
-        always coded by pivoting (each sample has its own Gram). Checkpoints written before
-        this parameter existed load with ``"pivoting"``, as they coded.
-    step_a, step_b, step_tau, grad_reduction, code_step, code_lower, code_upper, dict_upper, \
-dict_row_min, normalize, dict_rounds
-        Divergence losses only: see
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`.
-    transform_tol : float, default 1e-8
-        Divergence losses only: the coding step's tolerance in ``transform`` and ``score``,
-        where the codes are the result (training codes stop at ``code_tol``), as in
-        :class:`~tensorstream.learners.divergence_nmf.OnlineDivergenceNMF`. The squared loss's
-        ``transform`` codes exactly at ``code_tol`` unless ``coder="admm"``.
-    transform_max_iter : int, default 1000
-        Divergence losses only: iterations of the coding step in ``transform`` and ``score``.
+        (:data:`~tensorstream.algorithms.surrogate_cp.ADMM_BATCH`), pivoting otherwise and in
+        ``transform`` and ``score``. Pivoting solves each sample's system in turn, at a cost
+        growing as ``R^3``; ADMM's products grow with the batch. On 20 x 20 x 3 image patches at
+        rank 24 ADMM took 0.55x pivoting's time at batches of 256 and 0.47x at 512 for the same
+        held-out error; at ranks 5 and 10 they tie (0.97-1.03x), and below 256 pivoting is as fast
+        or faster there (at rank 24 ADMM already pays from 64: 0.72-0.87x; docs/ocpdl.md, "The
+        coder"). Masked batches are always coded by pivoting (each sample has its own Gram).
     random_state : int, Generator or None
         Seed of the initialisation and of the shuffling in ``fit``.
     backend : {"numpy", "pytorch", None}, default None
@@ -281,272 +184,105 @@ dict_row_min, normalize, dict_rounds
     [(6, 3), (5, 3), (4, 3)]
     >>> model.transform(X[:2]).shape
     (2, 3)
-    >>> counts = np.random.default_rng(0).poisson(2.0, (40, 6, 5)).astype(float)
-    >>> poisson = OnlineCPDL(2, loss="kl", batch_size=10, max_iter=1, random_state=0)
-    >>> [U.shape for U in poisson.fit(counts).loadings_]
-    [(6, 2), (5, 2)]
     """
 
-    def __init__(self, n_components: int, *, loss: str | float | Divergence = "squared",
-                 loss_params: dict | None = None, alpha: float = 0.0, ridge: float = 0.0,
+    def __init__(self, n_components: int, *, alpha: float = 0.0, ridge: float = 0.0,
                  weights=0.5, search_radius=None, radius_mode: str = "frobenius",
                  nonnegative: bool = True, column_bound: float | None = 1.0,
                  missing: str | None = None,
                  batch_size: int = 32, max_iter: int | str = "auto", init="random",
-                 dict_passes: int = 1, dict_max_iter: int = 20, dict_tol: float = 1e-3,
-                 code_max_iter: int = 300, code_tol: float = 1e-5, coder: str = "auto",
-                 step_a: float | None = None, step_b: float = 2e4,
-                 step_tau: float | None = None,
-                 grad_reduction: str = "mean", code_step: Any = "auto",
-                 code_lower: float = CODE_LOWER, code_upper: float = CODE_UPPER,
-                 dict_upper: float = 1.0, dict_row_min: float = 1e-8, normalize: bool = True,
-                 transform_tol: float = 1e-8, transform_max_iter: int = 1000,
-                 dict_rounds: int | str = "auto", dict_step: str = "auto", random_state=None,
+                 dict_step: str = "auto", dict_passes: int = 1, dict_max_iter: int = 20,
+                 dict_tol: float = 1e-3, code_max_iter: int = 300, code_tol: float = 1e-5,
+                 coder: str = "auto", random_state=None,
                  backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.alpha = alpha
+        self.ridge = ridge
+        self.weights = weights
+        self.search_radius = search_radius
+        self.radius_mode = radius_mode
+        self.nonnegative = nonnegative
+        self.column_bound = column_bound
+        self.missing = missing
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.dict_step = dict_step
+        self.dict_passes = dict_passes
+        self.dict_max_iter = dict_max_iter
+        self.dict_tol = dict_tol
+        self.code_max_iter = code_max_iter
+        self.code_tol = code_tol
+        self.coder = coder
+        self.random_state = random_state
+        self.backend = backend
+        self.device = device
+        self.verbose = verbose
+        self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 
-    @property
-    def loss_(self) -> Divergence:
-        """The divergence object (from ``loss`` and ``loss_params``)."""
-        return divergence_of(self.loss, self.loss_params)
-
-    @property
-    def _squared(self) -> bool:
-        """True when ``loss`` (with ``loss_params``) is the squared loss, in any spelling."""
-        return _runs_squared(self.loss, self.loss_params)
-
-    #: ``alpha`` was weighed against the whole squared error (no 1/2) before
-    _rescaled_parameters = {"alpha": 0.5}
-
-    @classmethod
-    def _absent_parameters(cls, params: dict) -> dict:
-        """Checkpoints written before ``coder`` pivoted every batch of the squared loss: they
-        resume so (``"auto"`` would code their batches of 256 or more by ADMM)."""
-        if _runs_squared(params.get("loss", "squared"), params.get("loss_params")):
-            return {"coder": "pivoting"}
-        return {}
-
-    def _algorithm(self) -> Algorithm:
-        """The surrogate algorithm for the squared loss, the OL algorithm for the others."""
-        params = self._params()
-        if self._squared:
-            return SurrogateCP(params)
-        return DivergenceCP(params, self.loss_)
+    def _algorithm(self) -> SurrogateCP:
+        """The algorithm's options from the parameters: the one place they pass from the
+        estimator to :class:`~tensorstream.algorithms.surrogate_cp.SurrogateCP`."""
+        return SurrogateCP(SurrogateOptions(
+            n_components=self.n_components, init=self.init, alpha=self.alpha,
+            ridge=self.ridge, weights=self.weights, search_radius=self.search_radius,
+            radius_mode=self.radius_mode, nonnegative=self.nonnegative,
+            column_bound=self.column_bound,
+            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            coder=self.coder, code_max_iter=self.code_max_iter, code_tol=self.code_tol,
+            dict_step=self.dict_step, dict_passes=self.dict_passes,
+            dict_max_iter=self.dict_max_iter, dict_tol=self.dict_tol))
 
     _parameter_constraints = {
-        **SHARED_CONSTRAINTS, **DIVERGENCE_CONSTRAINTS,
+        **SHARED_CONSTRAINTS,
         "alpha": [Interval("real", 0, None)],
+        "ridge": [Interval("real", 0, None)],
         "weights": [Instance("a schedule name", str), Interval("real", 0, 1, closed="right"),
                     CALLABLE],
         "search_radius": [NONE, Interval("real", 0, None, closed="neither"), CALLABLE],
         "radius_mode": [Options("frobenius", "column")],
         "nonnegative": [BOOLEAN],
         "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
+        "init": [Options("random"), SEQUENCE],
+        "dict_step": [Options(*DICT_STEPS)],
         "dict_passes": [Interval("int", 1, None)],
         "dict_max_iter": [Interval("int", 1, None)],
         "dict_tol": [Interval("real", 0, None)],
-        "dict_step": [Options(*dict.fromkeys(DICT_STEPS["squared"] + DICT_STEPS["divergence"]))],
         "coder": [Options("auto", "pivoting", "admm")],
     }
 
     def _check_rules(self) -> None:
-        algorithm = "squared" if self._squared else "divergence"
-        if self.dict_step not in DICT_STEPS[algorithm]:
-            raise ValueError(f"dict_step must be one of {DICT_STEPS[algorithm]} with "
-                             f"loss={self.loss!r}, got {self.dict_step!r}")
-        for name in ("dict_max_iter", "dict_tol"):
-            if self.dict_step != "fista" and not is_default(getattr(self, name),
-                                                            SQUARED_ONLY[name]):
+        for name, default in (("dict_max_iter", 20), ("dict_tol", 1e-3)):
+            if self.dict_step != "fista" and getattr(self, name) != default:
                 raise ValueError(f"{name} applies to dict_step='fista' only, got "
                                  f"dict_step={self.dict_step!r}")
-        if algorithm == "divergence":
-            check_at_defaults(self, SQUARED_ONLY, "the squared loss")
-            check_divergence_rules(self)
-            return
-        # loss_params may be what spells the squared loss ("beta" with beta=2)
-        needed = () if is_squared_loss(self.loss) else ("loss_params",)
-        check_at_defaults(self, {k: v for k, v in DIVERGENCE_ONLY.items() if k not in needed},
-                          "divergence losses")
         if self.coder == "admm" and not self.nonnegative:
             raise ValueError("coder='admm' codes nonnegative codes only; with nonnegative=False "
                              "use coder='pivoting' (or 'auto')")
         make_radius(self.search_radius, make_weights(self.weights))
 
     def _nonnegative_data(self) -> bool:
-        """Nonnegative data for a nonnegative model, or for a loss that needs it."""
-        if self._squared:
-            return bool(self.nonnegative)
-        return bool(self.loss_.needs_nonnegative_data)
-
-    def _negative_way_out(self) -> str:
-        if self._squared:
-            return super()._negative_way_out()
-        return divergence_way_out(self.loss_)
-
-    def _keeps_sparse(self, X: Any, backend: str) -> bool:
-        return not self._squared and DivergenceCP.keeps_sparse(
-            self.loss_, X, backend)
+        """Nonnegative data for a nonnegative model."""
+        return bool(self.nonnegative)
 
     # -- results -------------------------------------------------------------------------------
 
-    @property
-    def scale_(self) -> float:
-        """The data scale the codes are computed at (divergence losses; 1.0 otherwise)."""
-        return float(self._fitted_state().scale)
-
-    def _coding_algorithm(self) -> Algorithm:
-        """The coding step of ``transform`` and ``score``: the squared loss's exact coder at
-        ``code_tol`` (ADMM only when ``coder="admm"`` was asked for: there the codes are the
-        result); a divergence's solved to ``transform_tol``."""
-        if not self._squared:
-            return transform_algorithm(self)
-        params = self._params()
-        if params.coder == "auto":
-            params.coder = "pivoting"
-        return SurrogateCP(params)
+    def _coding_algorithm(self) -> SurrogateCP:
+        """The coding step of ``transform`` and ``score``: the exact coder at ``code_tol``
+        (ADMM only when ``coder="admm"`` was asked for: there the codes are the result)."""
+        algorithm = self._algorithm()
+        if algorithm.options.coder != "auto":
+            return algorithm
+        return SurrogateCP(dataclasses.replace(algorithm.options, coder="pivoting"))
 
     def surrogate_value(self) -> float:
         """The surrogate ``f_t`` (per-sample scale) at the current dictionary."""
-        if not self._squared:
-            raise NotImplementedError(f"{type(self).__name__} with a divergence loss keeps no "
-                                      f"surrogate; use score(X)")
         stats = self.statistics_
         with using(self.backend_):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
-
-
-class SurrogateCP(Algorithm):
-    """Algorithm 2 of Lyu, Strohmeier & Needell: lasso codes, surrogate statistics, one
-    block-coordinate pass on the loadings within the search radius.
-
-    Parameters
-    ----------
-    params : namespace
-        The learner's parameters (``n_components``, ``alpha``, ``ridge``, ``weights``,
-        ``search_radius``, ``radius_mode``, ``nonnegative``, ``column_bound``, ``init``,
-        ``dict_step``, ``dict_passes``, ``dict_max_iter``, ``dict_tol``, ``code_max_iter``,
-        ``code_tol``).
-    """
-
-    def __init__(self, params: Any):
-        self.params = params
-        self.nonnegative = bool(params.nonnegative)
-        self.weights = make_weights(params.weights)
-        self.radius = make_radius(params.search_radius, self.weights)
-
-    def project(self, U: Any) -> Any:
-        """The constraint set of a loading: (nonnegative) columns in the ball."""
-        return project_columns(U, nonnegative=self.nonnegative,
-                               column_bound=self.params.column_bound)
-
-    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
-        """U[0, 1) entries (drawn in numpy: every backend starts the same), or ``init``."""
-        R, init = self.params.n_components, self.params.init
-        sample_shape = tuple(X.shape[1:])
-        if isinstance(init, str):
-            if init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, got {init!r}")
-            return [self.project(tl.tensor(rng.random((size, R)), **context))
-                    for size in sample_shape]
-        return [self.project(U) for U in checked_init(init, sample_shape, R, context,
-                                                      self.nonnegative)]
-
-    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
-        """Lasso codes: exact (block principal pivoting), or by ADMM in the code space
-        (:meth:`uses_admm`); with a ``mask`` (``X`` is zero where it is 0), each sample has its
-        own Gram ``W^T diag(m_j) W``, and the codes are the exact coder's.
-
-        The coder, the losses and the statistic ``c`` are written without the 1/2 on the
-        squared error (:mod:`tensorstream.coders.lasso`), so the user's ``alpha`` (against
-        ``1/2 ||x - W h||^2``) enters them doubled; ``ridge`` means the same in both.
-        """
-        alpha, ridge = 2 * self.params.alpha, self.params.ridge
-        G = gram(loadings) if mask is None else masked_gram(mask, loadings)
-        P = projections(X, loadings)
-        if mask is None and self.uses_admm():  # ADMM's objective has the 1/2: alpha / 2
-            H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
-                                         max_iter=self.params.code_max_iter)
-        else:
-            H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,
-                               max_iter=self.params.code_max_iter, tol=self.params.code_tol)
-        losses, constant = coded_losses(X, G, P, H, alpha, ridge)
-        return Codes(codes=H, explained=X, losses=losses, constant=constant)
-
-    def uses_admm(self) -> bool:
-        """Whether the codes of unmasked batches come from ADMM in the code space
-        (:func:`~tensorstream.coders.robust.nonnegative_code_admm`, OnlineNMF's coder, to its
-        residual tolerance 1e-2): ``coder="admm"``, or ``"auto"`` with nonnegative codes and
-        ``batch_size`` of at least :data:`ADMM_BATCH`. The rule reads the parameter, not the
-        batch, so every batch of a run (and every shard of a cluster step) codes alike."""
-        coder = self.params.coder
-        return coder == "admm" or (coder == "auto" and self.nonnegative
-                                   and self.params.batch_size >= ADMM_BATCH)
-
-    def weight(self, t: int) -> float:
-        """``w_t``; ``w_1 = 1`` whatever the schedule says, so that the statistics are
-        averages from the start (otherwise the first batches' are shrunk towards the zero
-        ``A_0``, ``B_0``)."""
-        w = checked_weight(self.weights, t)  # checked at t = 1 too: a wrong schedule is named
-        return 1.0 if t == 1 else w
-
-    def radius_at(self, t: int) -> float | None:
-        """The search radius of step ``t`` (None: unrestricted)."""
-        return None if self.radius is None else checked_radius(self.radius, t)
-
-    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
-               scale: float = 1.0) -> list:
-        """One block-coordinate pass on the surrogate, each loading within the radius."""
-        return surrogate_bcd_step(
-            loadings, statistics["A"], statistics["B"], nonnegative=self.nonnegative,
-            column_bound=self.params.column_bound, radius=self.radius_at(t),
-            radius_mode=self.params.radius_mode, n_passes=self.params.dict_passes,
-            method="fista" if self.params.dict_step == "fista" else "columns",
-            max_iter=self.params.dict_max_iter, tol=self.params.dict_tol)
-
-    def info(self, t: int, w: float | None, n: int) -> dict:
-        return {"weight": w, "radius": self.radius_at(t)}
-
-
-def coded_losses(X: Any, G: Any, P: Any, H: Any, alpha: float, ridge: float
-                 ) -> tuple[Any, float]:
-    """Per-sample losses ``||x - W h||^2 + alpha ||h||_1 + ridge ||h||^2`` (without the 1/2)
-    of the codes ``H`` from the Gram ``G`` and projections ``P``, and the batch's constant
-    ``mean(||x||^2 + alpha ||h||_1 + ridge ||h||^2)`` of the statistic ``c``."""
-    flat = tl.reshape(X, (tl.shape(X)[0], -1))
-    sq_norms = row_sq_norms(flat)
-    losses = sample_losses(sq_norms, G, P, H, alpha=alpha, ridge=ridge)
-    if alpha or ridge:  # the codes' penalties, summed as the engine sums them
-        sq_norms = sq_norms + tl.sum(alpha * tl.abs(H) + ridge * H * H, axis=1)
-    return losses, float(tl.mean(sq_norms))
-
-
-def projections(X: Any, loadings: list) -> Any:
-    """``W^T vec(X_j)`` for every sample of ``X`` (``(b, I_1..I_n)``): one GEMM with the atoms.
-
-    The atoms ``W`` (``prod(I) x R``) are no larger than the statistic ``B`` the learner keeps
-    anyway, and forming them costs ``O(R prod(I))``, a ``b``-th of the product itself; the
-    contraction mode by mode that avoids them is several times slower (its intermediates are
-    ``R / I_n`` times the batch).
-    """
-    return narrow_dot(tl.reshape(X, (tl.shape(X)[0], -1)), dictionary_matrix(loadings))
-
-
-def checked_init(init: Any, sample_shape: tuple, R: int, context: dict,
-                 nonnegative: bool) -> list:
-    """The loadings of a list ``init``, checked against the samples' shape."""
-    init = list(init) if isinstance(init, Sequence) else None
-    if init is None or len(init) != len(sample_shape):
-        raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays of "
-                         f"shapes {[(s, R) for s in sample_shape]}")
-    loadings = []
-    backend = tl.get_backend()
-    for k, (U, size) in enumerate(zip(init, sample_shape)):
-        U = check_batch(U, backend=backend, nonnegative=nonnegative, name=f"init[{k}]")
-        if tuple(U.shape) != (size, R):
-            raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-        loadings.append(tl.tensor(U, **context))
-    return loadings

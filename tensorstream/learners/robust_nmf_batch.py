@@ -12,6 +12,13 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
+from ..algorithms.nmf import loadings_from_init
+from ..algorithms.robust_nmf import (
+    _default_outlier_alpha,
+    coding_start,
+    dictionary_projection,
+    first_batch_scale,
+)
 from ..algorithms.robust_nmf_batch import badmm, bpgd
 from ..coders.robust import RobustPenalties, project_outliers, robust_code
 from ..core.backend import backend_of, float_dtype_of, run, using
@@ -35,14 +42,7 @@ from ._base import (
     OnlineEstimator,
 )
 from ._output import replace_flagged
-from .nmf import loadings_from_init
-from .robust_nmf import (
-    ROBUST_CONSTRAINTS,
-    _default_outlier_alpha,
-    coding_start,
-    dictionary_projection,
-    first_batch_scale,
-)
+from .robust_nmf import ROBUST_CONSTRAINTS
 
 __all__ = ["RobustNMF"]
 

@@ -19,45 +19,18 @@ from typing import Any
 import tensorly as tl
 
 from ..algorithms.pcp import principal_component_pursuit
+from ..algorithms.robust_matrix import RobustMatrixOptions, RobustPCAAlgorithm
 from ..core.backend import backend_of, finfo_of, float_dtype_of, using
 from ..core.device import device_context, move
-from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
-from ..steps.surrogate import penalized_column_bcd
+from ..core.validation import (
+    BACKEND,
+    NONE,
+    Interval,
+    check_batch,
+    feature_names,
+)
 from ._base import MAX_FIT_STEPS, ArrayCheckpoint, OnlineEstimator
-from .maxnorm import RobustMatrixAlgorithm, RobustMatrixLearner
-
-
-class RobustPCAAlgorithm(RobustMatrixAlgorithm):
-    """OR-PCA: a ridge on the coefficients, a Frobenius penalty on the basis."""
-
-    def coder_options(self, norm_alpha: float) -> dict:
-        # OR-PCA's nuclear norm puts a ridge norm_alpha/2 ||r||^2 on the coefficients where
-        # OMRMD's max-norm has the ball ||r|| <= 1 (Feng, Xu & Yan 2013)
-        return dict(noise="l1", ball=False, ridge=norm_alpha)
-
-    #: ``column_bound="auto"``, in units of the data scale (about the reference code's unit
-    #: bound on the max-norm paper's data and on faces scaled to [0, 1]).
-    auto_column_bound = 2.0
-
-    @classmethod
-    def legacy_column_bound(cls, params: dict) -> float | None:
-        return params.get("column_bound", 1.0)
-
-    def column_bound_of(self, n_features: int) -> float | None:
-        bound = self.params.column_bound
-        if bound == "auto":
-            return self.auto_column_bound
-        return None if bound is None else float(bound)
-
-    def basis_step(self, L: Any, A: Any, B: Any, kappa: float, bound: float | None) -> Any:
-        norm_alpha, _ = self.alphas(L.shape[0])
-        # the reference code's A + norm_alpha I (sum scale) is A + kappa norm_alpha I on the
-        # mean scale
-        return penalized_column_bcd(L, A, B, frobenius=kappa * norm_alpha, column_bound=bound,
-                                    n_sweeps=self.params.basis_sweeps)
-
-    def penalty_value(self, L: Any) -> float:
-        return 0.5 * float(tl.sum(L * L))
+from .maxnorm import RobustMatrixLearner
 
 
 class OnlineRobustPCA(RobustMatrixLearner):
@@ -84,7 +57,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
     column_bound : "auto", float or None, default "auto"
         Bound on every basis column's norm (the reference code's projection), in units of the
         data scale; ``"auto"`` is 2.0, the paper's is 1.0 (``paper_params``).
-    basis_sweeps : int, default 1
+    dict_passes : int, default 1
         Column sweeps per batch (further sweeps are kept only while they lower the surrogate).
     code_tol : float, default 1e-6
         A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < code_tol``.
@@ -142,19 +115,46 @@ class OnlineRobustPCA(RobustMatrixLearner):
     def __init__(self, n_components: int, *, norm_alpha: float | None = None,
                  outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
                  column_bound: float | str | None = "auto",
-                 basis_sweeps: int = 1, code_tol: float = 1e-6,
+                 dict_passes: int = 1, code_tol: float = 1e-6,
                  code_max_iter: int | None = None, missing: str | None = None,
                  weights="balanced", batch_size: int = 10, max_iter: int = 1, init="random",
                  random_state=None, backend: str | None = None, device: Any = None,
                  verbose: bool = False,
                  callback=None, reinit_dead_atoms: bool = True,
                  n_threads: int | None = 1):
-        self._keep_parameters(locals())
+        self.n_components = n_components
+        self.norm_alpha = norm_alpha
+        self.outlier_alpha = outlier_alpha
+        self.data_scale = data_scale
+        self.column_bound = column_bound
+        self.dict_passes = dict_passes
+        self.code_tol = code_tol
+        self.code_max_iter = code_max_iter
+        self.missing = missing
+        self.weights = weights
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.random_state = random_state
+        self.backend = backend
+        self.device = device
+        self.verbose = verbose
+        self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
+        self.n_threads = n_threads
 
-    _algorithm_class = RobustPCAAlgorithm
+    def _algorithm(self) -> RobustPCAAlgorithm:
+        """The algorithm's options from the parameters: the one place they pass from the
+        estimator to :class:`~tensorstream.algorithms.robust_matrix.RobustPCAAlgorithm`."""
+        return RobustPCAAlgorithm(RobustMatrixOptions(
+            n_components=self.n_components, init=self.init, weights=self.weights,
+            norm_alpha=self.norm_alpha, outlier_alpha=self.outlier_alpha,
+            data_scale=self.data_scale, column_bound=self.column_bound,
+            code_tol=self.code_tol, code_max_iter=self.code_max_iter,
+            dict_passes=self.dict_passes))
 
     _parameter_constraints = {**RobustMatrixLearner._parameter_constraints,
-                              "basis_sweeps": [Interval("int", 1, None)]}
+                              "dict_passes": [Interval("int", 1, None)]}
 
 
 class RobustPCA(ArrayCheckpoint, OnlineEstimator):

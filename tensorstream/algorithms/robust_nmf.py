@@ -1,0 +1,393 @@
+"""Online NMF with outliers (Zhao & Tan's ONMFO): :class:`RobustNMFAlgorithm`, for the engine.
+
+Robust codes and outliers per batch (PGD or ADMM, :mod:`tensorstream.coders.robust`), the
+surrogate statistics of ``X - E``, and the dictionary step of the surrogate (PGD or ADMM,
+warm-started) on the chosen constraint set; with ``outlier_alpha="auto"`` the outlier weight
+follows a residual scale learned from the batches. The helpers below (the data scale, the
+coding start, the constraint sets) serve the batch ``RobustNMF`` too.
+:mod:`tensorstream.learners.robust_nmf` describes the maths and every option.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorly as tl
+
+from ..coders.robust import (
+    RobustPenalties,
+    code_penalty,
+    outlier_penalty,
+    project_outliers,
+    robust_code,
+)
+from ..core.backend import to_numpy
+from ..core.constraints import (
+    project_columns,
+    project_elastic_net_columns,
+    project_simplex_columns,
+)
+from ..core.dictionary import reconstruct
+from ..engine import Codes
+from ..engine.loop import usable_scale
+from ..schedules import make_weights
+from ..steps.surrogate import surrogate_solver_step
+from .nmf import loadings_from_init
+from .surrogate_cp import SurrogateCP
+
+CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
+
+
+#: ``outlier_alpha="auto"`` in residual scales: a residual beyond 2.5 times the model's
+#: typical residual is an outlier (the region of Huber's threshold), but never beyond
+#: ``AUTO_OUTLIER_ALPHA * MAX_RESIDUAL_SCALE`` data units. The residual scale is learned from
+#: the batches' residuals (:func:`next_residual_scale`), so that on data the model fits closely
+#: (nearly exactly low rank, where every large residual is an outlier) the weight falls with
+#: it: the paper's synthetic data 30.7 -> 37.0 dB, every real data set measured unchanged
+#: (docs/nmf.md).
+AUTO_OUTLIER_ALPHA = 2.5
+#: the residual scale ``"auto"`` uses is at most this, in units of the data scale, and starts
+#: here before any residual is seen: an outlier weight of 0.5 data units, the fixed default of
+#: earlier versions, measured on lfw faces with the paper's three outlier settings (0.3 let
+#: the outliers absorb the faces' own detail with PGD, 0.8 and more fit the outliers with
+#: ADMM). Uncapped, the residual scale learned on real faces with heavy outliers (27% of the
+#: entries) grows above it and costs 0.1-0.4 dB. The batch ``RobustNMF`` keeps this weight.
+MAX_RESIDUAL_SCALE = 0.2
+#: the residuals' squares are winsorised at this many residual scales for the residual scale
+#: (Huber's proposal 2): low enough that heavy contamination does not inflate it (the limit
+#: ``c`` breaks down when more than about ``E min(z^2, c^2) / c^2`` of the entries are outliers:
+#: 16% at ``c = 2.5``, 35% at 1.5, 52% at 1, where the paper's heaviest setting corrupts 27%)
+RESIDUAL_WINSOR = 1.0
+#: the residual scale is a moving average over batches: this much of the previous value is kept
+#: at each batch (about ten batches of memory, so that a few batches' noise averages out)
+RESIDUAL_SCALE_MEMORY = 0.9
+#: a floor on the residual scale, in data units: on data the model fits exactly the residuals
+#: vanish, and a zero outlier weight would make every entry free to be an outlier
+_RESIDUAL_SCALE_FLOOR = 1e-6
+
+
+def _default_outlier_alpha(outlier_alpha: float | str | None, scale: float,
+                           n_features: int, residual_scale: float | None = None) -> float:
+    """``outlier_alpha`` (in units of the data scale); for ``"auto"``, ``scale`` (the
+    ``outlier_alpha_scale``) times ``AUTO_OUTLIER_ALPHA`` residual scales (``residual_scale``
+    capped at ``MAX_RESIDUAL_SCALE``, which it is before one is learned); for None, the
+    paper's ``1/sqrt(F)`` (Section VII-B1) times ``scale``, which is too small for large or
+    sparse samples (a video frame of 3,072 pixels, sparse images) unless ``scale`` raises
+    it."""
+    if outlier_alpha == "auto":
+        sigma = MAX_RESIDUAL_SCALE if residual_scale is None else min(residual_scale,
+                                                                      MAX_RESIDUAL_SCALE)
+        return scale * AUTO_OUTLIER_ALPHA * sigma
+    return float(outlier_alpha) if outlier_alpha is not None else scale / math.sqrt(n_features)
+
+
+def residual_sums(residuals: Any, mask: Any, sigma: float) -> dict:
+    """A batch's part of the residual scale (additive over shards): the sum of the squared
+    residuals (at the data scale) winsorised at ``RESIDUAL_WINSOR * sigma``, and their count
+    (observed entries only)."""
+    limit = RESIDUAL_WINSOR * sigma
+    squares = tl.clip(residuals * residuals, None, limit * limit)
+    if mask is None:
+        return {"residual_sq": float(tl.sum(squares)),
+                "residual_count": float(np.prod(tl.shape(residuals)))}
+    observed = tl.tensor(mask, **tl.context(squares))
+    return {"residual_sq": float(tl.sum(squares * observed)),
+            "residual_count": float(tl.sum(observed))}
+
+
+def next_residual_scale(sigma: float, sums: dict) -> float:
+    """The residual scale after a batch whose :func:`residual_sums` are ``sums``: the moving
+    average (``RESIDUAL_SCALE_MEMORY``) of ``sigma`` and the batch's Huber scale (proposal 2:
+    the root mean winsorised square over its expectation for standard normal residuals, so
+    that Gaussian residuals of scale ``s`` give ``s``; the outliers beyond the limit count at
+    the limit only, so that they cannot inflate it). A batch without observed entries leaves
+    it as it was."""
+    if sums["residual_count"] == 0:
+        return sigma
+    batch = math.sqrt(sums["residual_sq"] / sums["residual_count"] / _HUBER_CONSISTENCY)
+    new = RESIDUAL_SCALE_MEMORY * sigma + (1 - RESIDUAL_SCALE_MEMORY) * batch
+    return max(new, _RESIDUAL_SCALE_FLOOR)
+
+
+def _winsorised_second_moment(c: float) -> float:
+    """``E min(z^2, c^2)`` for a standard normal ``z``."""
+    tail = 0.5 * math.erfc(c / math.sqrt(2))  # P(z > c)
+    density = math.exp(-0.5 * c * c) / math.sqrt(2 * math.pi)
+    return (1 - 2 * tail) - 2 * c * density + 2 * c * c * tail
+
+
+_HUBER_CONSISTENCY = _winsorised_second_moment(RESIDUAL_WINSOR)
+
+
+#: the data scale (``data_scale="auto"``) winsorises each sample's absolute entries at this
+#: many times their median (of the nonzero observed ones), so that a few gross outliers in the
+#: first batch (a spike of 1e10, Cauchy spikes of 50 in faces of order 1) cannot set the unit
+#: every threshold is in: unwinsorised, one entry of 1e10 among 200 made it 5e7. Per sample, so
+#: that the shards of a batch on a cluster add up to the batch's sums. Real images never reach
+#: it (lfw faces, patches: the largest entry is 2-3 medians).
+SCALE_WINSOR = 5.0
+
+
+def first_batch_scale(X: Any, data_scale: float | str) -> float:
+    """The data scale: ``data_scale`` when declared, else the batch's mean absolute entry,
+    each sample's winsorised at ``SCALE_WINSOR`` times its median (1.0 for an all-zero
+    batch). Every threshold of the robust learners is in its units, so fitting ``c * X`` gives
+    ``c`` times the factors of ``X``."""
+    sums = scale_sums(X, data_scale)
+    return usable_scale(float(data_scale) if sums is None else sums[0] / sums[1])
+
+
+def scale_sums(X: Any, data_scale: float | str, mask: Any = None) -> tuple[float, float] | None:
+    """``(sum, count)`` of :func:`first_batch_scale` over a shard, observed entries only
+    (None when declared); computed in numpy (first batches only)."""
+    if data_scale != "auto":
+        return None
+    magnitudes = np.abs(to_numpy(X)).reshape(tl.shape(X)[0], -1)
+    observed = np.ones(magnitudes.shape, dtype=bool) if mask is None else \
+        to_numpy(mask).reshape(magnitudes.shape).astype(bool)
+    counted = np.where(observed & (magnitudes > 0), magnitudes, np.nan)
+    with warnings.catch_warnings():  # a sample without a nonzero observed entry: no limit
+        warnings.simplefilter("ignore", RuntimeWarning)
+        medians = np.nanmedian(counted, axis=1)
+    limits = np.where(np.isnan(medians), np.inf, SCALE_WINSOR * medians)
+    winsorised = np.minimum(magnitudes, limits[:, None])
+    return float(np.sum(winsorised[observed])), float(np.sum(observed))
+
+
+def coding_start(X: Any, R: int, code_init: str, outlier_init: str) -> tuple[Any, Any]:
+    """Starting ``(h, e)`` of a coding step (``X`` at unit data scale): codes at 1/2 (the
+    mean of the paper's U[0, 1) draws) or zeros; outliers at zero, at 1/2 (the paper-literal
+    U[0, 1) start), or ``"gross"``: the part of every entry beyond ``SCALE_WINSOR`` data
+    units, so that a coding step starts with a gross outlier already set aside (from a zero
+    start, 50 iterations left part of an entry of 1e10 in the codes and the statistics).
+
+    The start is the same for every sample, so a sample's codes depend on nothing but the
+    sample and the dictionary: not on its neighbours or its position in the batch (random
+    draws per row made them differ by up to 0.08 under a permutation of the batch), and a
+    batch coded in shards on a cluster equals the batch coded at once.
+    """
+    context = tl.context(X)
+    b = tl.shape(X)[0]
+    H0 = tl.ones((b, R), **context) / 2 if code_init == "uniform" else tl.zeros((b, R), **context)
+    if outlier_init == "uniform":
+        E0 = tl.ones(tl.shape(X), **context) / 2
+    elif outlier_init == "gross":
+        E0 = X - tl.clip(X, -SCALE_WINSOR, SCALE_WINSOR)
+    else:
+        E0 = tl.zeros(tl.shape(X), **context)
+    return H0, E0
+
+
+def dictionary_projection(constraint: str, gamma1: float = 0.0,
+                          gamma2: float = 2.0) -> Callable[[Any], Any]:
+    """The projection onto the dictionary's constraint set (the paper's Section VI-A).
+
+    ``"l2ball"``: the paper's ``C`` (nonnegative, column norms <= 1); ``"nonneg"``: ``C1``;
+    ``"simplex"``: ``C2`` (nonnegative, column sums = 1); ``"elasticnet"``: ``C3``
+    (nonnegative, ``gamma1 ||w||_1 + gamma2/2 ||w||^2 <= 1``).
+    """
+    if constraint == "l2ball":
+        return lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
+    if constraint == "nonneg":
+        return lambda U: tl.clip(U, 0, None)
+    if constraint == "simplex":
+        return project_simplex_columns
+    if constraint == "elasticnet":
+        return lambda U: project_elastic_net_columns(U, gamma1, gamma2)
+    raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class RobustNMFOptions:
+    """The options of :class:`RobustNMFAlgorithm`
+    (:class:`~tensorstream.learners.robust_nmf.RobustOnlineNMF`'s parameters of the same names
+    say what each means)."""
+
+    n_components: int
+    init: Any = "random"
+    weights: Any = "balanced"
+    outlier_alpha: float | str | None = "auto"
+    outlier_alpha_scale: float = 1.0
+    outlier_bound: float | None = None
+    nonnegative_outliers: bool = False
+    outlier_l2: float = 0.0
+    alpha: float = 0.0
+    ridge: float = 0.0
+    group_alpha: float = 0.0
+    group_size: int = 1
+    data_scale: float | str = "auto"
+    solver: str = "admm"
+    kappa: float = 0.7
+    rho: float = 1.0
+    accelerated: bool = False
+    code_init: str = "uniform"
+    outlier_init: str = "gross"
+    code_tol: float = 1e-3
+    code_max_iter: int = 50
+    constraint: str = "l2ball"
+    gamma1: float = 0.0
+    gamma2: float = 2.0
+    dict_l1: float = 0.0
+    dict_l2: float = 0.0
+    dict_tol: float = 1e-4
+    dict_max_iter: int = 200
+
+
+class RobustNMFAlgorithm(SurrogateCP):
+    """Online NMF with outliers (ONMFO) as a configuration of the engine: robust codes and
+    outliers (PGD or ADMM), the surrogate statistics of ``X - E``, and the dictionary step of
+    the surrogate (PGD or ADMM, warm-started) on the chosen constraint set.
+
+    Parameters
+    ----------
+    options : RobustNMFOptions
+    residual_scale : float or None, default None
+        The residual scale learned with ``outlier_alpha="auto"`` (:meth:`at_state` gives it);
+        None: a given ``outlier_alpha``.
+    """
+
+    nonnegative = True
+    scalar_statistics = ("residual_scale",)
+
+    def __init__(self, options: RobustNMFOptions, residual_scale: float | None = None):
+        self.options = options
+        self.weights = make_weights(options.weights)
+        # learned from the batches with outlier_alpha="auto" (at_state gives it); None: a
+        # given outlier_alpha
+        self.residual_scale = residual_scale
+
+    @property
+    def learns_residual_scale(self) -> bool:
+        return self.options.outlier_alpha == "auto"
+
+    def at_state(self, state: Any) -> RobustNMFAlgorithm:
+        """The algorithm coding at the residual scale ``state`` learned (``"auto"``). A state
+        without one was fitted with a given weight and switched to ``"auto"`` since
+        (``set_params``): it learns one from where a fit starts, the cap."""
+        if not self.learns_residual_scale:
+            return self
+        sigma = (state.statistics or {}).get("residual_scale")
+        return RobustNMFAlgorithm(self.options, MAX_RESIDUAL_SCALE if sigma is None else sigma)
+
+    def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> dict:
+        """The surrogate's zero statistics, and the first residual scale (``"auto"``)."""
+        statistics = super().initial_statistics(sample_shape, R, context)
+        if self.learns_residual_scale:
+            statistics["residual_scale"] = MAX_RESIDUAL_SCALE
+        return statistics
+
+    def penalties(self, n_features: int) -> RobustPenalties:
+        p = self.options
+        return RobustPenalties(
+            outlier_alpha=_default_outlier_alpha(p.outlier_alpha, p.outlier_alpha_scale,
+                                                 n_features, self.residual_scale),
+            outlier_bound=p.outlier_bound,
+            nonnegative_outliers=bool(p.nonnegative_outliers), outlier_l2=p.outlier_l2,
+            alpha=p.alpha, ridge=p.ridge, group_alpha=p.group_alpha,
+            group_size=int(p.group_size))
+
+    def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
+        """The first batch's mean absolute (observed) entry, as a sum and a count (None when
+        declared)."""
+        return scale_sums(X, self.options.data_scale, mask)
+
+    def declared_scale(self) -> float:
+        return float(self.options.data_scale)
+
+    def project(self, U: Any) -> Any:
+        """The unit ball's nonnegative part, then the chosen constraint set (what a
+        re-initialised atom needs: it left the set for the ball alone)."""
+        p = self.options
+        ball = project_columns(U, nonnegative=True, column_bound=1.0)
+        return dictionary_projection(p.constraint, p.gamma1, p.gamma2)(ball)
+
+    def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
+        """An init array or list, or ``P_C`` of U[0, 1) entries (the paper's ``W_0``)."""
+        p = self.options
+        loadings = loadings_from_init(p.init, tuple(X.shape[1:]), p.n_components,
+                                      tl.get_backend(), context)
+        if loadings is None:
+            loadings = SurrogateCP.initial_loadings(self, X, context, rng)
+        project = dictionary_projection(p.constraint, p.gamma1, p.gamma2)
+        return [project(U) for U in loadings]
+
+    def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
+        """Codes and outliers of a batch; the statistics see ``X - E``.
+
+        With a ``mask``, ``X`` (zeroed at the boundary) and ``E`` are 0 on missing entries, so
+        ``explained`` is too: ``B`` and ``c`` see the observed entries only.
+        """
+        p = self.options
+        penalties = self.penalties(int(np.prod(X.shape[1:])))
+        raw, X = X, X / scale  # code at unit scale: every threshold is in the data's units
+        H0, E0 = coding_start(X, int(loadings[0].shape[1]), p.code_init, p.outlier_init)
+        E0 = project_outliers(E0, penalties)  # a gross start within the box and signs
+        options = dict(H0=H0, E0=E0, tol=p.code_tol, max_iter=p.code_max_iter)
+        if mask is not None:
+            options.update(mask=mask)
+        if p.solver == "pgd":
+            options.update(kappa=p.kappa, accelerated=bool(p.accelerated))
+        else:
+            options.update(rho=p.rho)
+        coding = robust_code(X, loadings, penalties, solver=p.solver, **options)
+        H, E = coding.codes, coding.outliers
+        explained = X - E
+        sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
+        extra = outlier_penalty(E, penalties) + code_penalty(H, penalties)
+        # engine scale: twice the paper's c_t; back to the data's units (losses: squared)
+        constant = float(tl.mean(sq_norms + 2 * extra)) * (scale * scale)
+        E = E * scale
+        losses = coding.losses * (scale * scale)
+        largest = float(tl.max(tl.abs(raw))) if tl.shape(raw)[0] else 0.0
+        if not math.isfinite(largest * largest * float(np.prod(X.shape[1:]))):
+            # the statistics square the codes, at the data's scale: without a box the outliers
+            # can absorb such a batch at a finite loss, so say that the arithmetic overflows
+            losses = losses + float("inf")
+        work = None
+        if self.residual_scale is not None and self.learns_residual_scale:
+            # x - W h at the data scale, outliers included (winsorised where they begin)
+            residuals = X - reconstruct(loadings, H)
+            work = residual_sums(residuals, mask, self.residual_scale)
+        return Codes(codes=H * scale, explained=raw - E, losses=losses, constant=constant,
+                     outliers=E, work=work)
+
+    def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
+                   scale: float) -> dict:
+        """The surrogate's sums, and the batch's part of the residual scale (``"auto"``)."""
+        sums = super().batch_sums(X, coded, mask, loadings, scale)
+        return sums if coded.work is None else {**sums, **coded.work}
+
+    def accumulate(self, statistics: dict | None, sums: dict, w: float | None) -> dict | None:
+        """The surrogate's statistics, and the residual scale moved by the batch's."""
+        new = super().accumulate(statistics, sums, w)
+        sigma = statistics.get("residual_scale")
+        if sigma is None and self.learns_residual_scale:  # "auto" set since a fixed-weight fit
+            sigma = MAX_RESIDUAL_SCALE
+        if sigma is not None:  # kept, moved where the batch measured it
+            new["residual_scale"] = next_residual_scale(sigma, sums) if "residual_sq" in sums \
+                else sigma
+        return new
+
+    def update(self, sums: dict, statistics: dict, loadings: list, t: int,
+               scale: float = 1.0) -> list:
+        """The paper's W-step (PGD or ADMM, its Sections IV-A2 and IV-B2; warm-started) on the
+        statistics."""
+        p = self.options
+        # the step at unit data scale (A, B and c scale as its square), so that rho, the
+        # penalties and the stopping rule mean the same whatever the data's units
+        unit = scale * scale
+        new, _ = surrogate_solver_step(
+            loadings, statistics["A"] / unit, statistics["B"] / unit, statistics["c"] / unit,
+            solver=p.solver,
+            project=dictionary_projection(p.constraint, p.gamma1, p.gamma2), l1=p.dict_l1,
+            l2=p.dict_l2, kappa=p.kappa, rho=p.rho, tol=p.dict_tol, max_iter=p.dict_max_iter,
+            radius=None, radius_mode="frobenius")
+        return new
+
+    def info(self, t: int, w: float | None, n: int) -> dict:
+        return {"weight": w, "radius": None}
