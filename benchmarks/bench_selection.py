@@ -32,7 +32,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tensorstream import OnlineCPDL
-from tensorstream.model_selection import _relative_errors, _Source, select
+from tensorstream.model_selection import _HeldOut, _Source, select
 
 GROUPINGS = ["0;1;2", "0,1;2", "0,1,2"]
 RANKS = [1, 2, 3, 4, 5, 6]
@@ -87,7 +87,7 @@ def section_cost(args: argparse.Namespace) -> None:
     target = float(result.table["imputation_error"].sel(grouping=grouping, rank=rank))
     # the same held-out samples and hidden entries as select's (same seed, same draws)
     source = _Source.of(X, None, None, 0)
-    held, observed = source.held_out(0.1, 1000, 0.2)
+    held = _HeldOut(*source.held_out(0.1, 1000, 0.2), source)
     train = X[np.sort(source.train)]
     model = OnlineCPDL(rank, batch_size=64, random_state=0, max_iter=1)
     t_fit, passes, error = 0.0, 0, np.inf
@@ -101,7 +101,7 @@ def section_cost(args: argparse.Namespace) -> None:
                 model.partial_fit(train[np.sort(rows)])
         t_fit += time.perf_counter() - start
         passes += 1
-        error = float(_relative_errors(model, held, observed, source).mean())
+        error = float(held.errors(model, masked=True).mean())
     print(f"select: {t_select:.1f} s, chosen {grouping} rank {rank} (imputation error "
           f"{target:.5f}); passes per candidate: {result.table['passes'].values.tolist()}")
     print(f"chosen alone: {t_fit:.1f} s for {passes} pass(es) to error {error:.5f}")
