@@ -52,6 +52,10 @@ def test_select_writes_csv(patches, tmp_path):
      "--param expects KEY=VALUE"),
     (["--modes", "axis1;axis2;axis3", "--model", "nmf", "--n-components", "2"],
      "OnlineNMF factorizes matrices"),
+    (["--modes", "axis1;axis2;axis3", "--n-components", "2", "--param", "alpah=0.1"],
+     "--param alpah does not apply to --model ocpdl"),
+    (["--modes", "axis1;axis2;axis3", "--n-components", "2", "--param", "n_components=3"],
+     "give the candidate ranks as --n-components"),
 ])
 def test_bad_options_are_named(patches, capsys, options, message):
     assert main(["select", str(patches), *options]) == 1
@@ -62,3 +66,18 @@ def test_rank_ranges_are_inclusive():
     assert parse_ranks("4:12:4") == [4, 8, 12]
     assert parse_ranks("2:4") == [2, 3, 4]
     assert parse_ranks("3,5") == [3, 5]
+
+
+def test_fit_and_select_read_params_alike(patches, capsys):
+    """One parser (cli/params.py): the same values, the same refusal of an unknown name."""
+    from tensorstream import OnlineCPDL
+    from tensorstream.cli.errors import CLIError
+    from tensorstream.cli.params import add_params
+
+    params = add_params({"random_state": 0}, ["alpha=0.5", "dict_passes=2"], OnlineCPDL, "x")
+    assert params == {"random_state": 0, "alpha": 0.5, "dict_passes": 2}
+    with pytest.raises(CLIError, match="--param beta, --param gamma does not apply"):
+        add_params({}, ["gamma=1", "beta=2"], OnlineCPDL, "ocpdl")
+    assert main(["fit", str(patches), "--n-components", "2", "--out", "never.nc",
+                 "--param", "alpah=0.1"]) == 1
+    assert "--param alpah does not apply to --model" in capsys.readouterr().err
