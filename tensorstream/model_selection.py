@@ -271,7 +271,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             c.history.append((c.passes, float(c.scores["imputation"].mean())))
             c.converged = c.passes >= n_passes and _improvement(c) <= CONVERGED
         if prune:
-            _prune([c for c in candidates if c.alive], tolerance, min_replicability)
+            _prune(candidates, tolerance, min_replicability)
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
                    min_replicability, tolerance, replicability)
 
@@ -565,16 +565,30 @@ def _reach(c: _Candidate) -> float:
     return error - REACH_PASSES * _improvement(c) * error
 
 
-def _prune(alive: list, tolerance: float, minimum: float) -> None:
+def _eligible(candidates: list, minimum: float) -> dict[int, bool]:
+    """Per candidate (by ``id``): replicable, and no smaller rank of its grouping found not
+    replicable after a whole pass (a rank past the first that does not replicate is not
+    the data's: a larger one that happens to replicate is chance)."""
+    failed: dict[str, int] = {}
+    for c in candidates:
+        if c.scores and c.passes >= 1 and c.scores["replicability"] < minimum:
+            failed[c.grouping] = min(failed.get(c.grouping, c.rank), c.rank)
+    return {id(c): bool(c.scores) and c.scores["replicability"] >= minimum
+            and c.rank < failed.get(c.grouping, np.inf) for c in candidates}
+
+
+def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     """Keep the best candidate; the smaller ones (in parameters) than the rule's current
     choice that are within the rule's bar, or still improving fast enough to reach it; and
     the larger ones still improving fast enough to beat the choice by the rule's margin.
-    Steered by the rule: among the replicable candidates when there are any."""
+    Steered by the rule: among the eligible candidates when there are any."""
+    alive = [c for c in candidates if c.alive]
     if len(alive) < 2:
         return
+    eligible = _eligible(candidates, minimum)
     means = np.array([c.scores["imputation"].mean() for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
-    replicable = np.array([c.scores["replicability"] >= minimum for c in alive])
+    replicable = np.array([eligible[id(c)] for c in alive])
     pool = np.where(replicable, means, np.inf) if replicable.any() else means
     best = int(np.argmin(pool))
     se = _se(alive[best].scores["imputation"])
@@ -632,7 +646,9 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
 def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
     """The rule: fewest parameters within one SE (or ``tolerance`` times) of the best
     replicable imputation error, among the finalists (the candidates not dropped)."""
-    pool = ds["finalist"] & ds["replicable"]
+    # a rank past its grouping's first that does not replicate (after a whole pass) is out
+    failed = ~ds["replicable"] & (ds["passes"] >= 1)
+    pool = ds["finalist"] & ds["replicable"] & (failed.cumsum("rank") == 0)
     rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
             f"imputation error, among replicable")
     if not bool(pool.any()):
