@@ -11,12 +11,17 @@ Sections:
    fitting the chosen candidate alone (``OnlineCPDL`` on all training samples, pass by pass)
    until its imputation error on the same held-out entries reaches the one ``select``
    reported for it; printed: both times and their ratio (the issue's goal: at most 5x).
+3. **real**: colour patches of a photograph (``tensorstream.datasets.load_image``), three
+   groupings x ranks, one ``select`` per seed (other patches, other batches, other held-out
+   samples) for each replicability summary of ``--summaries``; printed: the choices and the
+   seed-to-seed agreement (the share of pairs of seeds that choose the same candidate).
 
 Usage::
 
     python benchmarks/bench_selection.py                          # both sections (minutes)
     python benchmarks/bench_selection.py --sections planted --seeds 10 --noise 0.05 0.1 0.2
     python benchmarks/bench_selection.py --sections cost --cost-samples 50000
+    python benchmarks/bench_selection.py --sections real --real-seeds 5 --summaries worst median
 
 Numbers are wall-clock on whatever machine runs it; on a loaded machine only the ratios of
 section 2, measured in one run, mean anything.
@@ -32,7 +37,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tensorstream import OnlineCPDL
-from tensorstream.model_selection import _HeldOut, _Source, select
+from tensorstream.model_selection import select
 
 GROUPINGS = ["0;1;2", "0,1;2", "0,1,2"]
 RANKS = [1, 2, 3, 4, 5, 6]
@@ -65,7 +70,7 @@ def section_planted(args: argparse.Namespace) -> None:
             for seed in range(args.seeds):
                 result = select(learner(seed), planted(seed, args.samples, noise, truth),
                                 modes=GROUPINGS, n_components=RANKS, n_passes=args.passes,
-                                first_rung=args.first_rung, random_state=seed)
+                                random_state=seed, **_rung(args))
                 chosen = (result.chosen["grouping"], result.chosen["n_components"])
                 right += chosen == (truth, 3)
                 choices.append(f"{chosen[0]}/{chosen[1]}")
@@ -75,13 +80,15 @@ def section_planted(args: argparse.Namespace) -> None:
 
 
 def section_cost(args: argparse.Namespace) -> None:
+    from tensorstream.model_selection import _HeldOut, _Source
+
     n = args.cost_samples
     X = planted(0, n, 0.1)
     print(f"\n== cost: {n} samples (6x6x3), 3 groupings x 6 ranks, {args.passes} passes, "
           f"first rung {args.first_rung} ==")
     start = time.perf_counter()
     result = select(learner(), X, modes=GROUPINGS, n_components=RANKS, n_passes=args.passes,
-                    first_rung=args.first_rung)
+                    **_rung(args))
     t_select = time.perf_counter() - start
     grouping, rank = result.chosen["grouping"], result.chosen["n_components"]
     target = float(result.table["imputation_error"].sel(grouping=grouping, rank=rank))
@@ -108,18 +115,60 @@ def section_cost(args: argparse.Namespace) -> None:
     print(f"ratio select / chosen alone: {t_select / t_fit:.1f}x (goal <= 5x)")
 
 
+def _rung(args: argparse.Namespace) -> dict:
+    return {} if args.first_rung is None else {"first_rung": args.first_rung}
+
+
+def patches(n: int, size: int, seed: int) -> np.ndarray:
+    """``n`` colour patches ``(n, size, size, 3)`` of the astronaut at random places."""
+    from tensorstream.datasets import load_image
+
+    image, _ = load_image("astronaut")
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, image.shape[0] - size, n)
+    cols = rng.integers(0, image.shape[1] - size, n)
+    offsets = np.arange(size)
+    return image[rows[:, None, None] + offsets[None, :, None],
+                 cols[:, None, None] + offsets[None, None, :]]
+
+
+def section_real(args: argparse.Namespace) -> None:
+    ranks = [int(r) for r in args.real_ranks.split(",")]
+    print(f"\n== real: {args.real_patches} astronaut patches (8x8x3), {args.passes} passes, "
+          f"groupings {GROUPINGS} x ranks {ranks}, {args.real_seeds} seeds ==")
+    print(f"{'summary':>8} {'agree':>6} {'s/run':>6}  choices")
+    for summary in args.summaries:
+        choices, start = [], time.perf_counter()
+        for seed in range(args.real_seeds):
+            extra = {} if summary == "worst" else {"replicability": summary}
+            result = select(learner(seed), patches(args.real_patches, 8, seed),
+                            modes=GROUPINGS, n_components=ranks, n_passes=args.passes,
+                            random_state=seed, **_rung(args), **extra)
+            choices.append(f"{result.chosen['grouping']}/{result.chosen['n_components']}")
+        pairs = [(a, b) for i, a in enumerate(choices) for b in choices[i + 1:]]
+        agree = sum(a == b for a, b in pairs) / max(1, len(pairs))
+        seconds = (time.perf_counter() - start) / args.real_seeds
+        print(f"{summary:>8} {agree:>6.2f} {seconds:>6.1f}  {' '.join(choices)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
-    parser.add_argument("--sections", nargs="+", default=["planted", "cost"],
-                        choices=["planted", "cost"])
+    parser.add_argument("--sections", nargs="+", default=["planted", "cost", "real"],
+                        choices=["planted", "cost", "real"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--samples", type=int, default=4000)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--noise", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--truths", nargs="+", default=["0;1;2", "0,1;2"])
     parser.add_argument("--cost-samples", type=int, default=50000)
-    parser.add_argument("--first-rung", type=float, default=0.25,
-                        help="share of the first pass before candidates are first dropped")
+    parser.add_argument("--first-rung", type=float,
+                        help="share of the first pass before candidates are first scored "
+                             "(default: select's)")
+    parser.add_argument("--real-patches", type=int, default=5000)
+    parser.add_argument("--real-ranks", default="2,4,8,12,16")
+    parser.add_argument("--real-seeds", type=int, default=5)
+    parser.add_argument("--summaries", nargs="+", default=["worst", "median"],
+                        help="replicability summaries to compare in section real")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # dead-atom notices of the larger candidates
@@ -128,6 +177,8 @@ def main() -> None:
             section_planted(args)
         if "cost" in args.sections:
             section_cost(args)
+        if "real" in args.sections:
+            section_real(args)
 
 
 if __name__ == "__main__":
