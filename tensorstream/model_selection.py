@@ -14,20 +14,26 @@ held out from training:
   factor match score, the product over modes of the columns' absolute cosines), per component;
 * time spent fitting, and the bytes of the fitted state.
 
-Candidates the rule will not choose are dropped early (successive halving, steered by the
-rule): after each pass but the last, only the best candidate (whose error sets the bar) and
-those no larger (in parameters) than the rule's current choice, with an error within one
-standard error or ``4 * tolerance`` times the best (divided by the share of the first pass done,
-at a rung inside it), go on. Too few components, a grouping that
-cannot represent the data, and larger models than needed stop after one pass; a smaller
-candidate still converging towards the best is kept.
+Every candidate still in the running after ``n_passes`` goes on, pass by pass, until its
+imputation error stops improving (by ``CONVERGED``, 2% of itself per pass) or ``max_passes``:
+the rule compares candidates fitted to the same convergence (the right rank converges more
+slowly than a larger one, which spends its spare components on the gap).
 
-**The rule** (:attr:`Selection.chosen`): among the *replicable* candidates (every matched
-component's factor match score at least ``min_replicability``), take the best imputation error
-and its standard error over held-out samples; of the candidates within one standard error of
-it, choose the one with the fewest parameters (``rank * sum of mode sizes``): the smallest rank,
-and of equal ranks the finest grouping. When no candidate is replicable, the rule falls back to
-all candidates and says so (``Selection.table.attrs["rule"]``).
+Candidates the rule will not choose are dropped early (successive halving, steered by the
+rule), at scorings after ``first_rung`` of the first pass, twice that, ... then after each
+pass: the best candidate goes on; a candidate no larger (in parameters) than the rule's
+current choice goes on while its error is within the rule's bar or still falling fast
+enough to reach it (``REACH_PASSES`` more passes at its last rate); a larger one only while
+it is falling fast enough to beat the choice by the rule's margin.
+
+**The rule** (:attr:`Selection.chosen`): among the finalists (the candidates not dropped)
+that are *replicable* (their factor match scores, summarized by ``replicability``, at least
+``min_replicability``), and whose grouping has no smaller rank that failed to replicate after
+a whole pass, take the best imputation error and its standard error over held-out samples;
+of the candidates within one standard error (or ``tolerance`` times) of it, choose the one
+with the fewest parameters (``rank * sum of mode sizes``): the smallest rank, and of equal
+ranks the finest grouping. When no candidate is eligible, the rule falls back to all
+finalists and says so (``Selection.table.attrs["rule"]``).
 
 Examples
 --------
@@ -129,9 +135,10 @@ class Selection:
         Dims ``grouping`` x ``rank`` (and ``component`` for the per-component
         replicability): ``imputation_error``, ``imputation_se``, ``heldout_error``,
         ``heldout_se``, ``replicability`` (the worst matched component), ``replicable``,
-        ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``
-        and ``passes`` (how many passes the candidate ran before it was dropped
-        it; NaN scores for candidates not run). ``attrs["rule"]`` says how ``chosen`` was found.
+        ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``,
+        ``passes`` (how many passes the candidate ran: until dropped, converged or
+        ``max_passes``) and ``finalist`` (not dropped: the rule's pool). ``attrs["rule"]``
+        says how ``chosen`` was found.
     chosen : dict
         ``{"grouping": text, "modes": as given, "n_components": int}`` by the rule of
         :mod:`tensorstream.model_selection`.
