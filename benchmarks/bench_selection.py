@@ -108,7 +108,7 @@ def section_cost(args: argparse.Namespace) -> None:
                 model.partial_fit(train[np.sort(rows)])
         t_fit += time.perf_counter() - start
         passes += 1
-        error = float(held.errors(model, masked=True).mean())
+        error = held.relative(held.squared_errors(model, masked=True), masked=True)[0]
     print(f"select: {t_select:.1f} s, chosen {grouping} rank {rank} (imputation error "
           f"{target:.5f}); passes per candidate: {result.table['passes'].values.tolist()}")
     print(f"chosen alone: {t_fit:.1f} s for {passes} pass(es) to error {error:.5f}")

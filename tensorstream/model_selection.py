@@ -275,7 +275,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         for c in training:
             c.passes = rung[0] + rung[2]
             c.scores = _scores(c, held, summary)
-            c.history.append((c.passes, float(c.scores["imputation"].mean())))
+            c.history.append((c.passes, c.scores["imputation"]))
             c.converged = c.passes >= n_passes and _improvement(c) <= CONVERGED
         if prune:
             _prune(candidates, tolerance, min_replicability)
@@ -518,32 +518,46 @@ class _HeldOut:
         self.x, self.hidden = x, hidden
         self.axes = tuple(a for a in range(x.ndim) if a != sample_axis)
         squares = x ** 2
-        self.norm_all = _positive(np.sum(squares, axis=self.axes))
-        self.norm_hidden = _positive(np.sum(np.where(hidden, squares, 0.0), axis=self.axes))
+        self.norm_all = np.sum(squares, axis=self.axes)
+        self.norm_hidden = np.sum(np.where(hidden, squares, 0.0), axis=self.axes)
+        if not (np.sum(self.norm_all) > 0 and np.sum(self.norm_hidden) > 0):
+            raise ValueError("data: the held-out samples (or their hidden entries) are all "
+                             "zero: nothing to score; hold out more (holdout=, hidden=)")
 
-    def errors(self, model: Any, masked: bool) -> np.ndarray:
-        """Per sample: the relative squared error of all entries coded from all of them
+    def squared_errors(self, model: Any, masked: bool) -> np.ndarray:
+        """Per sample: the squared error of all entries coded from all of them
         (``masked=False``), or of the hidden entries predicted from the others."""
         estimate = model.reconstruct(self.data, mask=self.observed if masked else None)
         if self.labelled:
             estimate = estimate.transpose(*self.dims).values
         squares = (self.x - to_numpy(estimate)) ** 2
         if masked:
-            return np.sum(np.where(self.hidden, squares, 0.0), axis=self.axes) / self.norm_hidden
-        return np.sum(squares, axis=self.axes) / self.norm_all
+            squares = np.where(self.hidden, squares, 0.0)
+        return np.sum(squares, axis=self.axes)
 
-
-def _positive(norms: np.ndarray) -> np.ndarray:
-    return np.where(norms > 0, norms, 1.0)  # an all-zero sample scores its error unscaled
+    def relative(self, errors: np.ndarray, masked: bool) -> tuple[float, float]:
+        """The relative error of the held-out samples, ``sum(errors) / sum(norms)`` (a
+        ratio of totals: a dark image patch, of almost no norm, would dominate a mean of
+        per-sample ratios), and its standard error (delta method)."""
+        norms = self.norm_hidden if masked else self.norm_all
+        ratio = float(np.sum(errors) / np.sum(norms))
+        m = len(norms)
+        if m < 2:
+            return ratio, 0.0
+        residuals = errors - ratio * norms
+        return ratio, float(np.sqrt(np.sum(residuals ** 2) / (m * (m - 1))) / np.mean(norms))
 
 
 def _scores(c: _Candidate, held: _HeldOut, summary: Any) -> dict:
-    """Held-out and imputation errors per held-out sample (mean of the two halves'),
+    """Held-out and imputation errors and their standard errors (of the two halves' mean
+    squared errors per sample),
     replicability per component and summarized, the state's bytes."""
-    full = np.mean([held.errors(m, masked=False) for m in c.halves], axis=0)
-    imputed = np.mean([held.errors(m, masked=True) for m in c.halves], axis=0)
+    scores = {}
+    for name, masked in (("heldout", False), ("imputation", True)):
+        errors = np.mean([held.squared_errors(m, masked) for m in c.halves], axis=0)
+        scores[name], scores[f"{name}_se"] = held.relative(errors, masked)
     components = factor_match(c.halves[0].loadings_, c.halves[1].loadings_)
-    return {"heldout": full, "imputation": imputed, "components": components,
+    return {**scores, "components": components,
             "replicability": float(summary(components)),
             "bytes": sum(_nbytes(m) for m in c.halves) // 2,
             "parameters": c.rank * sum(int(U.shape[0]) for U in c.halves[0].loadings_)}
@@ -593,12 +607,12 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     if len(alive) < 2:
         return
     eligible = _eligible(candidates, minimum)
-    means = np.array([c.scores["imputation"].mean() for c in alive])
+    means = np.array([c.scores["imputation"] for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
     replicable = np.array([eligible[id(c)] for c in alive])
     pool = np.where(replicable, means, np.inf) if replicable.any() else means
     best = int(np.argmin(pool))
-    se = _se(alive[best].scores["imputation"])
+    se = alive[best].scores["imputation_se"]
     bar = means[best] + max(se, tolerance * means[best])
     tied = np.flatnonzero(pool <= bar)
     choice = tied[np.lexsort((means[tied], sizes[tied]))[0]]
@@ -608,10 +622,6 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
         else:  # a larger one, before its second scoring, as far as it has got
             reach = means[i] if len(c.history) < 2 else _reach(c)
             c.alive = i == best or reach * (1 + tolerance) + se < means[choice]
-
-
-def _se(values: np.ndarray) -> float:
-    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
 def _result(candidates: list, modes: list, ranks: list, minimum: float,
@@ -627,9 +637,9 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
     for c in candidates:
         i, j = groupings.index(c.grouping), ranks.index(c.rank)
         s = c.scores
-        values = {"imputation_error": s["imputation"].mean(),
-                  "imputation_se": _se(s["imputation"]), "heldout_error": s["heldout"].mean(),
-                  "heldout_se": _se(s["heldout"]), "replicability": s["replicability"],
+        values = {"imputation_error": s["imputation"], "imputation_se": s["imputation_se"],
+                  "heldout_error": s["heldout"], "heldout_se": s["heldout_se"],
+                  "replicability": s["replicability"],
                   "fit_seconds": c.seconds, "state_bytes": s["bytes"],
                   "n_parameters": s["parameters"], "passes": c.passes}
         for name, value in values.items():
