@@ -6,7 +6,8 @@ candidate is two learners, fitted on two disjoint halves of every batch, and sco
 held out from training:
 
 * **held-out error**: the relative squared error of the held-out samples coded from all their
-  entries (``||x - x_hat||^2 / ||x||^2``, per sample);
+  entries (``sum ||x - x_hat||^2 / sum ||x||^2`` over the held-out samples, a ratio of
+  totals, with its standard error);
 * **imputation error**: the same, on a fixed random share of each held-out sample's entries
   hidden from the coder (``mask``) and predicted from the others: unlike the held-out error, it
   rises again when a model fits noise, so it is the score the rule uses;
