@@ -24,14 +24,16 @@ def test_select_writes_the_table_and_the_plot_and_prints_the_choice(patches, tmp
     pytest.importorskip("matplotlib")
     out, plot = tmp_path / "selection.nc", tmp_path / "selection.png"
     assert main(["select", str(patches), "--modes", "axis1;axis2;axis3", "--modes",
-                 "axis1,axis2;axis3", "--n-components", "1:3", "--passes", "1",
+                 "axis1,axis2;axis3", "--n-components", "1:3", "--passes", "2",
                  "--batch-size", "40", "--out", str(out), "--plot", str(plot)]) == 0
     table = xr.open_dataset(out)
     assert list(table.grouping.values) == ["axis1;axis2;axis3", "axis1,axis2;axis3"]
     assert list(table["rank"].values) == [1, 2, 3]
     assert plot.stat().st_size > 0
     printed = capsys.readouterr().out
-    assert printed.startswith('chosen: --modes "axis1;axis2;axis3" --n-components ')
+    # the planted grouping (exact rank 2 in three modes); one pass (three at most) of these
+    # 300 samples leaves rank 2 short of the error of a joint rank 3 (1.2e-4 against 1e-4)
+    assert printed.startswith('chosen: --modes "axis1;axis2;axis3" --n-components 2 ')
 
 
 def test_select_writes_csv(patches, tmp_path):
