@@ -22,11 +22,11 @@ batches of patches, and chooses by its rule: the fewest parameters within one st
 
 The selection is repeated with several seeds (other patches, other batches): a stable choice
 is one the seeds agree on. Natural patches have no finite rank: the imputation error falls all
-the way to rank 32 in every grouping, and what limits the rank is replicability (the two
-halves' atoms stop matching past rank 4 to 8). Measured on 20,000 patches of the astronaut, 2
-passes, 3 seeds (a loaded 2-core machine, ~50-60 s a seed): ``y,x;channel`` rank 4,
-``y,x;channel`` rank 8, ``y;x;channel`` rank 8: the seeds do not agree yet (the candidates
-near the replicability threshold of 0.8 fall on either side of it).
+the way to the largest rank tried in every grouping, and what limits the rank is
+replicability (the two halves' atoms stop matching past rank 4 to 8). How often the seeds
+agree, with the worst component's and the median component's replicability, is measured by
+``benchmarks/bench_selection.py --sections real`` (5,000 patches, 5 seeds): see the numbers
+in ``docs/model_selection.md``.
 
 Run::
 

@@ -6,7 +6,8 @@ candidate is two learners, fitted on two disjoint halves of every batch, and sco
 held out from training:
 
 * **held-out error**: the relative squared error of the held-out samples coded from all their
-  entries (``||x - x_hat||^2 / ||x||^2``, per sample);
+  entries (``sum ||x - x_hat||^2 / sum ||x||^2`` over the held-out samples, a ratio of
+  totals, with its standard error);
 * **imputation error**: the same, on a fixed random share of each held-out sample's entries
   hidden from the coder (``mask``) and predicted from the others: unlike the held-out error, it
   rises again when a model fits noise, so it is the score the rule uses;
@@ -14,20 +15,26 @@ held out from training:
   factor match score, the product over modes of the columns' absolute cosines), per component;
 * time spent fitting, and the bytes of the fitted state.
 
-Candidates the rule will not choose are dropped early (successive halving, steered by the
-rule): after each pass but the last, only the best candidate (whose error sets the bar) and
-those no larger (in parameters) than the rule's current choice, with an error within one
-standard error or ``4 * tolerance`` times the best (divided by the share of the first pass done,
-at a rung inside it), go on. Too few components, a grouping that
-cannot represent the data, and larger models than needed stop after one pass; a smaller
-candidate still converging towards the best is kept.
+Every candidate still in the running after ``n_passes`` goes on, pass by pass, until its
+imputation error stops improving (by ``CONVERGED``, 2% of itself per pass) or ``max_passes``:
+the rule compares candidates fitted to the same convergence (the right rank converges more
+slowly than a larger one, which spends its spare components on the gap).
 
-**The rule** (:attr:`Selection.chosen`): among the *replicable* candidates (every matched
-component's factor match score at least ``min_replicability``), take the best imputation error
-and its standard error over held-out samples; of the candidates within one standard error of
-it, choose the one with the fewest parameters (``rank * sum of mode sizes``): the smallest rank,
-and of equal ranks the finest grouping. When no candidate is replicable, the rule falls back to
-all candidates and says so (``Selection.table.attrs["rule"]``).
+Candidates the rule will not choose are dropped early (successive halving, steered by the
+rule), at scorings after ``first_rung`` of the first pass, twice that, ... then after each
+pass: the best candidate goes on; a candidate no larger (in parameters) than the rule's
+current choice goes on while its error is within the rule's bar or still falling fast
+enough to reach it (``REACH_PASSES`` more passes at its last rate); a larger one only while
+it is falling fast enough to beat the choice by the rule's margin.
+
+**The rule** (:attr:`Selection.chosen`): among the finalists (the candidates not dropped)
+that are *replicable* (their factor match scores, summarized by ``replicability``, at least
+``min_replicability``), and whose grouping has no smaller rank that failed to replicate after
+a whole pass, take the best imputation error and its standard error over held-out samples;
+of the candidates within one standard error (or ``tolerance`` times) of it, choose the one
+with the fewest parameters (``rank * sum of mode sizes``): the smallest rank, and of equal
+ranks the finest grouping. When no candidate is eligible, the rule falls back to all
+finalists and says so (``Selection.table.attrs["rule"]``).
 
 Examples
 --------
@@ -63,6 +70,15 @@ __all__ = ["Grouped", "Selection", "factor_match", "select"]
 
 #: the fewest mini-batches before candidates are first scored and dropped
 MIN_RUNG_STEPS = 20
+#: a candidate whose imputation error fell by less than this share of itself over its last
+#: pass has converged (it trains no more)
+CONVERGED = 0.02
+#: a candidate still improving is kept while its error, falling for this many more passes
+#: at its last rate, could reach the rule's bar
+REACH_PASSES = 2.0
+
+#: how the per-component factor match scores of a candidate are summarized
+_SUMMARIES = {"worst": np.min, "median": np.median}
 
 
 def factor_match(first: Sequence[Any], second: Sequence[Any]) -> np.ndarray:
@@ -104,9 +120,11 @@ class _Candidate:
     rank: int
     halves: list
     seconds: float = 0.0
-    passes: int = 0
+    passes: float = 0.0
     alive: bool = True
+    converged: bool = False
     scores: dict = dataclasses.field(default_factory=dict)
+    history: list = dataclasses.field(default_factory=list)  # (passes, imputation error)
 
 
 class Selection:
@@ -118,9 +136,10 @@ class Selection:
         Dims ``grouping`` x ``rank`` (and ``component`` for the per-component
         replicability): ``imputation_error``, ``imputation_se``, ``heldout_error``,
         ``heldout_se``, ``replicability`` (the worst matched component), ``replicable``,
-        ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``
-        and ``passes`` (how many passes the candidate ran before it was dropped
-        it; NaN scores for candidates not run). ``attrs["rule"]`` says how ``chosen`` was found.
+        ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``,
+        ``passes`` (how many passes the candidate ran: until dropped, converged or
+        ``max_passes``) and ``finalist`` (not dropped: the rule's pool). ``attrs["rule"]``
+        says how ``chosen`` was found.
     chosen : dict
         ``{"grouping": text, "modes": as given, "n_components": int}`` by the rule of
         :mod:`tensorstream.model_selection`.
@@ -164,11 +183,11 @@ class Selection:
 
 def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Sequence[int],
            sample_dim: str | None = None, var: str | None = None, n_passes: int = 3,
-           batch_size: int | None = None, holdout: float = 0.1, max_holdout: int = 1000,
-           hidden: float = 0.2, prune: bool = True, first_rung: float = 0.25,
-           min_replicability: float = 0.8,
-           tolerance: float = 0.1, client: Any = None, random_state: int = 0,
-           verbose: bool = False) -> Selection:
+           max_passes: int | None = None, batch_size: int | None = None,
+           holdout: float = 0.1, max_holdout: int = 1000, hidden: float = 0.2,
+           prune: bool = True, first_rung: float = 0.1, min_replicability: float = 0.8,
+           replicability: str = "worst", tolerance: float = 0.1, client: Any = None,
+           random_state: int = 0, verbose: bool = False) -> Selection:
     """Score every grouping x rank online and choose one by the documented rule.
 
     Parameters
@@ -189,7 +208,14 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     sample_dim, var : str, optional
         For labelled data and files.
     n_passes : int, default 3
-        Passes over the training samples; candidates are dropped after each but the last.
+        Passes over the training samples every candidate still in the running makes.
+    max_passes : int, optional
+        The most passes: a candidate still in the running after ``n_passes`` whose
+        imputation error fell by more than ``CONVERGED`` (2%) of itself over its last pass
+        goes on, pass by pass, up to ``max_passes`` (default ``3 * n_passes``), so that the
+        rule compares candidates fitted to the same convergence (a model of exactly the
+        right rank converges more slowly than a larger one). ``max_passes=n_passes`` stops
+        every candidate after ``n_passes``.
     batch_size : int, optional
         Samples per mini-batch (each half gets half of it); default the learner's.
     holdout : float, default 0.1
@@ -197,20 +223,22 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     hidden : float, default 0.2
         Share of each held-out sample's entries hidden for the imputation error.
     prune : bool, default True
-        Drop the candidates the rule will not choose after each pass but the last (see
-        above); False runs every candidate for every pass.
-    first_rung : float, default 0.25
-        The share of the first pass after which candidates are first scored and dropped
-        (then after each pass), and after ``MIN_RUNG_STEPS`` (20) batches at the least; 1
-        waits for the whole first pass (on 50,000 planted samples,
-        3 groupings x 6 ranks: 9.4x the chosen fit alone, against 6.2x with 0.25, the same
-        choice).
+        Drop, at each scoring, the candidates the rule will not choose (see above); False
+        runs every candidate until it has converged.
+    first_rung : float, default 0.1
+        The share of the first pass after which candidates are first scored (and after
+        ``MIN_RUNG_STEPS`` (20) batches at the least); then at twice that share, and so on,
+        to the end of the first pass, then after each pass. 1 scores after whole passes
+        only.
     min_replicability : float, default 0.8
-        The worst component's factor match score a replicable candidate reaches.
+        The factor match score a replicable candidate's components reach.
+    replicability : {"worst", "median"}, default "worst"
+        How the per-component factor match scores are summarized into the candidate's
+        ``replicability``, compared with ``min_replicability``: the worst component's, or
+        the median component's (softer: one atom that does not replicate is tolerated).
     tolerance : float, default 0.1
         Errors within ``tolerance`` times the best also count as tied with it (besides those
-        within one standard error): online fits of the right rank approach the noise floor
-        more slowly than larger ones, which spend their extra components on the gap.
+        within one standard error).
     client : dask.distributed.Client, optional
         Run the candidates in parallel on the cluster's workers (each reads the same batches,
         so the answer is the sequential one).
@@ -224,35 +252,40 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     Selection
         The table (an ``xarray.Dataset``), the chosen candidate and a plot.
     """
+    max_passes = 3 * n_passes if max_passes is None else max_passes
     _check_choices(modes, n_components, n_passes, holdout, hidden, min_replicability,
-                   tolerance, first_rung)
+                   tolerance, first_rung, max_passes, replicability)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or getattr(learner, "batch_size", None) or 256
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
-    held, observed = source.held_out(holdout, max_holdout, hidden)
+    held = _HeldOut(*source.held_out(holdout, max_holdout, hidden), source)
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
                                                              for seed in (0, 1)])
                   for m in modes for r in n_components]
     # a rung of a few steps would score candidates that have barely started
     first_rung = min(1.0, max(first_rung, MIN_RUNG_STEPS / source.n_batches(batch_size)))
-    rungs = _rungs(n_passes, first_rung)
-    for k, rung in enumerate(rungs):
-        alive = [c for c in candidates if c.alive]
+    summary = _SUMMARIES[replicability]
+    for rung in _rungs(n_passes, max_passes, first_rung):
+        training = [c for c in candidates if c.alive and not c.converged]
+        if not training:
+            break  # every candidate in the running has converged
         if client is None:
-            _train_pass(alive, source.pass_batches(batch_size, *rung), source, verbose)
+            _train_pass(training, source.pass_batches(batch_size, *rung), source, verbose)
         else:
-            _train_on_cluster(client, alive, source, rung, batch_size)
-        for c in alive:
+            _train_on_cluster(client, training, source, rung, batch_size)
+        for c in training:
             c.passes = rung[0] + rung[2]
-            c.scores = _scores(c, held, observed, source)
-        if prune and k < len(rungs) - 1:
-            _prune(alive, tolerance, min_replicability, progress=rung[0] + rung[2])
+            c.scores = _scores(c, held, summary)
+            c.history.append((c.passes, c.scores["imputation"]))
+            c.converged = c.passes >= n_passes and _improvement(c) <= CONVERGED
+        if prune:
+            _prune(candidates, tolerance, min_replicability)
     return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
-                   min_replicability, tolerance)
+                   min_replicability, tolerance, replicability)
 
 
 def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
-                   tolerance, first_rung) -> None:
+                   tolerance, first_rung, max_passes, replicability) -> None:
     if isinstance(modes, str) or not isinstance(modes, Sequence) or not modes:
         raise ValueError(f"modes: give a list of candidate groupings, e.g. ['0,1;2', '0;1;2'], "
                          f"got {modes!r}")
@@ -270,6 +303,12 @@ def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
         raise ValueError(f"first_rung must be in (0, 1], got {first_rung!r}")
     if not isinstance(n_passes, int) or n_passes < 1:
         raise ValueError(f"n_passes must be a positive integer, got {n_passes!r}")
+    if not isinstance(max_passes, int) or max_passes < n_passes:
+        raise ValueError(f"max_passes must be an integer of at least n_passes ({n_passes}), "
+                         f"got {max_passes!r}")
+    if replicability not in _SUMMARIES:
+        raise ValueError(f"replicability must be one of {sorted(_SUMMARIES)}, got "
+                         f"{replicability!r}")
     for name, value, low, high in (("holdout", holdout, 0, 0.5), ("hidden", hidden, 0, 0.9)):
         if not low < value <= high:
             raise ValueError(f"{name} must be in ({low}, {high}], got {value!r}")
@@ -435,10 +474,16 @@ def _step(c: _Candidate, halves: tuple, source: _Source) -> None:
     c.seconds += time.perf_counter() - start
 
 
-def _rungs(n_passes: int, first_rung: float) -> list[tuple[int, float, float]]:
-    """``(pass, from, to)`` shares of the passes between two scorings."""
-    first = [(0, 0.0, first_rung), (0, first_rung, 1.0)] if first_rung < 1 else [(0, 0.0, 1.0)]
-    return first + [(p, 0.0, 1.0) for p in range(1, n_passes)]
+def _rungs(n_passes: int, max_passes: int,
+           first_rung: float) -> list[tuple[int, float, float]]:
+    """``(pass, from, to)`` shares of the passes between two scorings: ``first_rung``,
+    twice that, ... to the end of the first pass, then whole passes up to ``max_passes``."""
+    edges = [0.0]
+    while first_rung * 2 ** (len(edges) - 1) < 1:
+        edges.append(first_rung * 2 ** (len(edges) - 1))
+    edges.append(1.0)
+    first = [(0, lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    return first + [(p, 0.0, 1.0) for p in range(1, max_passes)]
 
 
 def _train_on_cluster(client: Any, alive: list, source: _Source, rung: tuple,
@@ -458,34 +503,65 @@ def _train_alone(c: _Candidate, source: _Source, rung: tuple,
     return c
 
 
-def _scores(c: _Candidate, held: Any, observed: Any, source: _Source) -> dict:
-    """Held-out and imputation errors per held-out sample (mean of the two halves'),
-    replicability per component, the state's bytes."""
-    full = np.mean([_relative_errors(m, held, None, source) for m in c.halves], axis=0)
-    imputed = np.mean([_relative_errors(m, held, observed, source) for m in c.halves], axis=0)
-    return {"heldout": full, "imputation": imputed,
-            "components": factor_match(c.halves[0].loadings_, c.halves[1].loadings_),
+class _HeldOut:
+    """The held-out samples and what every candidate's scoring shares, computed once per
+    data split: the entries as numbers in the data's axis order, the hidden entries, and
+    the squared norms of all entries and of the hidden ones per sample."""
+
+    def __init__(self, data: Any, observed: Any, source: _Source):
+        self.data, self.observed, self.labelled = data, observed, source.labelled
+        if self.labelled:
+            self.dims = data.dims
+            x, hidden = data.values, ~observed.values
+            sample_axis = data.dims.index(source.sample_dim)
+        else:
+            x, hidden, sample_axis = to_numpy(data), ~observed, 0
+        self.x, self.hidden = x, hidden
+        self.axes = tuple(a for a in range(x.ndim) if a != sample_axis)
+        squares = x ** 2
+        self.norm_all = np.sum(squares, axis=self.axes)
+        self.norm_hidden = np.sum(np.where(hidden, squares, 0.0), axis=self.axes)
+        if not (np.sum(self.norm_all) > 0 and np.sum(self.norm_hidden) > 0):
+            raise ValueError("data: the held-out samples (or their hidden entries) are all "
+                             "zero: nothing to score; hold out more (holdout=, hidden=)")
+
+    def squared_errors(self, model: Any, masked: bool) -> np.ndarray:
+        """Per sample: the squared error of all entries coded from all of them
+        (``masked=False``), or of the hidden entries predicted from the others."""
+        estimate = model.reconstruct(self.data, mask=self.observed if masked else None)
+        if self.labelled:
+            estimate = estimate.transpose(*self.dims).values
+        squares = (self.x - to_numpy(estimate)) ** 2
+        if masked:
+            squares = np.where(self.hidden, squares, 0.0)
+        return np.sum(squares, axis=self.axes)
+
+    def relative(self, errors: np.ndarray, masked: bool) -> tuple[float, float]:
+        """The relative error of the held-out samples, ``sum(errors) / sum(norms)`` (a
+        ratio of totals: a dark image patch, of almost no norm, would dominate a mean of
+        per-sample ratios), and its standard error (delta method)."""
+        norms = self.norm_hidden if masked else self.norm_all
+        ratio = float(np.sum(errors) / np.sum(norms))
+        m = len(norms)
+        if m < 2:
+            return ratio, 0.0
+        residuals = errors - ratio * norms
+        return ratio, float(np.sqrt(np.sum(residuals ** 2) / (m * (m - 1))) / np.mean(norms))
+
+
+def _scores(c: _Candidate, held: _HeldOut, summary: Any) -> dict:
+    """Held-out and imputation errors and their standard errors (of the two halves' mean
+    squared errors per sample),
+    replicability per component and summarized, the state's bytes."""
+    scores = {}
+    for name, masked in (("heldout", False), ("imputation", True)):
+        errors = np.mean([held.squared_errors(m, masked) for m in c.halves], axis=0)
+        scores[name], scores[f"{name}_se"] = held.relative(errors, masked)
+    components = factor_match(c.halves[0].loadings_, c.halves[1].loadings_)
+    return {**scores, "components": components,
+            "replicability": float(summary(components)),
             "bytes": sum(_nbytes(m) for m in c.halves) // 2,
             "parameters": c.rank * sum(int(U.shape[0]) for U in c.halves[0].loadings_)}
-
-
-def _relative_errors(model: Any, held: Any, observed: Any, source: _Source) -> np.ndarray:
-    """Per sample: squared error over the entries scored (all, or the hidden ones) over the
-    squared norm of those entries."""
-    estimate = model.reconstruct(held, mask=observed)
-    if source.labelled:
-        x, estimate = held.values, estimate.transpose(*held.dims).values
-        scored = np.ones(x.shape, bool) if observed is None else ~observed.values
-    else:
-        x, estimate = to_numpy(held), to_numpy(estimate)
-        scored = np.ones(x.shape, bool) if observed is None else ~observed
-    axes = tuple(range(1, x.ndim))
-    if source.labelled:
-        sample_axis = held.dims.index(source.sample_dim)
-        axes = tuple(a for a in range(x.ndim) if a != sample_axis)
-    error = np.sum(np.where(scored, (x - estimate) ** 2, 0.0), axis=axes)
-    norm = np.sum(np.where(scored, x ** 2, 0.0), axis=axes)
-    return error / np.where(norm > 0, norm, 1.0)
 
 
 def _nbytes(model: Any) -> int:
@@ -493,61 +569,91 @@ def _nbytes(model: Any) -> int:
     return int(sum(to_numpy(x).nbytes for x in leaves if hasattr(x, "shape")))
 
 
-def _prune(alive: list, tolerance: float, minimum: float, progress: float) -> None:
-    """Keep the best candidate, and those no larger than the rule's current choice whose
-    error is within one SE or ``4 * tolerance / min(progress, 1)`` times the best (progress
-    in passes): the right rank may still trail larger ones early on (it closes the gap more
-    slowly) and must not be dropped. As the rule, among the replicable candidates when there
-    are any."""
+def _improvement(c: _Candidate) -> float:
+    """How much of itself the imputation error fell per pass between the last two
+    scorings (inf before the second)."""
+    if len(c.history) < 2:
+        return np.inf
+    (p0, e0), (p1, e1) = c.history[-2:]
+    return max(e0 - e1, 0.0) / (p1 - p0) / max(e1, np.finfo(float).tiny)
+
+
+def _reach(c: _Candidate) -> float:
+    """The error the candidate would reach improving ``REACH_PASSES`` more passes at its
+    last rate: -inf before its second scoring (nothing says yet that it has stopped)."""
+    if len(c.history) < 2:
+        return -np.inf
+    error = c.history[-1][1]
+    return error - REACH_PASSES * _improvement(c) * error
+
+
+def _eligible(candidates: list, minimum: float) -> dict[int, bool]:
+    """Per candidate (by ``id``): replicable, and no smaller rank of its grouping found not
+    replicable after a whole pass (a rank past the first that does not replicate is not
+    the data's: a larger one that happens to replicate is chance)."""
+    failed: dict[str, int] = {}
+    for c in candidates:
+        if c.scores and c.passes >= 1 and c.scores["replicability"] < minimum:
+            failed[c.grouping] = min(failed.get(c.grouping, c.rank), c.rank)
+    return {id(c): bool(c.scores) and c.scores["replicability"] >= minimum
+            and c.rank < failed.get(c.grouping, np.inf) for c in candidates}
+
+
+def _prune(candidates: list, tolerance: float, minimum: float) -> None:
+    """Keep the best candidate; the smaller ones (in parameters) than the rule's current
+    choice that are within the rule's bar, or still improving fast enough to reach it; and
+    the larger ones still improving fast enough to beat the choice by the rule's margin.
+    Steered by the rule: among the eligible candidates when there are any."""
+    alive = [c for c in candidates if c.alive]
     if len(alive) < 2:
         return
-    means = np.array([c.scores["imputation"].mean() for c in alive])
+    eligible = _eligible(candidates, minimum)
+    means = np.array([c.scores["imputation"] for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
-    replicable = np.array([c.scores["components"].min() >= minimum for c in alive])
-    if replicable.any():  # the others are out of the rule's reach: never the choice
-        means = np.where(replicable, means, np.inf)
-    best = int(np.argmin(means))
-    se = _se(alive[best].scores["imputation"])
-    tied = means <= means[best] + max(se, tolerance * means[best])
-    choice = sizes[tied].min()  # the rule's choice now, by size (replicability aside)
-    loose = means <= means[best] * (1 + 4 * tolerance / min(progress, 1.0)) + se
+    replicable = np.array([eligible[id(c)] for c in alive])
+    pool = np.where(replicable, means, np.inf) if replicable.any() else means
+    best = int(np.argmin(pool))
+    se = alive[best].scores["imputation_se"]
+    bar = means[best] + max(se, tolerance * means[best])
+    tied = np.flatnonzero(pool <= bar)
+    choice = tied[np.lexsort((means[tied], sizes[tied]))[0]]
     for i, c in enumerate(alive):
-        c.alive = i == best or bool(loose[i] and sizes[i] <= choice)
-
-
-def _se(values: np.ndarray) -> float:
-    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+        if sizes[i] <= sizes[choice]:  # what the rule prefers, if it gets there
+            c.alive = i == best or _reach(c) <= bar
+        else:  # a larger one, before its second scoring, as far as it has got
+            reach = means[i] if len(c.history) < 2 else _reach(c)
+            c.alive = i == best or reach * (1 + tolerance) + se < means[choice]
 
 
 def _result(candidates: list, modes: list, ranks: list, minimum: float,
-            tolerance: float) -> Selection:
+            tolerance: float, summary: str) -> Selection:
     groupings = [_grouping_text(m) for m in modes]
     n_comp = max(ranks)
     shape = (len(groupings), len(ranks))
     table = {name: np.full(shape, np.nan) for name in (
         "imputation_error", "imputation_se", "heldout_error", "heldout_se", "replicability",
-        "fit_seconds", "state_bytes", "n_parameters")}
-    passes = np.zeros(shape)
+        "fit_seconds", "state_bytes", "n_parameters", "passes")}
+    finalist = np.zeros(shape, bool)
     per_component = np.full((*shape, n_comp), np.nan)
     for c in candidates:
         i, j = groupings.index(c.grouping), ranks.index(c.rank)
         s = c.scores
-        values = {"imputation_error": s["imputation"].mean(),
-                  "imputation_se": _se(s["imputation"]), "heldout_error": s["heldout"].mean(),
-                  "heldout_se": _se(s["heldout"]), "replicability": s["components"].min(),
+        values = {"imputation_error": s["imputation"], "imputation_se": s["imputation_se"],
+                  "heldout_error": s["heldout"], "heldout_se": s["heldout_se"],
+                  "replicability": s["replicability"],
                   "fit_seconds": c.seconds, "state_bytes": s["bytes"],
-                  "n_parameters": s["parameters"]}
+                  "n_parameters": s["parameters"], "passes": c.passes}
         for name, value in values.items():
             table[name][i, j] = value
         per_component[i, j, :c.rank] = s["components"]
-        passes[i, j] = c.passes
+        finalist[i, j] = c.alive
     coords = {"grouping": groupings, "rank": ranks}
     ds = xr.Dataset({name: (("grouping", "rank"), v) for name, v in table.items()},
                     coords=coords)
     ds["replicability_per_component"] = (("grouping", "rank", "component"), per_component)
-    ds["passes"] = (("grouping", "rank"), passes)
     ds["replicable"] = ds["replicability"] >= minimum
-    ds.attrs["min_replicability"], ds.attrs["tolerance"] = minimum, tolerance
+    ds["finalist"] = (("grouping", "rank"), finalist)
+    ds.attrs.update(min_replicability=minimum, tolerance=tolerance, replicability=summary)
     chosen, rule = _choose(ds, tolerance)
     ds.attrs["rule"] = rule
     ds.attrs["chosen_grouping"], ds.attrs["chosen_rank"] = chosen
@@ -557,13 +663,15 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
 
 def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
     """The rule: fewest parameters within one SE (or ``tolerance`` times) of the best
-    replicable imputation error (among the candidates that ran every pass)."""
-    ran = ds["passes"] == ds["passes"].max()
-    pool = ran & ds["replicable"]
+    replicable imputation error, among the finalists (the candidates not dropped)."""
+    # a rank past its grouping's first that does not replicate (after a whole pass) is out
+    failed = ~ds["replicable"] & (ds["passes"] >= 1)
+    pool = ds["finalist"] & ds["replicable"] & (failed.cumsum("rank") == 0)
     rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
             f"imputation error, among replicable")
     if not bool(pool.any()):
-        pool, rule = ran, rule.replace("among replicable", "none replicable: among all")
+        pool, rule = ds["finalist"], rule.replace("among replicable", "none replicable: "
+                                                  "among all")
     error = ds["imputation_error"].where(pool)
     best = error.argmin(dim=("grouping", "rank"))
     lowest = float(error.isel(best))

@@ -68,22 +68,52 @@ def test_the_table_holds_every_score():
     assert heldout[2] < 0.5 * heldout[0]
 
 
+@pytest.mark.parametrize("seed, noise", [(1, 0.05), (2, 0.1)])
+def test_the_right_rank_is_not_cut_before_it_converges(seed, noise):
+    """Cases the rule once lost to rank 4 (or 5): rank 3 trailed the larger models at the
+    first rung and was dropped, or stopped after its third pass short of the noise floor
+    that the larger ones reach within one pass. It now goes on while it still improves."""
+    result = run(planted(seed, n=1500, noise=noise), n_passes=3)
+    assert (result.chosen["grouping"], result.chosen["n_components"]) == ("0;1;2", 3)
+    passes = result.table["passes"].sel(grouping="0;1;2")
+    assert float(passes.sel(rank=3)) >= 3 and float(passes.max()) <= 9  # 3 * n_passes
+
+
 def test_pruning_drops_what_the_rule_will_not_choose_and_keeps_the_chosen():
     result = run(planted(0, n=1500, noise=0.2), n_passes=3)
-    passes = result.table["passes"]
-    assert int(passes.sel(grouping="0;1;2", rank=3)) == 3
-    # too few components and larger models than the choice stop after the first rung, 20 of
-    # the pass's 22 batches (MIN_RUNG_STEPS)
-    assert np.allclose(passes.sel(rank=1), 20 / 22)
-    assert float(passes.sel(grouping="0,1,2", rank=5)) == pytest.approx(20 / 22)
-    assert (run(planted(0, n=400), n_passes=2, prune=False).table["passes"] == 2).all()
+    table = result.table
+    assert float(table["passes"].sel(grouping="0;1;2", rank=3)) >= 3
+    assert bool(table["finalist"].sel(grouping="0;1;2", rank=3))
+    # larger models than the choice stop at the first rung, 20 of the pass's 22 batches
+    # (MIN_RUNG_STEPS); too few components once they have stopped improving (the second)
+    assert float(table["passes"].sel(grouping="0,1,2", rank=5)) == pytest.approx(20 / 22)
+    assert (table["passes"].sel(rank=1) <= 1).all()
+    assert not table["finalist"].sel(rank=1).any()
+    every = run(planted(0, n=400), n_passes=2, max_passes=2, prune=False).table
+    assert (every["passes"] == 2).all() and every["finalist"].all()
+
+
+def test_candidates_go_on_until_they_converge_or_reach_max_passes():
+    X = planted(0, n=400, noise=0.05)
+    capped = run(X, n_passes=1, max_passes=1, prune=False).table["passes"]
+    assert (capped == 1).all()
+    longer = run(X, n_passes=1, max_passes=4, prune=False).table["passes"]
+    assert float(longer.max()) > 1 and float(longer.max()) <= 4
 
 
 def test_a_first_rung_after_the_whole_pass_drops_candidates_later():
     result = run(planted(0, n=1500, noise=0.2), n_passes=2, first_rung=1.0)
     passes = result.table["passes"]
-    assert float(passes.min()) == 1 and float(passes.max()) == 2
-    assert float(passes.sel(grouping="0;1;2", rank=3)) == 2
+    assert float(passes.min()) == 1 and float(passes.max()) >= 2
+    assert float(passes.sel(grouping="0;1;2", rank=3)) >= 2
+
+
+def test_the_median_summary_is_the_median_component():
+    result = run(planted(0, n=400), n_passes=1, max_passes=1, replicability="median")
+    table = result.table
+    per = table["replicability_per_component"]
+    assert np.allclose(table["replicability"], per.median("component", skipna=True))
+    assert table.attrs["replicability"] == "median"
 
 
 def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
@@ -94,6 +124,9 @@ def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
     xr.testing.assert_identical(first.table.drop_vars("fit_seconds"),
                                 second.table.drop_vars("fit_seconds"))
     assert "state_" not in learner.__dict__
+    other = select(learner, X, modes=GROUPINGS[:2], n_components=[2, 3], n_passes=1,
+                   random_state=1)  # another held-out split and batch order
+    assert not np.allclose(other.table["imputation_error"], first.table["imputation_error"])
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
@@ -130,7 +163,7 @@ def test_dataarrays_and_files_take_dim_names(tmp_path):
 def test_a_list_of_batches_holds_its_first_batch_out():
     X = planted(0, n=400)
     result = select(OnlineNMF(2, random_state=0), [X[i:i + 50] for i in range(0, 400, 50)],
-                    modes=["0,1,2"], n_components=[1, 2], n_passes=1)
+                    modes=["0,1,2"], n_components=[1, 2], n_passes=1, max_passes=1)
     assert result.table["passes"].values.tolist() == [[1, 1]]
 
 
@@ -160,6 +193,8 @@ def test_a_dask_client_gives_the_same_answer():
     ({"hidden": 0}, ValueError, "hidden must be in"),
     ({"tolerance": 1.5}, ValueError, "tolerance must be in"),
     ({"first_rung": 0}, ValueError, "first_rung must be in"),
+    ({"n_passes": 3, "max_passes": 2}, ValueError, "max_passes must be an integer of at least"),
+    ({"replicability": "mean"}, ValueError, "replicability must be one of"),
 ])
 def test_bad_choices_are_named(kwargs, error, message):
     settings = {"modes": ["0;1;2"], "n_components": [2], **kwargs}

@@ -48,6 +48,9 @@ EXAMPLE_ARGS: dict[str, list[str]] = {
     "ncpd_benchmark_curves": ["--trials", "2", "--iterations", "12",  # 5 trials x 30
                               "--out", "{out}/ncpd_curves.png"],
     "robust_nmf_faces": ["--copies", "2", "--out", "{out}/robust_nmf_faces.png"],  # 10 copies
+    "select_climate": ["--out", "{out}"],
+    "select_groupings": ["--patches", "4000", "--seeds", "2", "--ranks", "4,8,12",  # 20000, 3
+                         "--out", "{out}"],  # 4,8,12,16,24,32
     "svrmf_curves": ["--n-samples", "600", "--passes", "4", "--long-factor", "1",  # all, 10
                      "--out", "{out}"],
     "topic_learning_kl": ["--n-docs", "1500", "--n-words", "400", "--batch-size", "50",

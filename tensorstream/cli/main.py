@@ -14,8 +14,6 @@ not installed does not break the command.
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
 import os
 import sys
 from pathlib import Path
@@ -26,6 +24,8 @@ from ..learners import registry
 from .errors import CLIError
 from .fit import factors, train, write_outputs
 from .info import run_info
+from .params import add_params
+from .params import literal as _literal
 from .select import add_select, run_select
 
 # --------------------------------------------------------------------------------------------
@@ -437,18 +437,8 @@ def _learner_params(args: argparse.Namespace, plan: dict) -> dict:
              "device": getattr(args, "device", None),
              "batch_size": args.batch_size, "random_state": args.seed}
     params = {model.aliases.get(k, k): v for k, v in given.items() if v is not None}
-    for item in args.param:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"--param expects KEY=VALUE, got {item!r}")
-        params[key.strip()] = _literal(text.strip())
-    accepted = _parameter_names(plan["cls"])
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        shown = ", ".join(_option(k, plan) for k in unknown)
-        raise CLIError(f"{shown} does not apply to --model {plan['model']}; its parameters "
-                       f"are {accepted}")
-    return params
+    return add_params(params, args.param, plan["cls"], plan["model"],
+                      lambda name: _option(name, plan))
 
 
 _OPTIONS = {"n_components": "--n-components", "random_state": "--seed", "alpha": "--alpha",
@@ -462,21 +452,6 @@ def _option(param: str, plan: dict) -> str:
     options = {v: k for k, v in registry.entry(plan["model"]).aliases.items()}
     name = options.get(param, param)
     return _OPTIONS.get(name, f"--param {param}")
-
-
-def _parameter_names(cls: type) -> list[str]:
-    names = getattr(cls, "_param_names", None)
-    if names is not None:
-        return list(names())
-    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-
-def _literal(text: str) -> Any:
-    """``0.1`` -> float, ``None`` -> None, ``'kl'`` or ``kl`` -> str."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def _new_learner(args: argparse.Namespace, plan: dict) -> Any:

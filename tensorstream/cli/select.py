@@ -9,12 +9,12 @@ to ``--plot``, the choice to the standard output.
 from __future__ import annotations
 
 import argparse
-import ast
 from pathlib import Path
 from typing import Any
 
 from ..learners import registry
 from .errors import CLIError
+from .params import add_params
 
 _EPILOG = """\
 examples:
@@ -97,13 +97,11 @@ def run_select(args: argparse.Namespace) -> int:
             raise CLIError(f"--out must end in .nc or .csv, got {path!r}")
     cls = registry.learner_class(args.model)
     params = {"random_state": args.seed}
-    for item in args.param:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"--param expects KEY=VALUE, got {item!r}")
-        params[key.strip()] = _literal(text.strip())
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
+    params = add_params(params, args.param, cls, args.model, _option)
+    if "n_components" in params:  # select tries every rank of --n-components
+        raise CLIError("--param n_components: give the candidate ranks as --n-components")
     learner = cls(n_components=ranks[0], **params)
     da = open_dataarray(args.input, args.var, sample_dim=args.sample_dim)
     sample_dim = args.sample_dim or ("sample" if "sample" in da.dims else None)
@@ -136,8 +134,6 @@ def _write(result: Any, args: argparse.Namespace) -> None:
         axes[0].figure.savefig(args.plot, dpi=120)
 
 
-def _literal(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+def _option(name: str) -> str:
+    """The command-line spelling of a learner parameter."""
+    return {"random_state": "--seed", "batch_size": "--batch-size"}.get(name, f"--param {name}")
