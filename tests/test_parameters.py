@@ -217,3 +217,14 @@ def test_integers_beyond_int64_are_refused_by_name():
     with pytest.raises(ValueError, match="n_components"):
         learner_class("OnlineCPDL")(n_components=10**400).fit(X)
     assert learner_class("OnlineCPDL")(np.int64(2), random_state=0).fit(X).n_components == 2
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_set_params_with_an_unknown_name_sets_nothing(cls):
+    """The unknown name is refused before any name is set: a valid name listed before it
+    keeps its value."""
+    learner = cls(2)
+    before = learner.get_params()
+    with pytest.raises(ValueError, match="invalid parameter 'not_a_parameter'"):
+        learner.set_params(n_components=5, not_a_parameter=1)
+    assert learner.get_params() == before

@@ -152,17 +152,40 @@ class CheckedParameters(OutputAPI):
         return list(_init_parameter_names(cls))
 
     def get_params(self, deep: bool = True) -> dict:
-        """Hyper-parameters of the estimator, as given to ``__init__``."""
+        """Hyper-parameters of the estimator, as given to ``__init__``.
+
+        Parameters
+        ----------
+        deep : bool, default True
+            scikit-learn's flag for estimators nested in parameters; none of these learners
+            holds one, so both values give the same mapping.
+
+        Returns
+        -------
+        dict
+            Each ``__init__`` parameter's name and current value.
+        """
         return {name: getattr(self, name) for name in self._param_names()}
 
     @_serialised  # defined on this class, which __init_subclass__ does not wrap
     def set_params(self, **params) -> Any:
-        """Set hyper-parameters; unknown names raise ``ValueError``."""
+        """Set hyper-parameters; unknown names raise ``ValueError`` before any is set.
+
+        Parameters
+        ----------
+        **params
+            ``__init__`` parameter names and their new values.
+
+        Returns
+        -------
+        self
+        """
         valid = set(self._param_names())
-        for name, value in params.items():
+        for name in params:
             if name not in valid:
                 raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; "
                                  f"valid parameters are {sorted(valid)}")
+        for name, value in params.items():
             setattr(self, name, value)
         return self
 
