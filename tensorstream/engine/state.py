@@ -59,7 +59,7 @@ class OnlineState:
         Samples seen in those steps.
     health : Health or None
         What the checks of a learner that cannot learn remember between steps (None before
-        the first step, and in checkpoints written before version 4).
+        the first step).
     """
 
     loadings: list

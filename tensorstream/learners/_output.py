@@ -244,7 +244,7 @@ class OutputAPI:
         return meta
 
     def _restore_output_meta(self, meta: dict, path: Any) -> None:
-        """Set what :meth:`_output_meta` wrote (nothing for checkpoints written before);
+        """Set what :meth:`_output_meta` wrote (nothing for a learner fitted without names);
         a container whose library is missing here is warned about and left at the default:
         it is a presentation choice, not worth losing the learned state for."""
         names = meta.get("feature_names")

@@ -201,14 +201,6 @@ class CheckedParameters(OutputAPI):
         the error noting that ``method`` was undone."""
         return undone_on_error(self, method)
 
-    def _keep_parameters(self, arguments: dict) -> None:
-        """Store every ``__init__`` argument unchanged under its own name: a learner's
-        ``__init__`` calls ``self._keep_parameters(locals())`` and does nothing else
-        (scikit-learn's rule, so that ``get_params``, ``set_params`` and ``clone`` round-trip;
-        validation waits for ``fit``)."""
-        for name in _init_parameter_names(type(self)):
-            setattr(self, name, arguments[name])
-
     def _check_params(self) -> None:
         """Validate the parameters, unless they are the very values validated last time (a
         loop of ``partial_fit`` calls checks them once: the check costs ~25 us, 5-10% of a

@@ -119,8 +119,7 @@ class RobustOnlineNMF(OnlineLearner):
         fitted state (``scale_``) and checkpoints. ``outlier_alpha``, ``outlier_bound``, the
         code penalties, the codes' start and the dictionary penalties are in its units, so the
         learner is scale-free: fitting ``c * X`` gives ``c`` times the codes and outliers of
-        ``X``. A float declares it (1.0: the raw units of the paper; checkpoints written before this
-        parameter existed load with 1.0).
+        ``X``. A float declares it (1.0: the raw units of the paper).
     solver : {"admm", "pgd"}, default "admm"
         OADMM or OPGD, for both the coding and the dictionary step.
     kappa : float, default 0.7
