@@ -153,12 +153,14 @@ def test_a_failed_call_releases_the_lock(name):
 
 
 def interrupt_on_call(number):
-    """A callback (or stand-in) that raises KeyboardInterrupt on its ``number``-th call."""
+    """A callback (or stand-in) that raises KeyboardInterrupt on its ``number``-th call, and
+    only then: one Ctrl-C, as a user presses it (raising again at every later call also
+    interrupted the cleanup of the first, in code no user's Ctrl-C reaches twice)."""
     calls = []
 
     def call(*args, **kwargs):
         calls.append(1)
-        if len(calls) >= number:
+        if len(calls) == number:
             raise KeyboardInterrupt
         return False
 
