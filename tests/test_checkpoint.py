@@ -269,6 +269,8 @@ def test_a_compressed_member_is_refused_without_expanding_it(saved, tmp_path):
 @pytest.mark.parametrize("change, match", [
     (lambda m: m["params"].update(n_components=10**12), "components"),
     (lambda m: m.update(n_steps=-5), "n_steps"),
+    (lambda m: m.update(batch_size=0), "batch_size"),
+    (lambda m: m.update(batch_size=True), "batch_size"),
     (lambda m: m.update(n_samples_seen=2), "n_samples_seen"),
     (lambda m: m.update(dtype="float16"), "float32 or float64"),
     (lambda m: m.update(scale=-1.0), "scale"),

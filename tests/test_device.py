@@ -248,3 +248,24 @@ def test_a_device_without_torch_installed_is_refused_by_name(name, monkeypatch):
     with pytest.raises(ImportError, match=r"device='cpu' runs on PyTorch.*pip install torch"):
         model.fit(data())
     assert state_of(model) == before
+
+
+def test_the_batch_auto_chose_is_kept_in_a_checkpoint(monkeypatch, tmp_path):
+    """A GPU's ``batch_size="auto"`` (here 300, stood in for on the CPU) configures the
+    algorithm (OnlineCPDL's ``coder="auto"`` is ADMM from 256); a resumed run keeps it, and
+    equals the run that went on without the save (it came back at the default 32: pivoting)."""
+    from tensorstream import OnlineCPDL
+    from tensorstream.learners import _base
+
+    chosen = lambda batch_size, *args: 300 if batch_size == "auto" else int(batch_size)  # noqa: E731
+    monkeypatch.setattr(_base, "step_batch_size", chosen)
+    X = np.abs(np.random.default_rng(0).standard_normal((60, 4, 5)))
+    model = OnlineCPDL(3, batch_size="auto", random_state=0).fit(X)
+    assert model.batch_size_ == 300
+    resumed = load(model.save(tmp_path / "run.npz"))
+    assert resumed.batch_size_ == 300
+    assert resumed._algorithm().options.batch_size == 300
+    for learner in (model, resumed):
+        learner.partial_fit(X[:40])
+    for U, V in zip(model.loadings_, resumed.loadings_):
+        np.testing.assert_array_equal(U, V)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 import math
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -115,14 +114,12 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
     def _algorithm(self) -> Algorithm:
         raise NotImplementedError
 
-    def _params(self) -> SimpleNamespace:
-        """The parameters an algorithm is configured with (not the live objects ``callback``
-        and ``verbose``: an algorithm is shipped to cluster workers); ``batch_size="auto"``
-        as the number ``fit`` chose (the learner's default before a fit)."""
-        params = {k: v for k, v in self.get_params().items() if k not in ("callback", "verbose")}
-        if params.get("batch_size") == "auto":
-            params["batch_size"] = self.__dict__.get("batch_size_", _default_batch(type(self)))
-        return SimpleNamespace(**params)
+    def _batch_size(self) -> int:
+        """``batch_size`` as the algorithm is configured with it: ``"auto"`` is the number
+        ``fit`` chose (``batch_size_``, kept in checkpoints), the learner's default before."""
+        if self.batch_size == "auto":
+            return self.__dict__.get("batch_size_", _default_batch(type(self)))
+        return self.batch_size
 
     def _step_batch(self, batch_size: Any, X: Any, n_samples: int) -> int:
         """The batch ``fit`` streams ``X`` in (:func:`~..core.device.step_batch_size`: the

@@ -167,6 +167,8 @@ class OnlineCheckpoint:
             arrays.update(layout_arrays)
         if "array_layout_" in self.__dict__:
             meta["array_layout"] = encode_array_layout(self.array_layout_)
+        if "batch_size_" in self.__dict__:  # batch_size="auto" as fit chose it
+            meta["batch_size"] = int(self.batch_size_)
         return meta, arrays
 
     @classmethod
@@ -188,6 +190,7 @@ class OnlineCheckpoint:
             grouping = (decode_array_layout(meta["array_layout"], sample_shape)
                         if "array_layout" in meta else None)
             scale, n_iter = float(meta["scale"]), meta["n_iter"]
+            chosen_batch = meta.get("batch_size")
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"cannot read checkpoint {str(path)!r}: incomplete or inconsistent "
                              f"contents ({error!r})") from None
@@ -204,6 +207,12 @@ class OnlineCheckpoint:
             learner.layout_ = layout
         if grouping is not None:
             learner.array_layout_ = grouping
+        if chosen_batch is not None:
+            if isinstance(chosen_batch, bool) or not isinstance(chosen_batch, int) \
+                    or chosen_batch < 1:
+                raise ValueError(f"cannot read checkpoint {str(path)!r}: batch_size must be a "
+                                 f"positive integer, got {chosen_batch!r}")
+            learner.batch_size_ = chosen_batch
         learner._restore_output_meta(meta, path)
         return learner
 

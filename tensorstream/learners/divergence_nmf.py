@@ -346,7 +346,7 @@ class OnlineDivergenceNMF(OnlineLearner):
         estimator to :class:`~tensorstream.algorithms.divergence_cp.DivergenceCP`."""
         return DivergenceCP(DivergenceOptions(
             n_components=self.n_components, init=self.init,
-            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            batch_size=self._batch_size(),
             step_a=self.step_a, step_b=self.step_b, step_tau=self.step_tau,
             grad_reduction=self.grad_reduction, dict_step=self.dict_step,
             dict_rounds=self.dict_rounds, code_step=self.code_step,

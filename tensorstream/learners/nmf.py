@@ -216,7 +216,7 @@ class OnlineNMF(OnlineLearner):
         estimator to :class:`~tensorstream.algorithms.nmf.NMFAlgorithm`."""
         return NMFAlgorithm(NMFOptions(
             n_components=self.n_components, init=self.init,
-            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            batch_size=self._batch_size(),
             alpha_W=self.alpha_W, alpha_H=self.alpha_H, l1_ratio=self.l1_ratio,
             forget_factor=self.forget_factor, weights=self.weights,
             search_radius=self.search_radius, radius_mode=self.radius_mode,

@@ -234,7 +234,7 @@ class OnlineCPDL(OnlineLearner):
             ridge=self.ridge, weights=self.weights, search_radius=self.search_radius,
             radius_mode=self.radius_mode, nonnegative=self.nonnegative,
             column_bound=self.column_bound,
-            batch_size=self._params().batch_size,  # "auto" as fit resolved it
+            batch_size=self._batch_size(),
             coder=self.coder, code_max_iter=self.code_max_iter, code_tol=self.code_tol,
             dict_step=self.dict_step, dict_passes=self.dict_passes,
             dict_max_iter=self.dict_max_iter, dict_tol=self.dict_tol))
