@@ -754,7 +754,7 @@ class Grouped:
 
     def _fitted(self) -> Any:
         if "learner_" not in self.__dict__:
-            from .learners._base import NotFittedError
+            from .learners._params import NotFittedError
 
             raise NotFittedError("this Grouped learner is not fitted yet; call fit first")
         return self.learner_

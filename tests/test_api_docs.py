@@ -54,7 +54,7 @@ def test_every_argument_is_in_the_signature_and_documented(cls, name):
 
 
 def test_a_method_with_an_undescribed_argument_is_an_error_at_import():
-    from tensorstream.learners._base import OnlineEstimator
+    from tensorstream.learners._fitting import OnlineEstimator
 
     with pytest.raises(TypeError, match=r"Made.frobnicate: argument 'knob' has no description"):
         class Made(OnlineEstimator):

@@ -598,3 +598,22 @@ def test_loss_option_takes_a_beta_number(climate_file, tmp_path):
     assert main(["fit", str(path), *FIT, "--model", "divergence-nmf", "--steps", "2", "--loss",
                  "1.5", "--out",
                  str(out)]) == 0
+
+
+def test_resume_keeps_the_batch_auto_chose(climate_file, tmp_path, monkeypatch):
+    """``--param batch_size='auto'`` as the first run chose it (a device's free memory: 24 here) is the
+    batch of the resumed run, though the rule would choose another now (8): the checkpoint
+    holds it, and re-choosing made the resumed run differ from the one that went on."""
+    from tensorstream.learners import _base
+
+    choices = iter([24, 8, 8])
+    monkeypatch.setattr(_base, "step_batch_size", lambda batch_size, *args: next(choices)
+                        if batch_size == "auto" else int(batch_size))
+    checkpoint = tmp_path / "run.npz"
+    fit = ["fit", str(climate_file[0]), *FIT[:-3], "--param", "batch_size='auto'", "--quiet",
+           "--checkpoint", str(checkpoint)]
+    assert main([*fit, "--steps", "2", "--out", str(tmp_path / "f.nc")]) == 0
+    assert read_checkpoint(checkpoint)[0]["batch_size"] == 24
+    assert main([*fit, "--steps", "4", "--resume", "--out", str(tmp_path / "g.nc")]) == 0
+    meta = read_checkpoint(checkpoint)[0]
+    assert meta["batch_size"] == 24 and meta["n_samples_seen"] == 4 * 24

@@ -87,13 +87,15 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
         Whether Ctrl-C stopped the run (the checkpoint is saved then).
     """
     n_samples = da.sizes[sample_dim]
-    # batch_size='auto' as fit chooses it; a batch the device cannot hold refused up front
+    # batch_size='auto' as fit chooses it (a resumed run keeps the one its checkpoint holds);
+    # a batch the device cannot hold refused up front
+    given = learner.__dict__.get("batch_size_", learner.batch_size)
     try:
-        batch_size = learner._step_batch(learner.batch_size, da, n_samples)
+        batch_size = learner._step_batch(given, da, n_samples)
     except ValueError as error:
         raise CLIError(str(error)) from None
     per_epoch = -(-n_samples // batch_size)
-    from ..learners._base import fit_passes  # here: `tensorstream info` needs no learner
+    from ..learners._fitting import fit_passes  # here: `tensorstream info` needs no learner
 
     # without --epochs, the passes fit(X) takes: one training-length rule for both
     epochs = args.epochs or fit_passes(getattr(learner, "max_iter", 1), n_samples, batch_size)

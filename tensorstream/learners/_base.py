@@ -47,29 +47,14 @@ from ..core.validation import (
 from ..engine import Algorithm, OnlineState, online_step
 from ..engine.distributed import connected
 from ..engine.loop import LearningWarning
-from ._checkpoints import ArrayCheckpoint, OnlineCheckpoint  # noqa: F401
+from ._checkpoints import OnlineCheckpoint
 from ._cluster import ClusterSteps
 from ._dictionary import DictionaryMethods
-
-# names the learners (and tests) import from here until the lead points them at their modules
-from ._fitting import (  # noqa: F401
-    MAX_FIT_STEPS,
-    STREAM_STEPS,
-    OnlineEstimator,
-    _progress_bar,
-    check_fit_work,
-    fit_passes,
-    is_array_like,
-)
-from ._guards import learner_lock, undone_on_error  # noqa: F401
-from ._labelled import LabelledInput, _labelled_like, _mask_of_frame, is_labelled  # noqa: F401
+from ._fitting import OnlineEstimator
+from ._guards import undone_on_error
+from ._labelled import LabelledInput, _mask_of_frame
 from ._modes import regroup
-from ._params import (  # noqa: F401
-    SHARED_CONSTRAINTS,
-    CheckedParameters,
-    NotFittedError,
-    _init_parameter_names,
-)
+from ._params import _init_parameter_names
 
 #: the way out of a model that is nonnegative by definition (NMF), for signed data
 SIGNED_DATA_WAY_OUT = ("this model is nonnegative by definition: shift the data to be "

@@ -22,7 +22,8 @@ from ..engine.distributed import SpreadRows, connected
 from ..engine.loop import usable_scale
 from ..finite.state import FiniteState, checked_values, restored_state, state_contents
 from ..finite.variance_reduction import FiniteData, finite_matrix
-from ._base import ArrayCheckpoint, OnlineEstimator
+from ._checkpoints import ArrayCheckpoint
+from ._fitting import OnlineEstimator
 
 
 class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
@@ -79,7 +80,7 @@ class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
 
     def _scale_of(self, data: FiniteData) -> tuple[float, float]:
         """``(scale, passes read)``: ``data_scale``, or for ``"auto"`` the mean over samples of
-        each sample's median absolute entry (:func:`~tensorstream.learners.maxnorm.
+        each sample's median absolute entry (:func:`~tensorstream.algorithms.robust_matrix.
         sample_scale_sums`), one pass over the data set."""
         if self.data_scale != "auto":
             return float(self.data_scale), 0.0

@@ -59,7 +59,8 @@ from ..core.validation import (
     json_mapping,
 )
 from ..losses import Divergence, get_loss
-from ._base import SHARED_CONSTRAINTS, OnlineLearner
+from ._base import OnlineLearner
+from ._params import SHARED_CONSTRAINTS
 
 
 def divergence_way_out(loss: Divergence) -> str:
@@ -212,7 +213,7 @@ class OnlineDivergenceNMF(OnlineLearner):
     max_iter : int or "auto", default "auto"
         Passes over an array given to ``fit``; ``"auto"``: 10, or more on a small array so
         that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
-        :func:`~tensorstream.learners._base.fit_passes`). The paper's single pass is in
+        :func:`~tensorstream.learners._fitting.fit_passes`). The paper's single pass is in
         ``paper_params``: on 1,400 digits as pixel counts (16 components, one thread), one pass
         ends at a held-out KL of 35.5 per sample (46.3 in batches of 10), the default 15 passes
         at 31.4 in 0.7 s (10 passes of batches of 10: 33.1 in 1.1 s), MiniBatchNMF(KL)'s 200

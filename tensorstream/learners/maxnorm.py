@@ -51,8 +51,9 @@ from ..core.validation import (
 )
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import surrogate_value
-from ._base import SHARED_CONSTRAINTS, OnlineLearner
+from ._base import OnlineLearner
 from ._output import replace_flagged
+from ._params import SHARED_CONSTRAINTS
 
 VARIANTS = ("authors", "paper")
 DICT_STEPS = ("bcd_subgrad", "prox_grad")
@@ -253,7 +254,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         batches share one basis update and run the coding step vectorised).
     max_iter : int or "auto", default 1
         Passes over an array given to ``fit`` (the paper makes one); ``"auto"`` as in
-        :func:`~tensorstream.learners._base.fit_passes`.
+        :func:`~tensorstream.learners._fitting.fit_passes`.
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
         ``L_0``: U[0, 1] entries (the authors' Figures 1-4), an orthonormalized Gaussian matrix
         (their large-scale runs), or the given matrix (also accepted as a list holding it).

@@ -1,13 +1,13 @@
 """OnlineNMF: online NMF with the squared loss, the two-mode case of the CP-dictionary engine.
 
 Follows scikit-learn's :class:`~sklearn.decomposition.MiniBatchNMF` where the ideas overlap
-(not a drop-in: no ``beta_loss``, no early stopping, ``n_iter_`` counts mini-batches, no
-``reconstruction_err_``; docs/nmf.md lists every difference): ``X`` is
-``(n_samples, n_features)``, ``components_`` is ``(n_components, n_features)``,
-the regularisers are ``alpha_W`` (codes), ``alpha_H`` (components) and ``l1_ratio``, and
-``forget_factor`` discounts past batches. The learning itself is :class:`OnlineCPDL`'s loop
-(Mairal-style surrogate statistics ``A = mean h h^T``, ``B = mean x h^T``, exact column steps)
-in another configuration (:class:`NMFAlgorithm`): the coding step with scikit-learn's penalty
+(not a drop-in: no ``beta_loss``, no early stopping, no ``reconstruction_err_``; docs/nmf.md
+lists every difference): ``X`` is ``(n_samples, n_features)``, ``components_`` is
+``(n_components, n_features)``, the regularisers are ``alpha_W`` (codes), ``alpha_H``
+(components) and ``l1_ratio``, and ``forget_factor`` discounts past batches. The learning
+itself is :class:`OnlineCPDL`'s loop (Mairal-style surrogate statistics ``A = mean h h^T``,
+``B = mean x h^T``, exact column steps) in another configuration (:class:`NMFAlgorithm`): the
+coding step with scikit-learn's penalty
 scaling, the dictionary step with the components' penalty, and the forget factor's weights.
 
 Penalty convention: the objective is scikit-learn's divided by the number of samples,
@@ -42,7 +42,10 @@ from ..core.validation import (
 )
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
-from ._base import SHARED_CONSTRAINTS, OnlineLearner, is_array_like, is_labelled
+from ._base import OnlineLearner
+from ._fitting import is_array_like
+from ._labelled import is_labelled
+from ._params import SHARED_CONSTRAINTS
 
 __all__ = ["OnlineNMF"]
 
@@ -74,7 +77,7 @@ class OnlineNMF(OnlineLearner):
     max_iter : int or "auto", default "auto"
         Passes over an array in ``fit`` (no early stopping); ``"auto"``: 10, or more on a
         small array so that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
-        :func:`~tensorstream.learners._base.fit_passes`). On scikit-learn's 1,437 training
+        :func:`~tensorstream.learners._fitting.fit_passes`). On scikit-learn's 1,437 training
         digits in batches of 1,024 that is 100 passes (200 steps), where 10 passes gave
         16.5 dB of held-out PSNR against MiniBatchNMF's 17.3.
     alpha_W, alpha_H, l1_ratio : float, float or "same", float

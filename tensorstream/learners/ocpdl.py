@@ -45,7 +45,8 @@ from ..core.validation import (
 )
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
-from ._base import SHARED_CONSTRAINTS, OnlineLearner
+from ._base import OnlineLearner
+from ._params import SHARED_CONSTRAINTS
 
 DICT_STEPS = ("auto", "columns", "fista")
 """The values of ``dict_step`` (``"auto"``: ``"columns"``)."""
@@ -103,7 +104,7 @@ class OnlineCPDL(OnlineLearner):
     max_iter : int or "auto", default "auto"
         Passes over an array given to ``fit``; ``"auto"``: 10, or more on a small array so
         that ``fit`` takes at least 200 mini-batches (at most 200 passes; see
-        :func:`~tensorstream.learners._base.fit_passes`).
+        :func:`~tensorstream.learners._fitting.fit_passes`).
     init : "random" or list of arrays, default "random"
         Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
         the given ``(I_k, R)`` matrices.

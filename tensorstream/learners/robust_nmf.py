@@ -55,11 +55,9 @@ from ..core.validation import (
 from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import penalty_value, surrogate_value
-from ._base import (
-    SHARED_CONSTRAINTS,
-    OnlineLearner,
-)
+from ._base import OnlineLearner
 from ._output import replace_flagged
+from ._params import SHARED_CONSTRAINTS
 
 __all__ = ["RobustOnlineNMF"]
 
@@ -170,7 +168,7 @@ class RobustOnlineNMF(OnlineLearner):
         Samples per mini-batch in ``fit`` (the paper's tau).
     max_iter : int or "auto", default 1
         Passes over an array in ``fit`` (the paper streams every sample once); ``"auto"`` as
-        in :func:`~tensorstream.learners._base.fit_passes`.
+        in :func:`~tensorstream.learners._fitting.fit_passes`.
     init : "random", list of loadings, or array of shape (n_components, n_features)
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback

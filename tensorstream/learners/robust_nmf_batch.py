@@ -34,14 +34,11 @@ from ..core.validation import (
     feature_names,
     generator_of,
 )
-from ._base import (
-    MAX_FIT_STEPS,
-    SHARED_CONSTRAINTS,
-    SIGNED_DATA_WAY_OUT,
-    ArrayCheckpoint,
-    OnlineEstimator,
-)
+from ._base import SIGNED_DATA_WAY_OUT
+from ._checkpoints import ArrayCheckpoint
+from ._fitting import MAX_FIT_STEPS, OnlineEstimator
 from ._output import replace_flagged
+from ._params import SHARED_CONSTRAINTS
 from .robust_nmf import ROBUST_CONSTRAINTS
 
 __all__ = ["RobustNMF"]

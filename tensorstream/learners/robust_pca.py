@@ -29,7 +29,8 @@ from ..core.validation import (
     check_batch,
     feature_names,
 )
-from ._base import MAX_FIT_STEPS, ArrayCheckpoint, OnlineEstimator
+from ._checkpoints import ArrayCheckpoint
+from ._fitting import MAX_FIT_STEPS, OnlineEstimator
 from .maxnorm import RobustMatrixLearner
 
 
@@ -70,7 +71,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
     batch_size : int, default 10
     max_iter : int or "auto", default 1
         Passes over an array given to ``fit``; ``"auto"`` as in
-        :func:`~tensorstream.learners._base.fit_passes`.
+        :func:`~tensorstream.learners._fitting.fit_passes`.
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
     random_state : int, Generator or None
     backend : {"numpy", "pytorch", None}, default None

@@ -57,8 +57,9 @@ from ..finite.variance_reduction import (
     gradient_mapping,
     objective,
 )
-from ._base import SHARED_CONSTRAINTS, _progress_bar, check_fit_work
 from ._finite import FiniteDataLearner
+from ._fitting import _progress_bar, check_fit_work
+from ._params import SHARED_CONSTRAINTS
 
 
 class VarianceReducedMF(FiniteDataLearner):
