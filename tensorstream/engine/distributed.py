@@ -35,8 +35,18 @@ import tensorly as tl
 
 from ..core.backend import no_grad, using
 from ..core.compiled import allowed_at, allowing, from_step
-from ..core.validation import check_masked_batch
-from .loop import Algorithm, add_sums, alternate, code_activity, finish_step, worst_explained
+from ..core.validation import check_masked_batch, check_not_too_small, largest_checked, overflows
+from .loop import (
+    _TOO_LARGE,
+    Algorithm,
+    add_sums,
+    alternate,
+    arithmetic_errors,
+    code_activity,
+    finish_step,
+    step_error,
+    worst_explained,
+)
 from .state import OnlineState
 
 
@@ -90,10 +100,16 @@ def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: 
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error} (in the shard of rows {rows[0]} to {rows[1] - 1} of the "
                           f"batch; sample numbers count from its first row)") from None
+    # what online_step's checks read from the whole batch: its largest entry (a maximum over
+    # the shards, taken by the driver) and whether its squares overflow (a count of shards)
+    extent = {"largest": largest_checked(X), "overflows": int(overflows(X))}
     with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
-        coded = algorithm.encode(X, loadings, scale, mask)
-        return X, coded, {**algorithm.batch_sums(X, coded, mask, loadings, scale),
-                          **code_activity(algorithm, coded.codes, scale)}
+        try:
+            coded = algorithm.encode(X, loadings, scale, mask)
+            sums = algorithm.batch_sums(X, coded, mask, loadings, scale)
+        except arithmetic_errors() as error:  # named as online_step names it
+            raise step_error(error, bool(extent["overflows"]), extent["largest"]) from None
+        return X, coded, {**sums, **code_activity(algorithm, coded.codes, scale), **extent}
 
 
 def shard_recoded(algorithm: Algorithm, kept: tuple, loadings: list, scale: float,
@@ -174,15 +190,20 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
                                for X, mask, _, worker in shards])
         sums = None if parts[0] is None else (float(np.sum([p[0] for p in parts])),
                                               float(np.sum([p[1] for p in parts])))
-        scale = algorithm.first_scale(sums)
+        scale = algorithm.first_scale(sums, like=state.loadings[0])
     loadings = list(state.loadings)
     kept = [client.submit(shard_coded, algorithm, X, mask, loadings, scale, checks, rows,
                           kernels, pure=False, **_on(worker))
             for X, mask, rows, worker in shards]
 
+    extent = {}  # the batch's largest entry, from its shards' first sums
+
     def total() -> dict:
-        return add_sums(client.gather([client.submit(sums_of, part, pure=False)
-                                       for part in kept]))
+        parts = client.gather([client.submit(sums_of, part, pure=False) for part in kept])
+        if "largest" in parts[0]:  # the first round's: a maximum, not a sum
+            extent["largest"] = max(part["largest"] for part in parts)
+            parts = [{k: v for k, v in part.items() if k != "largest"} for part in parts]
+        return add_sums(parts)
 
     def recode(at: list) -> dict:
         nonlocal kept
@@ -192,12 +213,21 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         return total()
 
     with from_step(state.n_steps):  # the dictionary steps here, as in online_step
-        sums = alternate(algorithm, total(), state.loadings, recode)
-        return finish_step(algorithm, state, sums, scale,
-                           candidates=lambda k: _batch_worst(client, algorithm, shards,
-                                                             loadings, scale, checks, k,
-                                                             kernels),
-                           reinit_dead_atoms=reinit_dead_atoms)
+        first = total()
+        # online_step's checks, on the batch's largest entry (a tensor of its dtype given)
+        check_not_too_small(state.loadings[0], largest=extent["largest"])
+        overflowed = first.pop("overflows") > 0
+        if not np.isfinite(first["loss"]) and overflowed:
+            raise ValueError(_TOO_LARGE)
+        try:
+            sums = alternate(algorithm, first, state.loadings, recode)
+            return finish_step(algorithm, state, sums, scale,
+                               candidates=lambda k: _batch_worst(client, algorithm, shards,
+                                                                 loadings, scale, checks, k,
+                                                                 kernels),
+                               reinit_dead_atoms=reinit_dead_atoms)
+        except arithmetic_errors() as error:
+            raise step_error(error, overflowed, extent["largest"]) from None
 
 
 class SpreadRows:
