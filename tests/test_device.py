@@ -248,3 +248,21 @@ def test_a_device_without_torch_installed_is_refused_by_name(name, monkeypatch):
     with pytest.raises(ImportError, match=r"device='cpu' runs on PyTorch.*pip install torch"):
         model.fit(data())
     assert state_of(model) == before
+
+
+@pytest.mark.parametrize("location", ["cuda", "cuda:1", "mps"])
+def test_a_device_map_location_for_a_numpy_checkpoint_is_refused_by_name(location):
+    """load(path, map_location='cuda') of a numpy checkpoint left the state on numpy without
+    a word (checkpoint.py's _relocated is to call check_map_location first)."""
+    from tensorstream.core.device import check_map_location
+
+    with pytest.raises(ValueError, match=rf"map_location='{location}'.*numpy state"):
+        check_map_location(location, "numpy")
+
+
+@pytest.mark.parametrize("location, backend", [(None, "numpy"), ("cpu", "numpy"),
+                                               ("cuda", "pytorch"), ("cuda:0", "pytorch")])
+def test_host_or_torch_map_locations_pass_the_backend_check(location, backend):
+    from tensorstream.core.device import check_map_location
+
+    check_map_location(location, backend)  # resolve_device then checks the device exists
