@@ -294,6 +294,19 @@ def block_sum(X: Any, rows: tuple[int, int], function: Any, chunk_size: int, arg
         raise type(error)(f"{error} (in rows {rows[0]} to {rows[1] - 1} of X)") from None
 
 
+def scatter_to(client: Any, part: Any, worker: str) -> Any:
+    """``part`` scattered to ``worker``, or to a live worker when ``worker`` has died since the
+    scheduler listed it: the scheduler, which notices a death within milliseconds, then
+    refuses the scatter (a ``KeyError`` naming the address; a failed connection while it has
+    not noticed yet). A worker killed just before a step cost the whole fit that way, not a
+    recomputation. The shard's tasks may run anywhere (:func:`_on`)."""
+    try:
+        return client.scatter(part, workers=[worker], hash=False)
+    except (KeyError, OSError):
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        return client.scatter(part, hash=False)
+
+
 def _on(worker: str | None) -> dict:
     """Run where the shard is (any other worker if that one is gone)."""
     return {} if worker is None else {"workers": [worker], "allow_other_workers": True}

@@ -91,7 +91,14 @@ from ..engine.checkpoint import (
     tensor_context,
     write_checkpoint,
 )
-from ..engine.distributed import CONNECT_TIMEOUT, WorkerRead, connected, distributed_step, lazy
+from ..engine.distributed import (
+    CONNECT_TIMEOUT,
+    WorkerRead,
+    connected,
+    distributed_step,
+    lazy,
+    scatter_to,
+)
 from ..engine.loop import LearningWarning
 from ..labels import (
     ModeLayout,
@@ -1725,7 +1732,7 @@ def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
         parts = [X[start:end], None if mask is None else mask[start:end]]
         parts = [part if part is None else (
             WorkerRead(part) if lazy(part)
-            else client.scatter(part, workers=[worker], hash=False)) for part in parts]
+            else scatter_to(client, part, worker)) for part in parts]
         shards.append((parts[0], parts[1], (int(start), int(end)), worker))
     return shards
 
