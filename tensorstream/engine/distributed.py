@@ -34,7 +34,7 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import no_grad, using
-from ..core.compiled import allowed_at, allowing, from_step
+from ..core.compiled import from_step
 from ..core.validation import check_masked_batch, check_not_too_small, largest_checked, overflows
 from .loop import (
     _TOO_LARGE,
@@ -85,15 +85,15 @@ def lazy(X: Any) -> bool:
 
 
 def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-                checks: dict, rows: tuple[int, int], kernels: bool) -> tuple:
+                checks: dict, rows: tuple[int, int], kernels: int) -> tuple:
     """On a worker: validate and code one shard; ``(X, codes, sums)``, kept on the worker
     (further rounds move its codes, :func:`shard_recoded`).
 
     ``checks`` are :func:`~tensorstream.core.validation.check_masked_batch`'s keyword
     arguments (backend, context, sample shape, sign, missing entries); ``rows`` the shard's
-    position in the batch, named in errors; ``kernels`` whether the step runs the compiled
-    kernels (:func:`~tensorstream.core.compiled.allowed_at`: one process's rule, sent along,
-    since a worker's own context does not know the step).
+    position in the batch, named in errors; ``kernels`` the step number the compiled kernels
+    are allowed by (:func:`~tensorstream.core.compiled.from_step`: one process's rule, sent
+    along, since a worker's own context does not know the step).
     """
     try:
         X, mask = check_masked_batch(local(X), local(mask), **checks)
@@ -103,7 +103,7 @@ def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: 
     # what online_step's checks read from the whole batch: its largest entry (a maximum over
     # the shards, taken by the driver) and whether its squares overflow (a count of shards)
     extent = {"largest": largest_checked(X), "overflows": int(overflows(X))}
-    with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
+    with using(checks["backend"]), no_grad(checks["backend"]), from_step(kernels):
         try:
             coded = algorithm.encode(X, loadings, scale, mask)
             sums = algorithm.batch_sums(X, coded, mask, loadings, scale)
@@ -113,11 +113,11 @@ def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: 
 
 
 def shard_recoded(algorithm: Algorithm, kept: tuple, loadings: list, scale: float,
-                  backend: str, kernels: bool) -> tuple:
+                  backend: str, kernels: int) -> tuple:
     """On a worker: a shard's codes moved towards the round's ``loadings``
     (:meth:`Algorithm.recode`); ``(X, codes, sums)`` as :func:`shard_coded` gives them."""
     X, coded, _ = kept
-    with using(backend), no_grad(backend), allowing(kernels):
+    with using(backend), no_grad(backend), from_step(kernels):
         return (X, *algorithm.recode(X, coded, loadings, scale))
 
 
@@ -127,18 +127,18 @@ def sums_of(kept: tuple) -> dict:
 
 
 def shard_worst(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-                checks: dict, k: int, kernels: bool) -> tuple[np.ndarray, Any]:
+                checks: dict, k: int, kernels: int) -> tuple[np.ndarray, Any]:
     """On a worker: the shard's ``k`` worst-explained samples and their losses (largest
     first, ties in row order), the candidates that dead atoms are re-initialised from."""
     X, mask = check_masked_batch(local(X), local(mask), **checks)
-    with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
+    with using(checks["backend"]), no_grad(checks["backend"]), from_step(kernels):
         coded = algorithm.encode(X, loadings, scale, mask)
         losses = np.asarray(tl.to_numpy(coded.losses))
         return losses[np.argsort(-losses, kind="stable")[:k]], worst_explained(coded, k)
 
 
 def _batch_worst(client: Any, algorithm: Algorithm, shards: list, loadings: Any, scale: float,
-                 checks: dict, k: int, kernels: bool) -> Any:
+                 checks: dict, k: int, kernels: int) -> Any:
     """The batch's ``k`` worst-explained samples from its shards' own ``k`` worst: a stable
     sort of the shards' lists, in shard order, is the one-process order (ties by row)."""
     parts = client.gather([client.submit(shard_worst, algorithm, X, mask, loadings, scale,
@@ -182,7 +182,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         The state after the step and the step's info, as :func:`online_step` gives them.
     """
     algorithm = algorithm.at_state(state)  # as online_step codes
-    kernels = allowed_at(state.n_steps)  # as online_step's, sent to the workers with each task
+    kernels = state.n_steps  # online_step's gate, sent to the workers with each task
     scale = state.scale
     if state.n_steps == 0:  # the first batch's scale, as Algorithm.data_scale on one process
         parts = client.gather([client.submit(shard_scale_sums, algorithm, X, mask, checks,
