@@ -36,9 +36,10 @@ SWITCH = "TENSORSTREAM_JIT"
 #: the unit of :data:`LATER`. Measured in one process on the shared 2-core machine under load
 #: (docs/performance.md): loading numba and the kernels costs 0.5-0.8 s a process (cached;
 #: 2.5-4 s more, once a machine, to compile them); the pivoting saves 0.8-1.0 ms of a 1.6-2.3 ms
-#: step, and pays the loading back some 700 steps after the switch. Switching at step K costs a
-#: fit that ends just after it at most the loading against K steps' time: from 3,000 on, at
-#: most ~10% (at 300 it was up to 2x: the loading against 0.5 s of fit).
+#: step in one warm process (0.27 ms in fresh-process pairs), and pays the loading back some
+#: 700-1,300 steps after the switch. Switching at step K costs a fit that ends just after it at
+#: most the loading against K steps' time: from 3,000 on, 10-15% (at 300 it was up to 1.35x
+#: for OnlineNMF at 1,000 steps, never repaid; docs/performance.md).
 FIRST_COMPILED_STEP = 3000
 
 #: kernels that start later: a multiple of :data:`FIRST_COMPILED_STEP`. The column sweep of the
