@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from tensorstream import OnlineCPDL
+from tensorstream import OnlineCPDL, datasets
 from tensorstream.plot import factors_atoms, plot_atom_rows
 from tensorstream.streams import RandomPatches
 
@@ -51,15 +51,9 @@ RESHAPINGS = {
 
 
 def load_image(name: str) -> tuple[xr.DataArray, str]:
-    """A colour image of scikit-image in [0, 1], every second pixel, or colour stripes."""
-    try:
-        from skimage import data
-
-        pixels, source = getattr(data, name)()[::2, ::2] / 255.0, f"skimage.data.{name}"
-    except ImportError:  # scikit-image is optional: a synthetic picture with the same role
-        y, x = np.mgrid[0:256, 0:256] / 256.0
-        pixels = np.stack([np.sin(9 * x) ** 2, y, np.cos(5 * (x + y)) ** 2], axis=-1)
-        source = "a synthetic image (install scikit-image for a photograph)"
+    """A colour image of scikit-image in [0, 1], every second pixel (a synthetic stand-in
+    without scikit-image: :func:`tensorstream.datasets.load_image`), with named axes."""
+    pixels, source = datasets.load_image(name, downsample=2)
     return xr.DataArray(pixels, dims=("y", "x", "channel"),
                         coords={"channel": ["red", "green", "blue"]}), source
 

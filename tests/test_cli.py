@@ -601,9 +601,9 @@ def test_loss_option_takes_a_beta_number(climate_file, tmp_path):
 
 
 def test_resume_keeps_the_batch_auto_chose(climate_file, tmp_path, monkeypatch):
-    """``--param batch_size='auto'`` as the first run chose it (a device's free memory: 24 here) is the
-    batch of the resumed run, though the rule would choose another now (8): the checkpoint
-    holds it, and re-choosing made the resumed run differ from the one that went on."""
+    """``--param batch_size='auto'`` as the first run chose it (by a device's free memory: 24
+    here) is the batch of the resumed run, though the rule would choose another now (8): the
+    checkpoint holds it, and re-choosing made the resumed run differ from the one that went on."""
     from tensorstream.learners import _base
 
     choices = iter([24, 8, 8])

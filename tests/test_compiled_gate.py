@@ -1,6 +1,7 @@
-"""When an online fit runs the compiled kernels (core/compiled.py): from step
-``FIRST_COMPILED_STEP`` on, a rule that reads the step number alone. A fit shorter than that
-never imports numba nor compiles; a fit resumed from a checkpoint switches at the step the
+"""When an online fit runs the compiled kernels (core/compiled.py): each from its first step on
+(the pivoting coder from ``FIRST_COMPILED_STEP``, the column sweep from ``LATER["sweep"]``
+times that), a rule that reads the step number alone. A fit shorter than that never imports
+numba nor compiles; a fit resumed from a checkpoint switches at the step the
 uninterrupted one does, and equals it bit for bit; two fits with one ``random_state`` are
 identical; a cluster's workers follow the rule of one process. Skipped without numba."""
 
@@ -50,26 +51,51 @@ from tensorstream.steps import compiled as steps_compiled
 warnings.simplefilter("ignore")
 rng = np.random.default_rng(0)
 shapes = {"OnlineCPDL": (5, 4)}
+compiled.FIRST_COMPILED_STEP = 100  # lowered to keep the test short: the rule is the same
 for name in json.loads(sys.argv[1]):
     model = getattr(tensorstream, name)(3, batch_size=10, random_state=0)
-    for _ in range(compiled.FIRST_COMPILED_STEP):  # the longest fit that must not compile
+    # the longest fit that must not compile: OnlineNMF's default coder has no kernel, so its
+    # first kernel (the sweep) starts later
+    longest = compiled.first_step("sweep" if name == "OnlineNMF" else None)
+    for _ in range(longest):
         model.partial_fit(rng.random((10, *shapes.get(name, (12,)))))
-    assert model.n_steps_ == compiled.FIRST_COMPILED_STEP
+    assert model.n_steps_ == longest
 print(json.dumps({"numba": "numba" in sys.modules,
                   "sweep": steps_compiled._compiled.cache_info().currsize,
                   "pivoting": lasso._compiled_pivoting.cache_info().currsize}))
 """
 
 
-def test_the_rule_reads_the_step_number_alone():
-    K = compiled.FIRST_COMPILED_STEP
+def test_the_rule_reads_the_step_number_alone(monkeypatch):
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    K, S = compiled.FIRST_COMPILED_STEP, compiled.first_step("sweep")
+    assert S == compiled.LATER["sweep"] * K > K
     assert not compiled.allowed_at(0) and not compiled.allowed_at(K - 1)
     assert compiled.allowed_at(K) and compiled.allowed_at(10 * K)
+    assert not compiled.allowed_at(S - 1, "sweep") and compiled.allowed_at(S, "sweep")
     with compiled.from_step(K - 1):
         assert not compiled.enabled()
-        with compiled.allowing(True):  # a worker's shard, sent the flag of a later step
-            assert compiled.enabled() == (os.environ.get(compiled.SWITCH, "1") != "0")
+        with compiled.allowing(True):  # every kernel, whatever the step
+            assert compiled.enabled() and compiled.enabled("sweep")
         assert not compiled.enabled()
+    with compiled.from_step(S - 1):
+        assert compiled.enabled() and not compiled.enabled("sweep")
+    with compiled.from_step(S):
+        assert compiled.enabled() and compiled.enabled("sweep")
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    with compiled.from_step(S):
+        assert not compiled.enabled() and not compiled.enabled("sweep")
+
+
+def test_the_first_steps_bound_what_a_fit_pays_for_loading_the_kernels():
+    """Switching at step K costs a fit that ends just after it the kernels' loading (0.5-0.8 s,
+    measured) against K steps' time; at the 300 of before that was up to twice a short fit's
+    time. Each kernel starts late enough that the loading is at most ~10% of the fit before it
+    (steps of at least 1 ms: the learners' fastest, OnlineNMF on 64 features)."""
+    load, fastest_step = 0.8, 1e-3
+    for kernel in (None, "sweep"):
+        assert load / (compiled.first_step(kernel) * fastest_step) <= 0.3
+    assert load / (compiled.first_step() * 2e-3) <= 0.15  # the pivoting's learners: >= 2 ms
 
 
 def test_outside_an_online_step_the_kernels_stay_allowed(monkeypatch):
@@ -106,16 +132,18 @@ class _Spy:
         return spied
 
 
-@pytest.mark.parametrize("name", sorted(n for n in ONLINE if n in ("OnlineNMF", "OnlineCPDL")))
-def test_the_kernels_run_from_the_first_compiled_step_on(monkeypatch, name):
+@pytest.mark.parametrize("name, first", [("OnlineCPDL", 3), ("OnlineNMF", 12)])
+def test_the_kernels_run_from_the_first_compiled_step_on(monkeypatch, name, first):
+    """OnlineCPDL's coder pivots in a kernel from K on; OnlineNMF's default coder has none, and
+    its dictionary step's sweep starts at LATER["sweep"] * K."""
     monkeypatch.setenv(compiled.SWITCH, "1")
     monkeypatch.setattr(compiled, "FIRST_COMPILED_STEP", 3)
     spy = _Spy(monkeypatch)
     make, sample_shape = ONLINE[name]
     model, rng = make(), np.random.default_rng(0)
-    for step in range(5):
+    for step in range(first + 2):
         model.partial_fit(rng.random((10, *sample_shape)))
-        assert bool(spy.calls) == (step >= 3), (step, spy.calls)
+        assert bool(spy.calls) == (step >= first), (step, spy.calls)
 
 
 def _fed(model, batches):
@@ -133,23 +161,26 @@ def _batches(sample_shape, n):
 @pytest.mark.parametrize("name", sorted(ONLINE))
 def test_resume_across_the_first_compiled_step_equals_the_uninterrupted_fit(
         monkeypatch, backend, name, tmp_path):
-    """Checkpoint at step K - 5, resume to K + 20: bit for bit the uninterrupted fit, and a
-    second uninterrupted fit is the first (K lowered to 8 to keep the test short)."""
+    """Checkpoint at step K - 5, resume past the sweep's first step: bit for bit the
+    uninterrupted fit, and a second uninterrupted fit is the first (K lowered to 8 to keep the
+    test short)."""
     monkeypatch.setenv(compiled.SWITCH, "1")
     K = 8
     monkeypatch.setattr(compiled, "FIRST_COMPILED_STEP", K)
     make, sample_shape = ONLINE[name]
-    batches = _batches(sample_shape, K + 20)
+    end = compiled.first_step("sweep") + 20
+    batches = _batches(sample_shape, end)
     straight, again = _fed(make(), batches), _fed(make(), batches)
     resumed = load(_fed(make(), batches[:K - 5]).save(tmp_path / "run.npz"))
     assert resumed.n_steps_ == K - 5
     _fed(resumed, batches[K - 5:])
     for other in (again, resumed):
-        assert other.n_steps_ == straight.n_steps_ == K + 20
+        assert other.n_steps_ == straight.n_steps_ == end
         for U, V in zip(straight.loadings_, other.loadings_):
             np.testing.assert_array_equal(tl.to_numpy(U), tl.to_numpy(V))
 
 
+@pytest.mark.slow  # 6,000 steps
 def test_resume_across_the_real_first_compiled_step_equals_the_uninterrupted_fit(
         monkeypatch, backend, tmp_path):
     """The same at the library's own switch step, on the main model."""

@@ -269,3 +269,30 @@ def test_the_batch_auto_chose_is_kept_in_a_checkpoint(monkeypatch, tmp_path):
         learner.partial_fit(X[:40])
     for U, V in zip(model.loadings_, resumed.loadings_):
         np.testing.assert_array_equal(U, V)
+
+
+@pytest.mark.parametrize("location", ["cuda", "cuda:1", "mps"])
+def test_a_device_map_location_for_a_numpy_checkpoint_is_refused_by_name(location):
+    """load(path, map_location='cuda') of a numpy checkpoint left the state on numpy without
+    a word (checkpoint.py's _relocated is to call check_map_location first)."""
+    from tensorstream.core.device import check_map_location
+
+    with pytest.raises(ValueError, match=rf"map_location='{location}'.*numpy state"):
+        check_map_location(location, "numpy")
+
+
+@pytest.mark.parametrize("location, backend", [(None, "numpy"), ("cpu", "numpy"),
+                                               ("cuda", "pytorch"), ("cuda:0", "pytorch")])
+def test_host_or_torch_map_locations_pass_the_backend_check(location, backend):
+    from tensorstream.core.device import check_map_location
+
+    check_map_location(location, backend)  # resolve_device then checks the device exists
+
+
+def test_load_refuses_a_device_map_location_for_a_numpy_checkpoint(tmp_path):
+    """The check is live in ``load``: the numpy state did not move and said nothing."""
+    model = make("nmf", device=None).fit(data(n=40))
+    path = model.save(tmp_path / "numpy.npz")
+    with pytest.raises(ValueError, match=r"map_location='cuda'.*numpy state"):
+        load(path, map_location="cuda")
+    assert type(load(path, map_location="cpu")) is type(model)

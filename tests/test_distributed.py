@@ -499,3 +499,63 @@ def test_a_cluster_step_keeps_and_checks_the_columns(cluster):
         with pytest.raises(ValueError, match="feature names should match"):
             model.partial_fit(X[list("fedcba")], client=client)
     np.testing.assert_array_equal(model.components_, before)
+
+
+@pytest.mark.parametrize("name", ["cpdl", "nmf", "robust-nmf"])
+def test_a_later_batch_too_small_is_refused_on_the_cluster_as_in_one_process(cluster, name):
+    """One process refuses any batch whose squares underflow (check_not_too_small); the cluster
+    checked only the first batch's scale, so a later tiny batch was learned as zeros there."""
+    make, shape = LEARNERS[name]
+    rng = np.random.default_rng(6)
+    good, tiny = rng.random((40, *shape[1:])), rng.random((40, *shape[1:])) * 1e-300
+    alone = make().partial_fit(good)
+    with pytest.raises(ValueError, match="too small"):
+        alone.partial_fit(tiny)
+    with _client(cluster, 2) as client:
+        spread = make().partial_fit(good, client=client)
+        with pytest.raises(ValueError, match="too small"):
+            spread.partial_fit(tiny, client=client)
+    _assert_same(alone, spread)
+
+
+@pytest.mark.parametrize("where", ["encode", "update"])
+def test_failed_linear_algebra_on_the_cluster_is_named_as_in_one_process(cluster, monkeypatch,
+                                                                         where):
+    """A LinAlgError in a step (a worker's coding or the driver's dictionary step) surfaces
+    as online_step's named ValueError, the state unchanged (it came out raw on a cluster)."""
+    make, _ = LEARNERS["nmf"]
+    X = np.random.default_rng(7).random((40, 12))
+    with _client(cluster, 2) as client:
+        model = make().partial_fit(X, client=client)
+        steps, before = model.n_steps_, [np.array(U) for U in model.loadings_]
+
+        def singular(*args, **kwargs):
+            raise np.linalg.LinAlgError("Singular matrix")
+
+        monkeypatch.setattr(type(model._algorithm()), where, singular)
+        for kwargs in ({}, {"client": client}):
+            with pytest.raises(ValueError, match="linear algebra failed on this batch"):
+                model.partial_fit(X, **kwargs)
+    assert model.n_steps_ == steps
+    for U, V in zip(before, model.loadings_):
+        np.testing.assert_array_equal(U, V)
+
+
+def test_a_worker_gone_between_listing_and_scatter_costs_nothing(cluster, monkeypatch):
+    """The batch's shards are scattered to the workers the scheduler listed a moment before;
+    a worker killed just before a step (the killed-worker test, 1 run in many under load) is
+    gone by the scatter, which the scheduler refused with KeyError: the whole fit failed. A
+    listed worker that does not exist stands for it here: its shard goes to a live one."""
+    make, _ = LEARNERS["nmf"]
+    X = np.random.default_rng(8).random((60, 12))
+    straight = make().fit(X)
+    with _client(cluster, 2) as client:
+        listed = client.scheduler_info
+
+        def with_a_dead_worker(*args, **kwargs):
+            info = listed(*args, **kwargs)
+            return {**info, "workers": {"tcp://127.0.0.1:9": {}, **info["workers"]}}
+
+        monkeypatch.setattr(client, "scheduler_info", with_a_dead_worker)
+        on_cluster = make().fit(X, client=client)
+    _assert_same(straight, on_cluster)

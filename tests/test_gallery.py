@@ -6,6 +6,7 @@ import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,3 +72,22 @@ def test_wide_figures_get_a_thumbnail_of_the_thumbnails_shape(tmp_path, monkeypa
         assert thumb.size == (round(300 * 400 / 280), 300)
     with Image.open(support.write_thumbnail(tmp_path / "square.png", "square")) as thumb:
         assert thumb.size == (300, 300)
+
+
+def test_the_reshapings_example_reads_the_package_s_image_loader(monkeypatch):
+    """examples/image_reshapings.py had a copy of the image loader (its own fallback picture,
+    no refusal of grey images): it reads tensorstream.datasets.load_image, with its errors."""
+    from tensorstream import datasets
+
+    spec = importlib.util.spec_from_file_location("image_reshapings",
+                                                  ROOT / "examples" / "image_reshapings.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    calls = []
+    real = datasets.load_image
+    monkeypatch.setattr(datasets, "load_image", lambda *a, **k: calls.append(a) or real(*a, **k))
+    image, source = example.load_image("coffee")
+    pixels, expected = real("coffee", downsample=2)
+    assert calls and source == expected
+    np.testing.assert_array_equal(image.transpose("y", "x", "channel").values, pixels)
+    assert list(image["channel"].values) == ["red", "green", "blue"]

@@ -8,18 +8,21 @@ else, and everything without numba, runs the ``tl.*`` code, which the kernels eq
 kernel off (the golden-results test runs that way, so its recording does not depend on whether
 numba is installed).
 
-An online learner runs the kernels only from step :data:`FIRST_COMPILED_STEP` on
-(:func:`from_step`, set by each step from the state's ``n_steps``): importing numba and
-loading or compiling the kernels costs more than a short fit saves with them, so short fits
-never pay it. The rule reads nothing but the step number, so an uninterrupted fit and one
-resumed from a checkpoint switch at the same step, and two fits with one ``random_state`` are
-bit-identical. Everything else (batch learners, ``transform``, direct calls) may use them.
+An online learner runs a kernel only from its first step on (:func:`first_step`: the
+pivoting coder from :data:`FIRST_COMPILED_STEP`, the column sweep, which saves less a step,
+from :data:`LATER` times that), set by each step from the state's ``n_steps``
+(:func:`from_step`): importing numba and loading the kernels costs more than a short fit saves
+with them, so short fits never pay it. The rule reads nothing but the step number, so an
+uninterrupted fit and one resumed from a checkpoint switch at the same step, and two fits with
+one ``random_state`` are bit-identical. Everything else (batch learners, ``transform``, direct
+calls) may use them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -29,44 +32,65 @@ SWITCH = "TENSORSTREAM_JIT"
 
 
 #: the first step (counted from 0: the state's ``n_steps`` before it) of an online fit that
-#: runs the kernels. Measured on the shared 2-core machine under load (docs/performance.md):
-#: they save 0.3-0.6 ms a step on OnlineNMF (64-784 features) and 2-7 ms on OnlineCPDL, and
-#: cost 0.3-0.5 s a process to import numba and load them cached (2.5-4 s more, once a
-#: machine, to compile them): they pay back the loading after 60-200 steps of OnlineCPDL and
-#: 700-1,400 of OnlineNMF. ``max_iter="auto"`` fits data of up to 30 batches in at most 300
-#: steps, which never load them; a longer fit runs its first 300 at the pure path's speed.
-FIRST_COMPILED_STEP = 300
+#: runs the compiled pivoting of the lasso coder (OnlineCPDL, OnlineNMF(coder="pivoting")), and
+#: the unit of :data:`LATER`. Measured in one process on the shared 2-core machine under load
+#: (docs/performance.md): loading numba and the kernels costs 0.5-0.8 s a process (cached;
+#: 2.5-4 s more, once a machine, to compile them); the pivoting saves 0.8-1.0 ms of a 1.6-2.3 ms
+#: step in one warm process (0.27 ms in fresh-process pairs), and pays the loading back some
+#: 700-1,300 steps after the switch. Switching at step K costs a fit that ends just after it at
+#: most the loading against K steps' time: from 3,000 on, 10-15% (at 300 it was up to 1.35x
+#: for OnlineNMF at 1,000 steps, never repaid; docs/performance.md).
+FIRST_COMPILED_STEP = 3000
 
-#: whether the code running now may use the kernels (False in the early steps of a fit)
-_allowed: ContextVar[bool] = ContextVar("tensorstream_kernels_allowed", default=True)
+#: kernels that start later: a multiple of :data:`FIRST_COMPILED_STEP`. The column sweep of the
+#: dictionary step saves 0.15 ms a step (64 x 10 loadings; nothing measurable on 784 x 20, where
+#: the coder dominates), so it repays the loading only ~4,000 steps after the switch: from
+#: 12,000 on, a fit pays at most ~5% for it
+LATER = {"sweep": 4}
+
+#: the step of the online fit whose code runs now (inf: none, every kernel allowed)
+_step: ContextVar[float] = ContextVar("tensorstream_kernels_step", default=math.inf)
 
 
-def enabled() -> bool:
+def first_step(kernel: str | None = None) -> int:
+    """The first step of an online fit that runs ``kernel`` ("sweep"; None: the pivoting coder
+    and any other kernel)."""
+    return FIRST_COMPILED_STEP * LATER.get(kernel, 1)
+
+
+def enabled(kernel: str | None = None) -> bool:
     """False when ``TENSORSTREAM_JIT=0`` (read at every call, so tests can switch) or inside
-    an early step of an online fit (:func:`from_step`)."""
-    return _allowed.get() and os.environ.get(SWITCH, "1") != "0"
+    a step of an online fit before ``kernel``'s :func:`first_step` (:func:`from_step`)."""
+    return _step.get() >= first_step(kernel) and os.environ.get(SWITCH, "1") != "0"
 
 
-def allowed_at(n_steps: int) -> bool:
-    """Whether the step after ``n_steps`` steps runs the kernels: from
-    :data:`FIRST_COMPILED_STEP` on (a function of the step number alone)."""
-    return n_steps >= FIRST_COMPILED_STEP
+def allowed_at(n_steps: int, kernel: str | None = None) -> bool:
+    """Whether the step after ``n_steps`` steps runs ``kernel``: from its :func:`first_step`
+    on (a function of the step number alone)."""
+    return n_steps >= first_step(kernel)
 
 
 @contextlib.contextmanager
 def allowing(allowed: bool) -> Iterator[None]:
-    """Code inside uses the kernels only if ``allowed`` (and :func:`enabled` otherwise says
-    so); a worker that codes a shard runs it with the flag its step was sent."""
-    token = _allowed.set(bool(allowed))
+    """Code inside uses every kernel if ``allowed`` (and :func:`enabled` otherwise says so),
+    none otherwise."""
+    token = _step.set(math.inf if allowed else -1)
     try:
         yield
     finally:
-        _allowed.reset(token)
+        _step.reset(token)
 
 
-def from_step(n_steps: int) -> contextlib.AbstractContextManager:
-    """:func:`allowing` for the step after ``n_steps`` steps (:func:`allowed_at`)."""
-    return allowing(allowed_at(n_steps))
+@contextlib.contextmanager
+def from_step(n_steps: int) -> Iterator[None]:
+    """Code inside is the step after ``n_steps`` steps of an online fit: each kernel runs from
+    its :func:`first_step` on (:func:`allowed_at`). A worker that codes a shard runs it with
+    the step number its task was sent."""
+    token = _step.set(n_steps)
+    try:
+        yield
+    finally:
+        _step.reset(token)
 
 
 def jit(function: Callable) -> Callable | None:

@@ -99,6 +99,26 @@ def _check_present(parsed: Any, device: Any, name: str) -> None:
 DEVICE = [DeviceConstraint(), Instance("None", check=lambda value: value is None)]
 
 
+def check_map_location(map_location: Any, backend: str | None) -> None:
+    """Refuse a ``map_location`` other than the host for a checkpoint of a numpy state: numpy
+    arrays live in host memory only, so moving them was a silent no-op (the learner came back
+    on numpy, not on the device asked for).
+
+    Raises
+    ------
+    ValueError
+        Naming ``map_location`` and the ways out.
+    """
+    if map_location is None or backend == "pytorch":
+        return
+    kind = getattr(map_location, "type", None) or str(map_location).split(":")[0]
+    if kind != "cpu":
+        raise ValueError(f"map_location={device_name(map_location)!r}: this checkpoint holds "
+                         f"a numpy state (backend={backend!r}), which lives in host memory; "
+                         f"load it without map_location (or with 'cpu'), or fit a learner with "
+                         f"device={device_name(map_location)!r} to compute there")
+
+
 def device_name(device: Any) -> str:
     """``device`` as the string that checkpoints record (``"cuda:0"``, ``"cpu"``)."""
     return str(device)

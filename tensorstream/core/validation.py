@@ -7,6 +7,8 @@ import json
 import math
 import numbers
 import os
+import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -153,6 +155,7 @@ def check_batch(
     else:
         tensor = as_tensor(X, backend, **context)
     low, high = _extremes(tensor, backend)
+    _remember_largest(tensor, max(abs(low), abs(high)))
     if not (np.isfinite(low) and np.isfinite(high)):
         hint = "; to treat NaN as missing entries, use missing='nan' or pass a mask" \
             if missing_hint else ""
@@ -253,6 +256,30 @@ def largest_entry(X: Any) -> float:
         return float(tl.max(tl.abs(values)))
 
 
+#: the batch this thread validated last and its largest absolute entry (one slot per thread)
+_last_checked = threading.local()
+
+
+def _remember_largest(tensor: Any, largest: float) -> None:
+    """Keep :func:`check_batch`'s largest absolute entry of ``tensor`` for
+    :func:`check_not_too_small`, which a step runs on the batch just validated: the scan is
+    then made once per batch, not twice (it is a few percent of a small step). A weak
+    reference: a later array that happens to reuse the address is not taken for it."""
+    try:
+        _last_checked.entry = (weakref.ref(tensor), largest)
+    except TypeError:  # an array type without weak references: scanned again when asked
+        _last_checked.entry = None
+
+
+def largest_checked(X: Any) -> float:
+    """:func:`largest_entry` of a validated batch, read from :func:`check_batch`'s scan when
+    ``X`` is the batch this thread validated last (scanned otherwise)."""
+    entry = getattr(_last_checked, "entry", None)
+    if entry is not None and entry[0]() is X:
+        return entry[1]
+    return largest_entry(X)
+
+
 def underflows(value: float, like: Any) -> bool:
     """Whether ``value``, a data scale or entry, is nonzero but so small for ``like``'s float
     dtype that its square falls below the smallest full-precision number (``tiny / eps``):
@@ -262,16 +289,19 @@ def underflows(value: float, like: Any) -> bool:
     return 0.0 < abs(value) and value * value < float(info.tiny) / float(info.eps)
 
 
-def check_not_too_small(X: Any, name: str = "X") -> None:
+def check_not_too_small(X: Any, name: str = "X", largest: float | None = None) -> None:
     """Refuse a validated batch whose largest entry :func:`underflows` its dtype: such data
     would be learned as zeros, or divided by a scale that squares to zero, without a word.
+    ``largest``: that entry when it is known already (a batch spread over a cluster's
+    workers, from its shards); ``X`` then only gives the dtype.
 
     Raises
     ------
     ValueError
         Naming ``name``, the largest entry and the way out (rescale).
     """
-    largest = largest_entry(X)
+    if largest is None:
+        largest = largest_checked(X)
     if underflows(largest, X):
         raise ValueError(f"{name}: the values are too small for this model's arithmetic "
                          f"(largest absolute entry {largest:.3g}, whose square loses its "
@@ -288,7 +318,7 @@ def overflows(X: Any, power: int = 2) -> bool:
     statistics; fourth powers: squared gradients), summed over a sample, come within
     :data:`OVERFLOW_MARGIN` of the largest number of its dtype (in logarithms: the powers
     themselves may overflow)."""
-    largest = largest_entry(X)
+    largest = largest_checked(X)
     if largest == 0.0:
         return False
     size = float(np.prod(tuple(X.shape[1:])))

@@ -34,9 +34,19 @@ import numpy as np
 import tensorly as tl
 
 from ..core.backend import no_grad, using
-from ..core.compiled import allowed_at, allowing, from_step
-from ..core.validation import check_masked_batch
-from .loop import Algorithm, add_sums, alternate, code_activity, finish_step, worst_explained
+from ..core.compiled import from_step
+from ..core.validation import check_masked_batch, check_not_too_small, largest_checked, overflows
+from .loop import (
+    _TOO_LARGE,
+    Algorithm,
+    add_sums,
+    alternate,
+    arithmetic_errors,
+    code_activity,
+    finish_step,
+    step_error,
+    worst_explained,
+)
 from .state import OnlineState
 
 
@@ -75,33 +85,39 @@ def lazy(X: Any) -> bool:
 
 
 def shard_coded(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-                checks: dict, rows: tuple[int, int], kernels: bool) -> tuple:
+                checks: dict, rows: tuple[int, int], kernels: int) -> tuple:
     """On a worker: validate and code one shard; ``(X, codes, sums)``, kept on the worker
     (further rounds move its codes, :func:`shard_recoded`).
 
     ``checks`` are :func:`~tensorstream.core.validation.check_masked_batch`'s keyword
     arguments (backend, context, sample shape, sign, missing entries); ``rows`` the shard's
-    position in the batch, named in errors; ``kernels`` whether the step runs the compiled
-    kernels (:func:`~tensorstream.core.compiled.allowed_at`: one process's rule, sent along,
-    since a worker's own context does not know the step).
+    position in the batch, named in errors; ``kernels`` the step number the compiled kernels
+    are allowed by (:func:`~tensorstream.core.compiled.from_step`: one process's rule, sent
+    along, since a worker's own context does not know the step).
     """
     try:
         X, mask = check_masked_batch(local(X), local(mask), **checks)
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error} (in the shard of rows {rows[0]} to {rows[1] - 1} of the "
                           f"batch; sample numbers count from its first row)") from None
-    with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
-        coded = algorithm.encode(X, loadings, scale, mask)
-        return X, coded, {**algorithm.batch_sums(X, coded, mask, loadings, scale),
-                          **code_activity(algorithm, coded.codes, scale)}
+    # what online_step's checks read from the whole batch: its largest entry (a maximum over
+    # the shards, taken by the driver) and whether its squares overflow (a count of shards)
+    extent = {"largest": largest_checked(X), "overflows": int(overflows(X))}
+    with using(checks["backend"]), no_grad(checks["backend"]), from_step(kernels):
+        try:
+            coded = algorithm.encode(X, loadings, scale, mask)
+            sums = algorithm.batch_sums(X, coded, mask, loadings, scale)
+        except arithmetic_errors() as error:  # named as online_step names it
+            raise step_error(error, bool(extent["overflows"]), extent["largest"]) from None
+        return X, coded, {**sums, **code_activity(algorithm, coded.codes, scale), **extent}
 
 
 def shard_recoded(algorithm: Algorithm, kept: tuple, loadings: list, scale: float,
-                  backend: str, kernels: bool) -> tuple:
+                  backend: str, kernels: int) -> tuple:
     """On a worker: a shard's codes moved towards the round's ``loadings``
     (:meth:`Algorithm.recode`); ``(X, codes, sums)`` as :func:`shard_coded` gives them."""
     X, coded, _ = kept
-    with using(backend), no_grad(backend), allowing(kernels):
+    with using(backend), no_grad(backend), from_step(kernels):
         return (X, *algorithm.recode(X, coded, loadings, scale))
 
 
@@ -111,18 +127,18 @@ def sums_of(kept: tuple) -> dict:
 
 
 def shard_worst(algorithm: Algorithm, X: Any, mask: Any, loadings: list, scale: float,
-                checks: dict, k: int, kernels: bool) -> tuple[np.ndarray, Any]:
+                checks: dict, k: int, kernels: int) -> tuple[np.ndarray, Any]:
     """On a worker: the shard's ``k`` worst-explained samples and their losses (largest
     first, ties in row order), the candidates that dead atoms are re-initialised from."""
     X, mask = check_masked_batch(local(X), local(mask), **checks)
-    with using(checks["backend"]), no_grad(checks["backend"]), allowing(kernels):
+    with using(checks["backend"]), no_grad(checks["backend"]), from_step(kernels):
         coded = algorithm.encode(X, loadings, scale, mask)
         losses = np.asarray(tl.to_numpy(coded.losses))
         return losses[np.argsort(-losses, kind="stable")[:k]], worst_explained(coded, k)
 
 
 def _batch_worst(client: Any, algorithm: Algorithm, shards: list, loadings: Any, scale: float,
-                 checks: dict, k: int, kernels: bool) -> Any:
+                 checks: dict, k: int, kernels: int) -> Any:
     """The batch's ``k`` worst-explained samples from its shards' own ``k`` worst: a stable
     sort of the shards' lists, in shard order, is the one-process order (ties by row)."""
     parts = client.gather([client.submit(shard_worst, algorithm, X, mask, loadings, scale,
@@ -166,7 +182,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         The state after the step and the step's info, as :func:`online_step` gives them.
     """
     algorithm = algorithm.at_state(state)  # as online_step codes
-    kernels = allowed_at(state.n_steps)  # as online_step's, sent to the workers with each task
+    kernels = state.n_steps  # online_step's gate, sent to the workers with each task
     scale = state.scale
     if state.n_steps == 0:  # the first batch's scale, as Algorithm.data_scale on one process
         parts = client.gather([client.submit(shard_scale_sums, algorithm, X, mask, checks,
@@ -174,15 +190,20 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
                                for X, mask, _, worker in shards])
         sums = None if parts[0] is None else (float(np.sum([p[0] for p in parts])),
                                               float(np.sum([p[1] for p in parts])))
-        scale = algorithm.first_scale(sums)
+        scale = algorithm.first_scale(sums, like=state.loadings[0])
     loadings = list(state.loadings)
     kept = [client.submit(shard_coded, algorithm, X, mask, loadings, scale, checks, rows,
                           kernels, pure=False, **_on(worker))
             for X, mask, rows, worker in shards]
 
+    extent = {}  # the batch's largest entry, from its shards' first sums
+
     def total() -> dict:
-        return add_sums(client.gather([client.submit(sums_of, part, pure=False)
-                                       for part in kept]))
+        parts = client.gather([client.submit(sums_of, part, pure=False) for part in kept])
+        if "largest" in parts[0]:  # the first round's: a maximum, not a sum
+            extent["largest"] = max(part["largest"] for part in parts)
+            parts = [{k: v for k, v in part.items() if k != "largest"} for part in parts]
+        return add_sums(parts)
 
     def recode(at: list) -> dict:
         nonlocal kept
@@ -192,12 +213,21 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         return total()
 
     with from_step(state.n_steps):  # the dictionary steps here, as in online_step
-        sums = alternate(algorithm, total(), state.loadings, recode)
-        return finish_step(algorithm, state, sums, scale,
-                           candidates=lambda k: _batch_worst(client, algorithm, shards,
-                                                             loadings, scale, checks, k,
-                                                             kernels),
-                           reinit_dead_atoms=reinit_dead_atoms)
+        first = total()
+        # online_step's checks, on the batch's largest entry (a tensor of its dtype given)
+        check_not_too_small(state.loadings[0], largest=extent["largest"])
+        overflowed = first.pop("overflows") > 0
+        if not np.isfinite(first["loss"]) and overflowed:
+            raise ValueError(_TOO_LARGE)
+        try:
+            sums = alternate(algorithm, first, state.loadings, recode)
+            return finish_step(algorithm, state, sums, scale,
+                               candidates=lambda k: _batch_worst(client, algorithm, shards,
+                                                                 loadings, scale, checks, k,
+                                                                 kernels),
+                               reinit_dead_atoms=reinit_dead_atoms)
+        except arithmetic_errors() as error:
+            raise step_error(error, overflowed, extent["largest"]) from None
 
 
 class SpreadRows:
@@ -262,6 +292,19 @@ def block_sum(X: Any, rows: tuple[int, int], function: Any, chunk_size: int, arg
             return data.map_reduce(function, chunk_size, *args)
     except (TypeError, ValueError) as error:
         raise type(error)(f"{error} (in rows {rows[0]} to {rows[1] - 1} of X)") from None
+
+
+def scatter_to(client: Any, part: Any, worker: str) -> Any:
+    """``part`` scattered to ``worker``, or to a live worker when ``worker`` has died since the
+    scheduler listed it: the scheduler, which notices a death within milliseconds, then
+    refuses the scatter (a ``KeyError`` naming the address; a failed connection while it has
+    not noticed yet). A worker killed just before a step cost the whole fit that way, not a
+    recomputation. The shard's tasks may run anywhere (:func:`_on`)."""
+    try:
+        return client.scatter(part, workers=[worker], hash=False)
+    except (KeyError, OSError):
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        return client.scatter(part, hash=False)
 
 
 def _on(worker: str | None) -> dict:

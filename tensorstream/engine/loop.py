@@ -65,14 +65,16 @@ class Algorithm:
         its :meth:`scale_sums`, or :meth:`declared_scale`), kept for every later step."""
         if state.n_steps > 0:
             return state.scale
-        return self.first_scale(self.scale_sums(X, mask))
+        return self.first_scale(self.scale_sums(X, mask), like=X)
 
-    def first_scale(self, sums: tuple[float, float] | None) -> float:
+    def first_scale(self, sums: tuple[float, float] | None, like: Any = None) -> float:
         """The data scale of a first batch whose :meth:`scale_sums` (added up over its shards,
-        on a cluster) are ``sums``."""
+        on a cluster) are ``sums``; ``like``: the batch, or a tensor of its dtype (a float32
+        scale underflows where a float64 one does not, :func:`usable_scale`)."""
         if sums is None:
             return self.declared_scale()
-        return usable_scale(sums[0] / sums[1] if sums[1] else 0.0)  # no sample counted: 0
+        # no sample counted: 0
+        return usable_scale(sums[0] / sums[1] if sums[1] else 0.0, like=like)
 
     def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
         """``(sum, count)`` of a first batch's observed entries (``mask``, None: all) that its
@@ -191,20 +193,22 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
             new, info = finish_step(algorithm, state, sums, scale,
                                     candidates=lambda k: worst_explained(coded, k),
                                     reinit_dead_atoms=reinit_dead_atoms)
-        except _arithmetic_errors() as error:
-            raise _step_error(error, X) from None
+        except arithmetic_errors() as error:
+            raise step_error(error, overflows(X), largest_entry(X)) from None
     return new, coded, info
 
 
-def _step_error(error: Exception, X: Any) -> Exception:
-    """The error a failed step surfaces: "too large" where the data's squares overflow, a
-    named ``ValueError`` for a failed decomposition or solve (numpy's and torch's
-    ``LinAlgError`` say nothing of the data), the divergence itself otherwise."""
-    if overflows(X):  # the statistics, not the loss, overflowed: the data's fault
+def step_error(error: Exception, overflowed: bool, largest: float) -> Exception:
+    """The error a failed step surfaces, from the batch's :func:`overflows` and its largest
+    absolute entry (a cluster step knows these from its shards, not the batch): "too large"
+    where the data's squares overflow, a named ``ValueError`` for a failed decomposition or
+    solve (numpy's and torch's ``LinAlgError`` say nothing of the data), the divergence itself
+    otherwise."""
+    if overflowed:  # the statistics, not the loss, overflowed: the data's fault
         return ValueError(_TOO_LARGE)
     if isinstance(error, linalg_errors()):
         return ValueError(f"X: the step's linear algebra failed on this batch ({error}; "
-                          f"largest absolute entry {largest_entry(X):.3g}): its values are "
+                          f"largest absolute entry {largest:.3g}): its values are "
                           f"too large or too ill-conditioned for this model; rescale the data "
                           f"or check it for extreme entries. The learner's state was left "
                           f"unchanged")
@@ -298,7 +302,7 @@ def add_sums(parts: list[dict]) -> dict:
     return total
 
 
-def _arithmetic_errors() -> tuple:
+def arithmetic_errors() -> tuple:
     """The errors of failed arithmetic: divergence, and singular systems on either backend."""
     return (FloatingPointError,) + linalg_errors()
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..core.device import device_name, resolve_device
+from ..core.device import check_map_location, device_name, resolve_device
 from ..engine.checkpoint import read_checkpoint
 from ..learners.registry import learner_class
 
@@ -65,6 +65,7 @@ def _relocated(meta: dict, overrides: dict, map_location: Any, path: Path) -> tu
                                  f"{recorded!r}, which this machine lacks ({error}); load it "
                                  f"with map_location='cpu'") from None
         return meta, overrides
+    check_map_location(map_location, meta.get("backend"))  # numpy arrays stay on the host
     target = device_name(resolve_device(map_location, "map_location"))
     params = meta.get("params") or {}
     if params.get("device") is not None and "device" not in overrides:

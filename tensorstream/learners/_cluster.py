@@ -16,7 +16,7 @@ import numpy as np
 from ..core.backend import Carried, no_grad, using
 from ..core.validation import feature_names, is_sparse
 from ..engine import OnlineState
-from ..engine.distributed import CONNECT_TIMEOUT, WorkerRead, distributed_step, lazy
+from ..engine.distributed import CONNECT_TIMEOUT, WorkerRead, distributed_step, lazy, scatter_to
 from ._guards import undone_on_error
 from ._labelled import _shape_of
 
@@ -124,7 +124,7 @@ def _shards(client: Any, X: Any, mask: Any, n_workers: int) -> list:
         parts = [X[start:end], None if mask is None else mask[start:end]]
         parts = [part if part is None else (
             WorkerRead(part) if lazy(part)
-            else client.scatter(part, workers=[worker], hash=False)) for part in parts]
+            else scatter_to(client, part, worker)) for part in parts]
         shards.append((parts[0], parts[1], (int(start), int(end)), worker))
     return shards
 

@@ -42,7 +42,7 @@ def column_sweep(U: Any) -> Callable | None:
     costs what numpy's does: its per-call cost is what makes the ``tl.*`` sweep slow there
     (27 us a column against numpy's 10).
     """
-    if not enabled() or _float_view(U) is None:
+    if not enabled("sweep") or _float_view(U) is None:  # its own first step of a fit
         return None
     kernel = _compiled()
     if kernel is None:
