@@ -15,7 +15,6 @@ from typing import Any
 import tensorly as tl
 
 from ..core.backend import finfo_of, linalg_errors
-from ..core.constraints import soft_threshold
 from ..core.validation import check_overflow, largest_entry
 
 
@@ -75,19 +74,27 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
     mu = 1.25 / norm_two
     mu_max = 1e9 * mu
-    A, E = Z * 0, Z * 0
+    A = Z * 0
     for iteration in range(1, max_iter + 1):
-        E = soft_threshold(Z - A + Y / mu, alpha / mu)
-        A_new = singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
-        residual = Z - A_new - E
-        Y = Y + mu * residual
+        shifted = Z + Y / mu  # Z + Y / mu serves both steps
+        E = _shrink(shifted - A, alpha / mu)
+        target = shifted - E
+        A_new = singular_value_threshold(target, 1.0 / mu)
+        # Y + mu (Z - A_new - E) with Z - E = target - Y / mu: the multiplier in two passes
+        Y = mu * (target - A_new)
         change = mu * float(tl.norm(A_new - A)) / norm_fro / units
         A = A_new
         if change < change_tol:
-            if float(tl.norm(residual)) / norm_fro < tol:
+            if float(tl.norm(Z - A - E)) / norm_fro < tol:
                 return A, E, iteration
             mu = min(rho * mu, mu_max)
     return A, E, max_iter
+
+
+def _shrink(x: Any, threshold: float) -> Any:
+    """:func:`~tensorstream.core.constraints.soft_threshold` in two passes over ``x``, not four
+    (``x - clip(x, -t, t)`` is ``sign(x) max(|x| - t, 0)`` to the last bit)."""
+    return x - tl.clip(x, -threshold, threshold)
 
 
 def singular_value_threshold(M: Any, threshold: float) -> Any:
