@@ -3,8 +3,9 @@
 ``min ||A||_* + outlier_alpha ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) by the
 algorithm of Lin, Chen & Ma (2010) as the max-norm authors' bundled ``inexact_alm_rpca.m`` runs
 it; :class:`~tensorstream.learners.robust_pca.RobustPCA` is the estimator around
-:func:`principal_component_pursuit`. Each iteration is one thin SVD of the whole matrix, so
-iterations are passes over the data.
+:func:`principal_component_pursuit`. Each iteration thresholds the singular values of the whole
+matrix (from its Gram matrix, see :func:`singular_value_threshold`), so iterations are passes
+over the data.
 """
 
 from __future__ import annotations
