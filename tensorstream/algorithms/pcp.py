@@ -76,19 +76,21 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     mu = 1.25 / norm_two
     mu_max = 1e9 * mu
     A = Z * 0
+    scaled = Y / mu  # the multiplier over mu, all the loop needs of it
     for iteration in range(1, max_iter + 1):
-        shifted = Z + Y / mu  # Z + Y / mu serves both steps
+        shifted = Z + scaled  # serves both steps
         E = _shrink(shifted - A, alpha / mu)
         target = shifted - E
         A_new = singular_value_threshold(target, 1.0 / mu)
-        # Y + mu (Z - A_new - E) with Z - E = target - Y / mu: the multiplier in two passes
-        Y = mu * (target - A_new)
+        # (Y + mu (Z - A_new - E)) / mu with Z - E = target - Y / mu: one pass
+        scaled = target - A_new
         change = mu * float(tl.norm(A_new - A)) / norm_fro / units
         A = A_new
         if change < change_tol:
             if float(tl.norm(Z - A - E)) / norm_fro < tol:
                 return A, E, iteration
-            mu = min(rho * mu, mu_max)
+            grown = min(rho * mu, mu_max)
+            scaled, mu = scaled * (mu / grown), grown
     return A, E, max_iter
 
 
@@ -125,6 +127,11 @@ def singular_value_threshold(M: Any, threshold: float) -> Any:
         return M * 0
     W = W[:, n - keep:] if wide else W[:, p - keep:]
     shrink = 1 - threshold / s[s.shape[0] - keep:]
+    side = min(n, p)
+    if 2 * keep > side:
+        # one product with the data through the small projector W diag(shrink) W^T
+        projector = tl.dot(W * shrink, tl.transpose(W))
+        return tl.dot(projector, M) if wide else tl.dot(M, projector)
     if wide:
         return tl.dot(W * shrink, tl.dot(tl.transpose(W), M))
     return tl.dot(tl.dot(M, W) * shrink, tl.transpose(W))
