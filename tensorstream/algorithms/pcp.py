@@ -84,14 +84,21 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
         A_new = singular_value_threshold(target, 1.0 / mu)
         # (Y + mu (Z - A_new - E)) / mu with Z - E = target - Y / mu: one pass
         scaled = target - A_new
-        change = mu * float(tl.norm(A_new - A)) / norm_fro / units
+        change = mu * _frobenius(A_new - A) / norm_fro / units
         A = A_new
         if change < change_tol:
-            if float(tl.norm(Z - A - E)) / norm_fro < tol:
+            if _frobenius(Z - A - E) / norm_fro < tol:
                 return A, E, iteration
             grown = min(rho * mu, mu_max)
             scaled, mu = scaled * (mu / grown), grown
     return A, E, max_iter
+
+
+def _frobenius(x: Any) -> float:
+    """``||x||_F`` as one dot product of the flattened ``x`` with itself (``tl.norm`` makes
+    three passes: the absolute values, their squares, the sum)."""
+    flat = tl.reshape(x, (-1,))
+    return math.sqrt(float(tl.dot(flat, flat)))
 
 
 def _shrink(x: Any, threshold: float) -> Any:
@@ -121,13 +128,13 @@ def singular_value_threshold(M: Any, threshold: float) -> Any:
     # (1.5e-10 s_1 in float64, a thousandth of the default tol); below, the SVD is accurate
     if threshold < GRAM_FLOOR * math.sqrt(float(finfo_of(M).eps) * largest):
         return _svt_by_svd(M, threshold)
-    s = tl.sqrt(tl.clip(eigenvalues, 0, None))
-    keep = int(tl.sum(s > threshold))
+    # s > threshold as s^2 > threshold^2: square roots of the kept values only
+    keep = int(tl.sum(eigenvalues > threshold * threshold))
     if keep == 0:
         return M * 0
-    W = W[:, n - keep:] if wide else W[:, p - keep:]
-    shrink = 1 - threshold / s[s.shape[0] - keep:]
     side = min(n, p)
+    W = W[:, side - keep:]
+    shrink = 1 - threshold / tl.sqrt(eigenvalues[side - keep:])
     if 2 * keep > side:
         # one product with the data through the small projector W diag(shrink) W^T
         projector = tl.dot(W * shrink, tl.transpose(W))
