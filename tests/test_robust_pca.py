@@ -103,6 +103,61 @@ def test_pcp_backend_parity(backend):
     assert pcp.n_iter_ == reference.n_iter_
 
 
+def _planted(n, p, rank, seed=0):
+    """A rank-``rank`` matrix plus 5% sparse spikes and a little dense noise."""
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((n, rank)) @ rng.standard_normal((rank, p))
+    M[rng.random((n, p)) < 0.05] += 10 * rng.standard_normal()
+    return M + 1e-3 * rng.standard_normal((n, p))
+
+
+@pytest.mark.parametrize("shape", [(30, 80), (80, 30), (40, 40)])
+def test_svt_from_the_gram_matrix_equals_the_svd_one(backend, shape):
+    """Every singular value above the threshold is kept, however many: from one kept
+    direction to all of them (the rank of the result grows with no prediction to outgrow)."""
+    from tensorstream.algorithms.pcp import _svt_by_svd, singular_value_threshold
+
+    M = tl.tensor(_planted(*shape, rank=5))
+    s = np.linalg.svd(tl.to_numpy(M), compute_uv=False)
+    for threshold in (0.9 * s[0], s[4] * 0.99, 0.5 * s[5], 0.5 * s[-1], 1e-5 * s[0]):
+        gram = tl.to_numpy(singular_value_threshold(M, float(threshold)))
+        svd = tl.to_numpy(_svt_by_svd(M, float(threshold)))
+        assert np.linalg.matrix_rank(svd, tol=1e-9 * s[0]) == np.sum(s > threshold)
+        np.testing.assert_allclose(gram, svd, rtol=0, atol=1e-11 * s[0])
+    assert not np.any(tl.to_numpy(singular_value_threshold(M, 1.01 * float(s[0]))))
+
+
+def test_svt_falls_back_to_the_svd_where_the_gram_matrix_loses_accuracy(backend, monkeypatch):
+    from tensorstream.algorithms import pcp
+
+    M = tl.tensor(_planted(20, 50, rank=3))
+    s1 = float(np.linalg.norm(tl.to_numpy(M), 2))
+    calls = []
+    monkeypatch.setattr(pcp, "_svt_by_svd", lambda *args: calls.append(args) or args[0])
+    pcp.singular_value_threshold(M, 1e-5 * s1)
+    assert not calls
+    pcp.singular_value_threshold(M, 1e-7 * s1)  # below 100 sqrt(eps) s_1 = 1.5e-6 s_1
+    assert len(calls) == 1
+
+
+def test_pcp_from_the_gram_matrix_solves_as_the_svd_one(backend, monkeypatch):
+    """Planted low rank + sparse: the Gram path reaches the SVD path's solution to the
+    solver's tolerance, in as many iterations."""
+    from tensorstream.algorithms import pcp
+
+    data = corrupted_low_rank(30, 3, 120, 0.1, random_state=4)
+    Z = tl.tensor(data.Z)
+    gram = RobustPCA(3, backend=backend).fit(Z)
+    monkeypatch.setattr(pcp, "singular_value_threshold", pcp._svt_by_svd)
+    svd = RobustPCA(3, backend=backend).fit(Z)
+    low_gram, low_svd = tl.to_numpy(gram.low_rank_), tl.to_numpy(svd.low_rank_)
+    scale = np.linalg.norm(data.Z)
+    assert np.linalg.norm(low_gram - low_svd) / scale < 1e-7
+    assert abs(gram.n_iter_ - svd.n_iter_) <= 1
+    # the data carry dense noise: recovery to its level
+    assert np.linalg.norm(low_gram - data.X) / np.linalg.norm(data.X) < 2e-2
+
+
 def test_pcp_parameters_contract():
     from sklearn.base import clone
 

@@ -3,8 +3,9 @@
 ``min ||A||_* + outlier_alpha ||E||_1 s.t. Z = A + E`` (Candes, Li, Ma & Wright 2011) by the
 algorithm of Lin, Chen & Ma (2010) as the max-norm authors' bundled ``inexact_alm_rpca.m`` runs
 it; :class:`~tensorstream.learners.robust_pca.RobustPCA` is the estimator around
-:func:`principal_component_pursuit`. Each iteration is one thin SVD of the whole matrix, so
-iterations are passes over the data.
+:func:`principal_component_pursuit`. Each iteration thresholds the singular values of the whole
+matrix (from its Gram matrix, see :func:`singular_value_threshold`), so iterations are passes
+over the data.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Any
 
 import tensorly as tl
 
-from ..core.backend import linalg_errors
-from ..core.constraints import soft_threshold
+from ..core.backend import finfo_of, linalg_errors
 from ..core.validation import check_overflow, largest_entry
 
 
@@ -75,23 +75,81 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
     mu = 1.25 / norm_two
     mu_max = 1e9 * mu
-    A, E = Z * 0, Z * 0
+    A = Z * 0
+    scaled = Y / mu  # the multiplier over mu, all the loop needs of it
     for iteration in range(1, max_iter + 1):
-        E = soft_threshold(Z - A + Y / mu, alpha / mu)
-        A_new = singular_value_threshold(Z - E + Y / mu, 1.0 / mu)
-        residual = Z - A_new - E
-        Y = Y + mu * residual
-        change = mu * float(tl.norm(A_new - A)) / norm_fro / units
+        shifted = Z + scaled  # serves both steps
+        E = _shrink(shifted - A, alpha / mu)
+        target = shifted - E
+        A_new = singular_value_threshold(target, 1.0 / mu)
+        # (Y + mu (Z - A_new - E)) / mu with Z - E = target - Y / mu: one pass
+        scaled = target - A_new
+        change = mu * _frobenius(A_new - A) / norm_fro / units
         A = A_new
         if change < change_tol:
-            if float(tl.norm(residual)) / norm_fro < tol:
+            if _frobenius(Z - A - E) / norm_fro < tol:
                 return A, E, iteration
-            mu = min(rho * mu, mu_max)
+            grown = min(rho * mu, mu_max)
+            scaled, mu = scaled * (mu / grown), grown
     return A, E, max_iter
 
 
+def _frobenius(x: Any) -> float:
+    """``||x||_F`` as one dot product of the flattened ``x`` with itself (``tl.norm`` makes
+    three passes: the absolute values, their squares, the sum)."""
+    flat = tl.reshape(x, (-1,))
+    return math.sqrt(float(tl.dot(flat, flat)))
+
+
+def _shrink(x: Any, threshold: float) -> Any:
+    """:func:`~tensorstream.core.constraints.soft_threshold` in two passes over ``x``, not four
+    (``x - clip(x, -t, t)`` is ``sign(x) max(|x| - t, 0)`` to the last bit)."""
+    return x - tl.clip(x, -threshold, threshold)
+
+
 def singular_value_threshold(M: Any, threshold: float) -> Any:
-    """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``."""
+    """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``.
+
+    From the eigendecomposition of the Gram matrix of ``M``'s shorter side (``M M^T`` or
+    ``M^T M``) when that is accurate enough, else from the thin SVD (:func:`_svt_by_svd`).
+    The Gram path gives every singular value, so the thresholding stays exact (every value
+    above the threshold is kept, no predicted rank); it costs one product with the data and
+    two products with the kept vectors against the several passes of a full SVD.
+    """
+    n, p = M.shape
+    wide = n <= p
+    gram = tl.dot(M, tl.transpose(M)) if wide else tl.dot(tl.transpose(M), M)
+    eigenvalues, W = tl.eigh(gram)  # ascending
+    largest = float(eigenvalues[-1])
+    if largest <= 0:
+        return M * 0
+    # squaring the singular values makes a value s known to about eps s_1^2 / s: with every
+    # kept value above GRAM_FLOOR sqrt(eps) s_1 that is under sqrt(eps) s_1 / GRAM_FLOOR
+    # (1.5e-10 s_1 in float64, a thousandth of the default tol); below, the SVD is accurate
+    if threshold < GRAM_FLOOR * math.sqrt(float(finfo_of(M).eps) * largest):
+        return _svt_by_svd(M, threshold)
+    # s > threshold as s^2 > threshold^2: square roots of the kept values only
+    keep = int(tl.sum(eigenvalues > threshold * threshold))
+    if keep == 0:
+        return M * 0
+    side = min(n, p)
+    W = W[:, side - keep:]
+    shrink = 1 - threshold / tl.sqrt(eigenvalues[side - keep:])
+    if 2 * keep > side:
+        # one product with the data through the small projector W diag(shrink) W^T
+        projector = tl.dot(W * shrink, tl.transpose(W))
+        return tl.dot(projector, M) if wide else tl.dot(M, projector)
+    if wide:
+        return tl.dot(W * shrink, tl.dot(tl.transpose(W), M))
+    return tl.dot(tl.dot(M, W) * shrink, tl.transpose(W))
+
+
+#: the Gram path runs while the threshold is above ``GRAM_FLOOR sqrt(eps) s_1``
+GRAM_FLOOR = 100.0
+
+
+def _svt_by_svd(M: Any, threshold: float) -> Any:
+    """:func:`singular_value_threshold` from the thin SVD of ``M``."""
     U, s, Vt = tl.svd(M, full_matrices=False)
     keep = int(tl.sum(s > threshold))
     if keep == 0:

@@ -167,7 +167,9 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     outlier_alpha)``, ``mu_0 = 1.25 / ||Z||_2``, then alternately soft-thresholding for ``E`` and
     singular value thresholding at ``1/mu`` for ``A``; ``mu`` grows by ``rho`` when the low-rank
     part has settled (``mu ||A_k - A_{k-1}||_F / ||Z||_F < change_tol``), up to ``1e9 mu_0``. Stops
-    when both that and ``||Z - A - E||_F / ||Z||_F < tol`` hold. Each iteration is one thin SVD.
+    when both that and ``||Z - A - E||_F / ||Z||_F < tol`` hold. Each iteration thresholds every
+    singular value exactly, from the eigendecomposition of the Gram matrix of the shorter side
+    (a thin SVD once the threshold is too small for it; see :mod:`tensorstream.algorithms.pcp`).
 
     Parameters
     ----------
@@ -199,7 +201,8 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     components_ : tensor of shape (n_components, n_features)
     singular_values_ : tensor of the low-rank part's singular values above zero
     n_iter_ : int
-        Iterations run: each is one thin SVD of the whole matrix, so they are scikit-learn's
+        Iterations run: each is one product of the whole matrix with itself (or one thin SVD of
+        it) and one with the kept singular vectors, so they are scikit-learn's
         passes over the data.
 
     Notes
