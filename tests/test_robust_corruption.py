@@ -96,3 +96,22 @@ def test_full_size_best_online_robust_learner_beats_plain_nmf(kind, strength):
     best = max(_psnr_of(cls(16, random_state=0), Xc, X)
                for cls in (RobustOnlineNMF, OnlineRobustPCA, OnlineMaxNormMD))
     assert best > max(plain, BENCH.psnr(Xc, X)) + 1.0
+
+
+def _low_rank_psnr(model, X):
+    """PSNR of the model's low-rank part ``W h`` of the clean ``X`` (fit, then transform)."""
+    model.fit(X)
+    return BENCH.psnr(to_numpy(model.inverse_transform(model.transform(X))), X)
+
+
+def test_clean_faces_and_digits_within_half_a_db_of_online_nmf():
+    # on clean data the outlier part has nothing to take: the defaults must cost no more than
+    # 0.5 dB against plain OnlineNMF (measured: faces 19.48 vs 19.90, digits 19.64 vs 19.25;
+    # with the former 1/t weights and one pass of batches of 5: 18.73 and 17.76)
+    from sklearn.datasets import load_digits
+
+    digits = load_digits().data[:600] / 16.0
+    for X in (BENCH.faces(), digits):
+        plain = _low_rank_psnr(OnlineNMF(25, random_state=0), X)
+        robust = _low_rank_psnr(RobustOnlineNMF(25, random_state=0), X)
+        assert robust >= plain - 0.5, (robust, plain)

@@ -326,7 +326,7 @@ def test_half_missing_recovers_the_planted_model_nearly_as_well(solver, measured
 def test_fit_with_mask_stream_of_pairs_and_checkpoints(tmp_path):
     stream = _masked_stream(seed=3, n_batches=12)
     X, M = np.concatenate([x for x, _ in stream]), np.concatenate([m for _, m in stream])
-    array = RobustOnlineNMF(3, batch_size=5, random_state=0).fit(X, mask=M)
+    array = RobustOnlineNMF(3, batch_size=5, max_iter=1, random_state=0).fit(X, mask=M)
     streamed = RobustOnlineNMF(3, random_state=0).fit(iter(stream))
     assert array.n_steps_ == streamed.n_steps_ == 12
     assert streamed.statistics_["A"].shape == (20, 3, 3)

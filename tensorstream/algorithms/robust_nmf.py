@@ -210,7 +210,7 @@ class RobustNMFOptions:
 
     n_components: int
     init: Any = "random"
-    weights: Any = "balanced"
+    weights: Any = 0.5
     outlier_alpha: float | str | None = "auto"
     outlier_alpha_scale: float = 1.0
     outlier_bound: float | None = None
@@ -228,7 +228,7 @@ class RobustNMFOptions:
     code_init: str = "uniform"
     outlier_init: str = "gross"
     code_tol: float = 1e-3
-    code_max_iter: int = 50
+    code_max_iter: int = 20
     constraint: str = "l2ball"
     gamma1: float = 0.0
     gamma2: float = 2.0

@@ -127,8 +127,10 @@ class RobustOnlineNMF(OnlineLearner):
     accelerated : bool, default False
         FISTA on the codes (``solver="pgd"`` only; the accelerated PGD of the paper's
         Section IV-A1).
-    code_tol, code_max_iter : float, int, default 1e-3, 50
+    code_tol, code_max_iter : float, int, default 1e-3, 20
         The paper's stopping rule of the coding step, per sample (relative objective change).
+        The cap is the cost of a step: 20 iterations (the paper's 50 in ``paper_params``)
+        coded clean faces and digits (K = 25) as well, at 0.1-0.3 dB, in half the time.
     dict_tol, dict_max_iter : float, int, default 1e-4, 200
         The paper's stopping rule of the dictionary step.
     constraint : {"l2ball", "nonneg", "simplex", "elasticnet"}, default "l2ball"
@@ -162,13 +164,17 @@ class RobustOnlineNMF(OnlineLearner):
         ``"nan"``: NaN entries of the data are missing. Missing entries (these, and those a
         ``mask`` marks) never influence anything: only observed entries enter the coding step
         and the statistics, and the outliers are 0 there (module docstring).
-    weights : "balanced", float or callable, default "balanced"
-        Weights of the statistics (``1/t`` is the paper's).
-    batch_size : int, default 5
-        Samples per mini-batch in ``fit`` (the paper's tau).
-    max_iter : int or "auto", default 1
-        Passes over an array in ``fit`` (the paper streams every sample once); ``"auto"`` as
-        in :func:`~tensorstream.learners._fitting.fit_passes`.
+    weights : "balanced", float or callable, default 0.5
+        Weights of the statistics: ``t^-0.5`` (that of ``OnlineNMF``) forgets the first
+        steps, coded against a random dictionary; ``"balanced"`` (``1/t``) is the paper's
+        and kept them: 1.2-1.9 dB lower on clean faces and digits (K = 25).
+    batch_size : int, default 20
+        Samples per mini-batch in ``fit`` (the paper's tau is 5, in ``paper_params``): fewer
+        steps, each of about the same cost (the coding step's iterations dominate).
+    max_iter : int or "auto", default 5
+        Passes over an array in ``fit`` (the paper streams every sample once, in
+        ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms);
+        ``"auto"`` as in :func:`~tensorstream.learners._fitting.fit_passes`.
     init : "random", list of loadings, or array of shape (n_components, n_features)
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback
@@ -216,20 +222,20 @@ class RobustOnlineNMF(OnlineLearner):
     #: (``RobustOnlineNMF(K, **paper_params)``).
     paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
                     "data_scale": 1.0, "solver": "admm", "batch_size": 5, "weights": "balanced",
-                    "outlier_init": "zero"}
+                    "max_iter": 1, "code_max_iter": 50, "outlier_init": "zero"}
 
     def __init__(self, n_components: int, *, outlier_alpha: float | str | None = "auto",
                  outlier_alpha_scale: float = 1.0, outlier_bound: float | None = None,
                  data_scale: float | str = "auto", solver: str = "admm", kappa: float = 0.7,
                  rho: float = 1.0, accelerated: bool = False, code_tol: float = 1e-3,
-                 code_max_iter: int = 50, dict_tol: float = 1e-4, dict_max_iter: int = 200,
+                 code_max_iter: int = 20, dict_tol: float = 1e-4, dict_max_iter: int = 200,
                  constraint: str = "l2ball", gamma1: float = 0.0, gamma2: float = 2.0,
                  dict_l1: float = 0.0, dict_l2: float = 0.0, alpha: float = 0.0,
                  ridge: float = 0.0, group_alpha: float = 0.0, group_size: int = 1,
                  outlier_l2: float = 0.0, nonnegative_outliers: bool = False,
                  code_init: str = "uniform", outlier_init: str = "gross",
-                 missing: str | None = None, weights="balanced", batch_size: int = 5,
-                 max_iter: int = 1, init="random", random_state=None,
+                 missing: str | None = None, weights=0.5, batch_size: int = 20,
+                 max_iter: int | str = 5, init="random", random_state=None,
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
