@@ -27,6 +27,7 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import tensorly as tl
@@ -71,6 +72,13 @@ class RobustMatrixLearner(OnlineLearner):
 
     def _algorithm(self) -> RobustMatrixAlgorithm:
         raise NotImplementedError
+
+    def _options(self, options_class: type) -> Any:
+        """``options_class`` (a dataclass of the algorithm's options) filled in from the
+        parameters of the same names: the one place they pass from the estimator to the
+        algorithm, so that a new option cannot be forgotten by one learner and not the other."""
+        return options_class(**{field.name: getattr(self, field.name)
+                                for field in fields(options_class)})
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
@@ -348,15 +356,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     def _algorithm(self) -> MaxNormAlgorithm:
         """The algorithm's options from the parameters: the one place they pass from the
         estimator to :class:`~tensorstream.algorithms.robust_matrix.MaxNormAlgorithm`."""
-        return MaxNormAlgorithm(MaxNormOptions(
-            n_components=self.n_components, init=self.init, weights=self.weights,
-            norm_alpha=self.norm_alpha, outlier_alpha=self.outlier_alpha,
-            data_scale=self.data_scale, column_bound=self.column_bound,
-            code_tol=self.code_tol, code_max_iter=self.code_max_iter,
-            dict_passes=self.dict_passes, variant=self.variant, noise=self.noise,
-            dict_step=self.dict_step, ridge=self.ridge, basis_jitter=self.basis_jitter,
-            ball_solver=self.ball_solver, ball_tol=self.ball_tol,
-            ball_max_iter=self.ball_max_iter))
+        return MaxNormAlgorithm(self._options(MaxNormOptions))
 
     _parameter_constraints = {
         **RobustMatrixLearner._parameter_constraints,

@@ -147,12 +147,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
     def _algorithm(self) -> RobustPCAAlgorithm:
         """The algorithm's options from the parameters: the one place they pass from the
         estimator to :class:`~tensorstream.algorithms.robust_matrix.RobustPCAAlgorithm`."""
-        return RobustPCAAlgorithm(RobustMatrixOptions(
-            n_components=self.n_components, init=self.init, weights=self.weights,
-            norm_alpha=self.norm_alpha, outlier_alpha=self.outlier_alpha,
-            data_scale=self.data_scale, column_bound=self.column_bound,
-            code_tol=self.code_tol, code_max_iter=self.code_max_iter,
-            dict_passes=self.dict_passes))
+        return RobustPCAAlgorithm(self._options(RobustMatrixOptions))
 
     _parameter_constraints = {**RobustMatrixLearner._parameter_constraints,
                               "dict_passes": [Interval("int", 1, None)]}
