@@ -290,6 +290,16 @@ def _smooth_background(height: int, width: int) -> np.ndarray:
 # -- measures ------------------------------------------------------------------------------------
 
 
+def _paired(X_clean, X_estimate) -> tuple[np.ndarray, np.ndarray]:
+    """Both arrays as NumPy floats, checked to have the same shape (what every measure needs)."""
+    clean = np.asarray(to_numpy(X_clean), dtype=float)
+    estimate = np.asarray(to_numpy(X_estimate), dtype=float)
+    if clean.shape != estimate.shape:
+        raise ValueError(f"X_clean and X_estimate must have the same shape, got {clean.shape} "
+                         f"and {estimate.shape}")
+    return clean, estimate
+
+
 def psnr(X_clean, X_estimate, peak: float = 1.0) -> float:
     """Peak signal-to-noise ratio ``-10 log10(mean((X_clean - X_estimate)^2) / peak^2)``, in dB.
 
@@ -314,11 +324,7 @@ def psnr(X_clean, X_estimate, peak: float = 1.0) -> float:
     >>> round(psnr(np.zeros(4), np.full(4, 0.1)), 6)
     20.0
     """
-    clean = np.asarray(to_numpy(X_clean), dtype=float)
-    estimate = np.asarray(to_numpy(X_estimate), dtype=float)
-    if clean.shape != estimate.shape:
-        raise ValueError(f"X_clean and X_estimate must have the same shape, got {clean.shape} "
-                         f"and {estimate.shape}")
+    clean, estimate = _paired(X_clean, X_estimate)
     mse = float(np.mean((clean - estimate) ** 2))
     return float("inf") if mse == 0 else float(-10.0 * np.log10(mse / peak**2))
 
@@ -339,11 +345,7 @@ def averaged_regret(X_clean, X_estimate) -> float:
     >>> averaged_regret(np.zeros((2, 3)), np.ones((2, 3)))
     1.5
     """
-    clean = np.asarray(to_numpy(X_clean), dtype=float)
-    estimate = np.asarray(to_numpy(X_estimate), dtype=float)
-    if clean.shape != estimate.shape:
-        raise ValueError(f"X_clean and X_estimate must have the same shape, got {clean.shape} "
-                         f"and {estimate.shape}")
+    clean, estimate = _paired(X_clean, X_estimate)
     return float(0.5 * np.sum((clean - estimate) ** 2) / len(clean))
 
 
