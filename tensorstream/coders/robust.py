@@ -520,15 +520,19 @@ def robust_code_admm(
     Returns
     -------
     RobustCoding
+        The same solution as :func:`robust_code_pgd`'s, reached by other iterations.
 
     Examples
     --------
+    The third entry is gross: ADMM and the proximal gradient both put it in the outliers.
+
     >>> import numpy as np
-    >>> W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
-    >>> X = np.array([[1.0, 0.5, 0.9]])
-    >>> out = robust_code_admm(X, [W], RobustPenalties(outlier_alpha=0.1), tol=0, max_iter=300)
-    >>> np.round(out.codes, 6), np.round(out.outliers, 6)
-    (array([[1. , 0.5]]), array([[0. , 0. , 0.8]]))
+    >>> X, W = np.array([[1.0, 0.5, 0.9]]), np.eye(3)[:, :2]
+    >>> penalties = RobustPenalties(outlier_alpha=0.1)
+    >>> admm = robust_code_admm(X, [W], penalties, tol=0, max_iter=300)
+    >>> pgd = robust_code_pgd(X, [W], penalties, tol=0, max_iter=200)
+    >>> np.allclose(admm.codes, pgd.codes, atol=1e-6), np.round(admm.outliers, 6)
+    (True, array([[0. , 0. , 0.8]]))
 
     Without outliers, stopped by the residuals alone:
 
