@@ -28,7 +28,6 @@ from .steps import (
     ArmijoStep,
     ConstantStep,
     MultiplicativeStep,
-    PolyakStep,
     StepRule,
     _check_bounds,
 )
@@ -140,7 +139,7 @@ def _resolve_step(step, loss: Divergence, gram, ridge: float,
             raise ValueError(f"step must be 'auto', 'paper', {list(_STEP_NAMES)} or a step "
                              f"rule, got {step!r}")
         step = _STEP_NAMES[step]()
-    if not isinstance(step, ConstantStep | ArmijoStep | PolyakStep | MultiplicativeStep):
+    if not isinstance(step, StepRule):  # StepRule is the union of the four rules
         raise ValueError(f"step must be 'auto', 'paper', {list(_STEP_NAMES)} or a step rule, "
                          f"got {step!r}")
     if isinstance(step, ConstantStep) and step.lipschitz is None:
