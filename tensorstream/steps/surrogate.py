@@ -506,14 +506,16 @@ def dictionary_admm(
 
     Examples
     --------
+    ADMM reaches the projected gradient's solution (here the column bound caps ``[3, 0]``):
+
     >>> import numpy as np
     >>> from tensorstream.core.constraints import project_columns
+    >>> A, B, U0 = np.eye(1), np.array([[3.0], [0.0]]), np.ones((2, 1)) / 2
     >>> ball = lambda U: project_columns(U, nonnegative=True, column_bound=1.0)
-    >>> U, _ = dictionary_admm(np.ones((2, 1)) / 2, np.eye(1), np.array([[3.0], [0.0]]),
-    ...                        project=ball, tol=0, max_iter=100)
-    >>> np.round(U, 6)
-    array([[1.],
-           [0.]])
+    >>> admm, _ = dictionary_admm(U0, A, B, project=ball, tol=0, max_iter=100)
+    >>> pgd, _ = dictionary_pgd(U0, A, B, project=ball, tol=0, max_iter=100)
+    >>> np.allclose(admm, pgd), np.round(admm.ravel(), 6)
+    (True, array([1., 0.]))
     """
     inverse = shifted_inverse(A, l2 + rho)  # entrywise A: one inverse per row of U
     Q = U
