@@ -205,6 +205,15 @@ class Divergence:
 
     #: the parameters in the data's units (thresholds, floors): :meth:`at_scale` scales them
     _unit_parameters = ()
+    #: the family's order (β, α): any real number
+    _order_parameters = ()
+
+    def __post_init__(self):
+        # one check for every family: an order is a real number, a unit parameter is > 0
+        for name in self._order_parameters:
+            object.__setattr__(self, name, _check_real(name, getattr(self, name)))
+        for name in self._unit_parameters:
+            object.__setattr__(self, name, _check_positive(name, getattr(self, name)))
 
     def at_scale(self, scale: float) -> Divergence:
         """The same divergence for data ``scale`` times larger: every parameter in the data's
@@ -270,6 +279,11 @@ class Divergence:
             )
         return self.prepare_data(v)
 
+    def _checked(self, v: Tensor, y: Tensor, check: bool) -> tuple[Tensor, Tensor]:
+        # what every entrywise evaluation takes: the data checked (unless the caller did it
+        # with prepare_data) and the model floored
+        return (self._check(v, y) if check else v), self._floor_model(y)
+
     # ---- public evaluation -----------------------------------------------------------------
 
     def elementwise(self, v: Tensor, y: Tensor, *, check: bool = True) -> Tensor:
@@ -296,9 +310,7 @@ class Divergence:
         """
         if not self.separable:
             raise TypeError(f"the {self.name} divergence is not separable; use per_sample")
-        if check:
-            v = self._check(v, y)
-        return self._elementwise(v, self._floor_model(y))
+        return self._elementwise(*self._checked(v, y, check))
 
     def per_sample(self, v: Tensor, y: Tensor, *, check: bool = True) -> Tensor:
         """Divergence of every sample (first axis), shape ``(b,)``.
@@ -330,10 +342,8 @@ class Divergence:
 
         Parameters
         ----------
-        v, y : tensor
-            Data and model of the same shape.
-        check : bool, default True
-            See :meth:`elementwise`.
+        v, y, check
+            As in :meth:`per_sample` (a 1-D array is one sample).
 
         Returns
         -------
@@ -353,10 +363,8 @@ class Divergence:
 
         Parameters
         ----------
-        v, y : tensor
-            Data and model of the same shape.
-        check : bool, default True
-            See :meth:`elementwise`.
+        v, y, check
+            As in :meth:`elementwise`, for every divergence (separable or not).
 
         Returns
         -------
@@ -369,9 +377,7 @@ class Divergence:
         >>> get_loss("kl").gradient(np.array([2.0]), np.array([1.0]))
         array([-1.])
         """
-        if check:
-            v = self._check(v, y)
-        return self._gradient(v, self._floor_model(y))
+        return self._gradient(*self._checked(v, y, check))
 
     def curvature(self, v: Tensor, y: Tensor, *, check: bool = True) -> Tensor:
         """Entrywise second derivative ``∂²d/∂y²`` (smooth separable divergences only).
@@ -380,10 +386,8 @@ class Divergence:
 
         Parameters
         ----------
-        v, y : tensor
-            Data and model of the same shape.
-        check : bool, default True
-            See :meth:`elementwise`.
+        v, y, check
+            As in :meth:`elementwise`.
 
         Returns
         -------
@@ -400,9 +404,7 @@ class Divergence:
             raise TypeError(
                 f"the {self.name} divergence has no entrywise curvature; see curvature_bound"
             )
-        if check:
-            v = self._check(v, y)
-        return self._curvature(v, self._floor_model(y))
+        return self._curvature(*self._checked(v, y, check))
 
     # ---- per-class kernels -----------------------------------------------------------------
 
@@ -538,9 +540,6 @@ class Huber(Divergence):
     curvature_bound = 1.0
     _unit_parameters = ("threshold",)
 
-    def __post_init__(self):
-        object.__setattr__(self, "threshold", _check_positive("threshold", self.threshold))
-
     @property
     def name(self) -> str:
         return "huber"
@@ -664,12 +663,8 @@ class BetaDivergence(Divergence):
     beta: float = 1.0
     eps: float = EPS
     data_eps: float = DATA_EPS
+    _order_parameters = ("beta",)
     _unit_parameters = ("eps", "data_eps")
-
-    def __post_init__(self):
-        object.__setattr__(self, "beta", _check_real("beta", self.beta))
-        object.__setattr__(self, "eps", _check_positive("eps", self.eps))
-        object.__setattr__(self, "data_eps", _check_positive("data_eps", self.data_eps))
 
     @property
     def name(self) -> str:
@@ -741,14 +736,10 @@ class AlphaDivergence(Divergence):
     alpha: float = 0.5
     eps: float = EPS
     data_eps: float = DATA_EPS
+    _order_parameters = ("alpha",)
     _unit_parameters = ("eps", "data_eps")
     needs_nonnegative_data = True
     needs_positive_model = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "alpha", _check_real("alpha", self.alpha))
-        object.__setattr__(self, "eps", _check_positive("eps", self.eps))
-        object.__setattr__(self, "data_eps", _check_positive("data_eps", self.data_eps))
 
     @property
     def name(self) -> str:
