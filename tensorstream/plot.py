@@ -305,7 +305,7 @@ def plot_atom_rows(rows: Mapping[str, Any], *, extra: Mapping[str, Any] | None =
     Returns
     -------
     matplotlib.figure.Figure
-        The figure (not registered with pyplot; it displays itself in a notebook).
+        A row of panels per dictionary (not registered with pyplot, as in :func:`plot_atoms`).
 
     Examples
     --------
@@ -394,13 +394,13 @@ def plot_factors(ds: Any, *, components: Sequence[int] | None = None, max_compon
         figure's title says so ("showing 12 of 16 components").
     title : str, optional
         Figure title (a note on components left out goes under it).
-    path : str or path-like, optional
-        Also write the figure there.
+    path
+        As in :func:`plot_atoms`.
 
     Returns
     -------
     matplotlib.figure.Figure
-        The figure (not registered with pyplot; it displays itself in a notebook).
+        A panel per mode (not registered with pyplot, as in :func:`plot_atoms`).
 
     Examples
     --------
@@ -684,7 +684,7 @@ def plot_convergence(history: Any, *, keys: Sequence[str] | None = None, x: str 
     Returns
     -------
     matplotlib.figure.Figure
-        The figure (not registered with pyplot; it displays itself in a notebook).
+        The curves on one axis (not registered with pyplot, as in :func:`plot_atoms`).
 
     Examples
     --------
