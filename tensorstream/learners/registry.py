@@ -104,10 +104,12 @@ def register(new: Entry) -> Entry:
     Parameters
     ----------
     new : Entry
+        The learner's names, where its class lives and its one-line summary.
 
     Returns
     -------
     Entry
+        ``new`` itself, so that a module can register and keep its entry in one line.
 
     Raises
     ------
@@ -191,6 +193,7 @@ def entry(name: str) -> Entry:
     Returns
     -------
     Entry
+        The registered entry of that name (its class is imported only by ``Entry.load``).
 
     Raises
     ------
