@@ -273,13 +273,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
-    device : str, torch.device or None, default None
-        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
-        the pytorch backend there (every batch, of any kind, moved there as it is validated;
-        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
-    n_threads : int or None, default 1
-        BLAS/OpenMP and PyTorch threads inside the public methods
-        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
+    device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
 
     Attributes
     ----------

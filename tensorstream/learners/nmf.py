@@ -123,13 +123,8 @@ class OnlineNMF(OnlineLearner):
         planted 20,000 x 400 matrix, a 3x higher held-out objective after 4 passes; docs/nmf.md).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
-    device : str, torch.device or None, default None
-        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
-        the pytorch backend there (every batch, of any kind, moved there as it is validated;
-        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
-    n_threads : int or None, default 1
-        BLAS/OpenMP and PyTorch threads inside the public methods
-        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
+    device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
 

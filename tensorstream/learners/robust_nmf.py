@@ -179,13 +179,8 @@ class RobustOnlineNMF(OnlineLearner):
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback
         As in :class:`OnlineCPDL`.
-    device : str, torch.device or None, default None
-        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
-        the pytorch backend there (every batch, of any kind, moved there as it is validated;
-        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
-    n_threads : int or None, default 1
-        BLAS/OpenMP and PyTorch threads inside the public methods (see
-        :func:`tensorstream.core.backend.limit_threads`).
+    device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
     reinit_dead_atoms : bool, default True
         As in :class:`OnlineCPDL`.
 

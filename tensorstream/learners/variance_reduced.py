@@ -145,13 +145,8 @@ class VarianceReducedMF(FiniteDataLearner):
     callback : callable, optional
         ``callback(learner, info)`` after every epoch (``info`` is the new ``history_`` row);
         returning True stops ``fit``.
-    device : str, torch.device or None, default None
-        Where to compute: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device`` runs on
-        the pytorch backend there (every batch, of any kind, moved there as it is validated;
-        the state kept there); ``None``: where the data are (see ``docs/devices.md``).
-    n_threads : int or None, default 1
-        BLAS/OpenMP and PyTorch threads inside the public methods
-        (:func:`tensorstream.core.backend.limit_threads`; ``None``: the libraries' own).
+    device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
 
     Attributes
     ----------
