@@ -233,12 +233,8 @@ class OnlineDivergenceNMF(OnlineLearner):
         (docs/losses.md).
     transform_max_iter : int, default 1000
         Iterations of the coding step in ``transform`` and ``score``.
-    random_state, backend, verbose, callback
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`.
-    reinit_dead_atoms : bool, default True
-        As in :class:`OnlineCPDL`.
-    device, n_threads
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
+    random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes
     ----------

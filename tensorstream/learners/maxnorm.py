@@ -271,10 +271,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     verbose : bool, default False
     callback : callable, optional
         ``callback(learner, info)`` after every step; returning True stops ``fit``.
-    reinit_dead_atoms : bool, default True
-        As in :class:`OnlineCPDL`.
-    device, n_threads
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
+    reinit_dead_atoms, device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes
     ----------

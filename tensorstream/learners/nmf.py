@@ -121,12 +121,8 @@ class OnlineNMF(OnlineLearner):
         scale). ``None`` leaves them unbounded as scikit-learn does: the same model when the
         penalties are 0, but the online surrogate then drifts along the scale direction (on a
         planted 20,000 x 400 matrix, a 3x higher held-out objective after 4 passes; docs/nmf.md).
-    random_state, backend, verbose, callback
-        As in :class:`OnlineCPDL`.
-    device, n_threads
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
-    reinit_dead_atoms : bool, default True
-        As in :class:`OnlineCPDL`.
+    random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes
     ----------

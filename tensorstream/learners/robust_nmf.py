@@ -177,12 +177,8 @@ class RobustOnlineNMF(OnlineLearner):
         ``"auto"`` as in :func:`~tensorstream.learners._fitting.fit_passes`.
     init : "random", list of loadings, or array of shape (n_components, n_features)
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
-    random_state, backend, verbose, callback
-        As in :class:`OnlineCPDL`.
-    device, n_threads
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
-    reinit_dead_atoms : bool, default True
-        As in :class:`OnlineCPDL`.
+    random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes
     ----------

@@ -77,10 +77,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
     backend : {"numpy", "pytorch", None}, default None
     verbose : bool, default False
     callback : callable, optional
-    reinit_dead_atoms : bool, default True
-        As in :class:`OnlineCPDL`.
-    device, n_threads
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL` (``None`` and 1 by default).
+    reinit_dead_atoms, device, n_threads
+        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes
     ----------
