@@ -347,8 +347,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         self.n_threads = n_threads
 
     def _algorithm(self) -> MaxNormAlgorithm:
-        """The algorithm's options from the parameters: the one place they pass from the
-        estimator to :class:`~tensorstream.algorithms.robust_matrix.MaxNormAlgorithm`."""
+        # MaxNormOptions's fields are parameters of the same names (_options)
         return MaxNormAlgorithm(self._options(MaxNormOptions))
 
     _parameter_constraints = {

@@ -138,8 +138,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
         self.n_threads = n_threads
 
     def _algorithm(self) -> RobustPCAAlgorithm:
-        """The algorithm's options from the parameters: the one place they pass from the
-        estimator to :class:`~tensorstream.algorithms.robust_matrix.RobustPCAAlgorithm`."""
+        # RobustMatrixOptions's fields are parameters of the same names (_options)
         return RobustPCAAlgorithm(self._options(RobustMatrixOptions))
 
     _parameter_constraints = {**RobustMatrixLearner._parameter_constraints,
