@@ -520,10 +520,15 @@ def check_n_components(n_components: Any) -> int:
     return int(n_components)
 
 
-def check_nonnegative_number(value: Any, name: str) -> float:
-    """A finite real number >= 0."""
+def _check_finite_real(value: Any, name: str) -> None:
+    # the type test both number checks start with (bool is an int, but never a number here)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
         raise TypeError(f"{name} must be a finite real number, got {value!r}")
+
+
+def check_nonnegative_number(value: Any, name: str) -> float:
+    """A finite real number >= 0."""
+    _check_finite_real(value, name)
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
     return float(value)
@@ -531,8 +536,7 @@ def check_nonnegative_number(value: Any, name: str) -> float:
 
 def check_positive_number(value: Any, name: str) -> float:
     """A finite real number > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise TypeError(f"{name} must be a finite real number, got {value!r}")
+    _check_finite_real(value, name)
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return float(value)
