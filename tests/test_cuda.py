@@ -123,19 +123,22 @@ def test_the_command_line_fits_on_the_device(tmp_path, capsys):
     assert all(_on_device(U) for U in resumed.loadings_) and resumed.n_steps_ == 4
 
 
-@pytest.mark.parametrize("params", [
-    {"coder": "pivoting"}, {"coder": "admm", "batch_size": 30}, {"nonnegative": False},
-    {"alpha": 0.1}, {"loss": "kl"}, {"missing": "nan"},
+@pytest.mark.parametrize("name, params", [
+    ("ocpdl", {"coder": "pivoting"}), ("ocpdl", {"coder": "admm", "batch_size": 30}),
+    ("ocpdl", {"nonnegative": False}), ("ocpdl", {"alpha": 0.1}),
+    ("divergence-nmf", {"loss": "kl"}), ("ocpdl", {"missing": "nan"}),
 ], ids=["pivoting", "admm", "signed", "l1", "kl", "missing"])
-def test_the_cp_dictionary_learner_in_its_modes_on_the_device(params):
-    """OnlineCPDL's coders, losses and masked batches: each code path on the device."""
+def test_the_cp_dictionary_learner_in_its_modes_on_the_device(name, params):
+    """The CP dictionary's coders, losses and masked batches on tensor samples: each code path
+    on the device (the KL loss is OnlineDivergenceNMF's since OnlineCPDL is the squared loss's
+    learner only)."""
     X = _data("ocpdl", seed=1)
     if "missing" in params:
         X[::7, 1, 2] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        on_numpy = make("ocpdl", **params).fit(X)
-        on_cuda = make("ocpdl", **params).fit(torch.tensor(X, device=DEVICE))
+        on_numpy = make(name, **params).fit(X)
+        on_cuda = make(name, **params).fit(torch.tensor(X, device=DEVICE))
     assert all(_on_device(U) for U in on_cuda.loadings_)
     _same_factors(_learned(on_cuda), _learned(on_numpy))
 
