@@ -9,9 +9,6 @@ from pathlib import Path
 from tensorstream.learners.registry import learner_class, registered
 
 GLOSSARY = Path(__file__).resolve().parents[1] / "docs" / "glossary.md"
-#: names decided for issue 33 (docs/glossary.md has the new ones) that a learner may still
-#: carry until the renames are merged; an old name counts as its new one
-RENAMED = {"code_solver": "coder", "basis_solver": "dict_step", "basis_sweeps": "dict_passes"}
 
 
 def _parameters() -> dict[str, list[str]]:
@@ -22,7 +19,7 @@ def _parameters() -> dict[str, list[str]]:
         for name, parameter in inspect.signature(cls.__init__).parameters.items():
             if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL,
                                                          parameter.VAR_KEYWORD):
-                names.setdefault(RENAMED.get(name, name), []).append(cls.__name__)
+                names.setdefault(name, []).append(cls.__name__)
     return names
 
 
@@ -45,4 +42,4 @@ def test_every_parameter_of_every_learner_has_its_line_in_the_glossary():
 
 def test_the_glossary_keeps_no_line_for_a_renamed_parameter():
     """One name per concept: the names replaced in issue 33 have no line of their own."""
-    assert not set(RENAMED) & _listed()
+    assert not {"code_solver", "basis_solver", "basis_sweeps"} & _listed()
