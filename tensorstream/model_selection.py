@@ -55,6 +55,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -256,7 +257,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     _check_choices(modes, n_components, n_passes, holdout, hidden, min_replicability,
                    tolerance, first_rung, max_passes, replicability)
     source = _Source.of(data, sample_dim, var, random_state)
-    batch_size = batch_size or getattr(learner, "batch_size", None) or 256
+    batch_size = batch_size or _learner_batch(learner)
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
     held = _HeldOut(*source.held_out(holdout, max_holdout, hidden), source)
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
@@ -336,6 +337,15 @@ def _clone(learner: Any, rank: int, half: int) -> Any:
         params["random_state"] = half  # deterministic: the halves' own seeds
     return type(learner)(**params)
 
+
+
+def _learner_batch(learner: Any) -> int:
+    """The batch the candidates learn from: the learner's ``batch_size``; for ``"auto"`` (a
+    device's rule, which would differ between candidates' states), its class's default."""
+    given = getattr(learner, "batch_size", None)
+    if given == "auto":
+        return int(inspect.signature(type(learner).__init__).parameters["batch_size"].default)
+    return int(given) if given else 256
 
 class _Source:
     """Where the batches come from: an array (any backend, labelled or not) or a list."""

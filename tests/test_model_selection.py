@@ -255,3 +255,14 @@ def test_grouped_names_its_parameters_and_refuses_unfitted_use():
         grouped.transform(planted(0, n=5))
     grouped.partial_fit(planted(0, n=40)).partial_fit(planted(1, n=40))
     assert grouped.learner_.n_steps_ == 2 and "state_" not in grouped.learner.__dict__
+
+
+def test_a_learner_with_the_automatic_batch_selects_as_with_its_default_batch():
+    """``batch_size="auto"`` (a device's rule) learns from the class's default batch here; it
+    raised a TypeError (an int divided by "auto")."""
+    X = planted(0, n=400)
+    settings = dict(modes=GROUPINGS[:2], n_components=[2, 3], n_passes=1)
+    auto = select(OnlineCPDL(3, batch_size="auto", random_state=0), X, **settings)
+    default = select(OnlineCPDL(3, random_state=0), X, **settings)
+    xr.testing.assert_identical(auto.table.drop_vars("fit_seconds"),
+                                default.table.drop_vars("fit_seconds"))
