@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import tensorly as tl
 from conftest import assert_same_state
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.optimize import brentq, minimize
 
 from tensorstream import load
@@ -1082,3 +1084,13 @@ def test_defaults_fit_clean_low_rank_data(backend):
     with tl.backend_context(backend):
         data = tl.tensor(Z)
         assert _low_rank_error(OnlineMaxNormMD(3, random_state=0).fit(data), data) <= 0.25
+
+
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=30),
+       st.floats(0.0, 1e3))
+def test_soft_threshold_is_sign_times_the_shrunk_magnitude(values, threshold):
+    """The two-pass form ``x - clip(x, -t, t)`` equals the textbook ``sign(x) max(|x| - t, 0)``
+    to the last bit (but for the sign of a zero)."""
+    x = np.array(values)
+    expected = np.sign(x) * np.maximum(np.abs(x) - threshold, 0.0)
+    np.testing.assert_array_equal(soft_threshold(x, threshold), expected)

@@ -16,6 +16,7 @@ from typing import Any
 import tensorly as tl
 
 from ..core.backend import finfo_of, linalg_errors
+from ..core.constraints import soft_threshold
 from ..core.validation import check_overflow, largest_entry
 
 
@@ -79,7 +80,7 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     scaled = Y / mu  # the multiplier over mu, all the loop needs of it
     for iteration in range(1, max_iter + 1):
         shifted = Z + scaled  # serves both steps
-        E = _shrink(shifted - A, alpha / mu)
+        E = soft_threshold(shifted - A, alpha / mu)
         target = shifted - E
         A_new = singular_value_threshold(target, 1.0 / mu)
         # (Y + mu (Z - A_new - E)) / mu with Z - E = target - Y / mu: one pass
@@ -99,12 +100,6 @@ def _frobenius(x: Any) -> float:
     three passes: the absolute values, their squares, the sum)."""
     flat = tl.reshape(x, (-1,))
     return math.sqrt(float(tl.dot(flat, flat)))
-
-
-def _shrink(x: Any, threshold: float) -> Any:
-    """:func:`~tensorstream.core.constraints.soft_threshold` in two passes over ``x``, not four
-    (``x - clip(x, -t, t)`` is ``sign(x) max(|x| - t, 0)`` to the last bit)."""
-    return x - tl.clip(x, -threshold, threshold)
 
 
 def singular_value_threshold(M: Any, threshold: float) -> Any:
