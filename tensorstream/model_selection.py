@@ -55,7 +55,6 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -340,12 +339,12 @@ def _clone(learner: Any, rank: int, half: int) -> Any:
 
 
 def _learner_batch(learner: Any) -> int:
-    """The batch the candidates learn from: the learner's ``batch_size``; for ``"auto"`` (a
-    device's rule, which would differ between candidates' states), its class's default."""
-    given = getattr(learner, "batch_size", None)
-    if given == "auto":
-        return int(inspect.signature(type(learner).__init__).parameters["batch_size"].default)
-    return int(given) if given else 256
+    """The batch the candidates learn from: the learner's ``batch_size``, ``"auto"`` as an
+    unfitted learner resolves it (its class's default: a device's rule would differ between
+    the candidates' states); 256 for a learner without one."""
+    if not hasattr(learner, "_batch_size") or getattr(learner, "batch_size", None) is None:
+        return 256
+    return int(learner._batch_size())
 
 class _Source:
     """Where the batches come from: an array (any backend, labelled or not) or a list."""
