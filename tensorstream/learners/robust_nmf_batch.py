@@ -278,10 +278,18 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     def decompose(self, X: Any) -> tuple[Any, Any]:
         """``(codes, outliers)`` of new samples against the learned components."""
+        return self._decomposed(self._checked(X))
+
+    def _checked(self, X: Any) -> Any:
+        """``X`` validated against the fitted learner (which is checked first)."""
         self._check_fitted()
         self._check_feature_names(X)
         X = self._validate(X)
         check_not_too_large(X)  # its codes would be inf or NaN
+        return X
+
+    def _decomposed(self, X: Any) -> tuple[Any, Any]:
+        """:meth:`decompose` of an ``X`` already :meth:`_checked`."""
         scale = self.scale_
         penalties = self._penalties(X.shape[1])
         options = {"rho": self.rho} if self.solver == "admm" else {"kappa": self.kappa}
@@ -307,10 +315,10 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def denoise(self, X: Any) -> Any:
         """New samples with their outliers removed: entries the model calls outliers
         (``E != 0``) replaced by the reconstruction ``W h``, the others as observed."""
-        codes, outliers = self.decompose(X)  # checks the learner and the input first
+        X = self._checked(X)  # validated once, for the coding and the replacement
+        codes, outliers = self._decomposed(X)
         with using(self.backend_):
-            return replace_flagged(self._validate(X), tl.dot(codes, self.components_),
-                                   outliers)
+            return replace_flagged(X, tl.dot(codes, self.components_), outliers)
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """``fit(X)``, then the codes of ``X`` against the learned components (as ``transform``
