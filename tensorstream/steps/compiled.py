@@ -96,8 +96,8 @@ def _sweep(U, Mt, B, columns, curvature, l1, l2, nonnegative, bound, n_passes): 
                         value -= l1
                     elif value < -l1:
                         value += l1
-                    else:  # times 0, not = 0: a NaN stays NaN (the health checks see it)
-                        value *= 0.0  # and a zero keeps its sign, as in soft_threshold
+                    else:  # x - x, not = 0: a NaN stays NaN (the health checks see it),
+                        value -= value  # and a zero is +0.0, as soft_threshold's x - clip(x)
                     target[i] = value / denominator
             if nonnegative:
                 for i in range(rows):
