@@ -11,6 +11,7 @@ and every option.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,20 +289,32 @@ class DivergenceCP(Algorithm):
     def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
                    scale: float) -> dict:
         """The batch's dictionary gradient and code sums at the normalized scale."""
+        # what "auto" decides by (rounds), counted on the data as given
+        counts = {"nonzeros": _nonzeros(X)} if self._auto_rounds() and len(loadings) == 1 else {}
         if coded.work is not None:
             Xn, Hn, model, kl = coded.work
         else:
             Xn, Hn, model, kl = _scaled(X, scale), coded.codes / scale, None, None
-        sums = {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
+        return {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
                 "gradient": batch_gradient(Xn, Hn, loadings, self.loss, model, kl),
-                "code_sums": tl.sum(Hn, axis=0)}
-        if self._auto_rounds() and len(loadings) == 1:
-            sums["nonzeros"] = _nonzeros(X)  # what "auto" decides by (rounds)
-        return sums
+                "code_sums": tl.sum(Hn, axis=0), **counts}
+
+    def alternate(self, sums: dict, loadings: list, recode: Callable[[list], dict]) -> dict:
+        """The batch's sums after its further rounds (:meth:`rounds`), each a multiplicative
+        update of the batch's own dictionary (:meth:`round_dictionary`) and then of its codes
+        (``recode``), with ``"round_loadings"``, the batch's dictionary they were taken at, when
+        there were any (:meth:`update` moves towards it); ``sums`` as they are otherwise."""
+        at = loadings
+        for _ in range(self.rounds(sums) - 1):
+            at = self.round_dictionary(sums, at)
+            sums = {**sums, **recode(at)}
+        return sums if at is loadings else {**sums, "round_loadings": at}
 
     def rounds(self, sums: dict) -> int:
-        """``dict_rounds``; ``"auto"``: :func:`auto_rounds` of the batch's nonzeros for a
-        matrix dictionary, 1 for a tensor; the SGD step always makes one."""
+        """How many alternating rounds a step makes on its batch (1: the dictionary moves
+        once, from the batch's first codes): ``dict_rounds``; ``"auto"``: :func:`auto_rounds`
+        of the batch's nonzeros for a matrix dictionary, 1 for a tensor; the SGD step always
+        makes one."""
         rounds = self.options.dict_rounds
         if self.dict_step() != "mu":
             return 1

@@ -7,7 +7,7 @@ where a broadcast to a worker that had just died waited for it for ever) and ret
 shard's additive sums (code products, data-code products, losses, gradients); the driver adds
 them up and takes the dictionary step (:func:`~tensorstream.engine.loop.finish_step`), exactly
 as one process would on the whole batch. A step of several rounds
-(:meth:`~tensorstream.engine.loop.Algorithm.rounds`) is one such map-reduce per round, the
+(:meth:`~tensorstream.engine.loop.Algorithm.alternate`) is one such map-reduce per round, the
 shards' codes kept on their workers in between. The data never pass through the driver when
 they live in a chunked store: a dask-backed shard travels as its task graph
 (:class:`WorkerRead`, a few kilobytes naming the store's chunks and the rows to take) and the
@@ -40,7 +40,6 @@ from .loop import (
     _TOO_LARGE,
     Algorithm,
     add_sums,
-    alternate,
     arithmetic_errors,
     code_activity,
     finish_step,
@@ -220,7 +219,7 @@ def distributed_step(client: Any, algorithm: Algorithm, shards: list, state: Onl
         if not np.isfinite(first["loss"]) and overflowed:
             raise ValueError(_TOO_LARGE)
         try:
-            sums = alternate(algorithm, first, state.loadings, recode)
+            sums = algorithm.alternate(first, state.loadings, recode)
             return finish_step(algorithm, state, sums, scale,
                                candidates=lambda k: _batch_worst(client, algorithm, shards,
                                                                  loadings, scale, checks, k,

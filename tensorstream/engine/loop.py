@@ -127,17 +127,14 @@ class Algorithm:
         return {"n": n, "loss": float(tl.sum(coded.losses)), "constant": coded.constant * n,
                 "HH": HH, "XH": outer_statistic(coded.explained, H)}
 
-    def rounds(self, sums: dict) -> int:
-        """How many alternating rounds a step makes on its batch, from the batch's sums
-        (1: the dictionary moves once, from the batch's first codes). Each further round moves
-        the batch's own dictionary (:meth:`round_dictionary`) and then its codes
-        (:meth:`recode`); :meth:`update` then moves the learner's dictionary towards it."""
-        return 1
-
-    def round_dictionary(self, sums: dict, loadings: list) -> list:
-        """The batch's own dictionary after one more round: a step from ``loadings`` with the
-        batch's sums taken at them (only called when :meth:`rounds` is above 1)."""
-        raise NotImplementedError
+    def alternate(self, sums: dict, loadings: list, recode: Callable[[list], dict]) -> dict:
+        """The batch's sums after any further alternating rounds on it; by default none (the
+        dictionary moves once, from the batch's first codes). An algorithm that makes rounds
+        moves the batch's own dictionary and then its codes, ``recode(at)`` (which calls
+        :meth:`recode`: here, or on a cluster on the workers that hold the shards, and
+        returns the sums at the moved codes); :meth:`update` then reads the sums of the last
+        round."""
+        return sums
 
     def recode(self, X: Any, coded: Codes, loadings: list, scale: float) -> tuple[Codes, dict]:
         """The batch's codes moved towards ``loadings`` from ``coded``, and the sums at them
@@ -177,10 +174,10 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
     values overflow the arithmetic, ``FloatingPointError`` when the model diverges.
     """
     check_not_too_small(X)  # learned as zeros otherwise, by the learners that keep no scale
-    algorithm = algorithm.at_state(state)
     scale = algorithm.data_scale(X, state, mask)
     # the compiled kernels from a fixed step on (core/compiled.py): short fits never load them
     with from_step(state.n_steps):
+        algorithm = algorithm.at_state(state)
         try:
             coded = algorithm.encode(X, state.loadings, scale, mask)
             sums = {**algorithm.batch_sums(X, coded, mask, state.loadings, scale),
@@ -188,8 +185,7 @@ def online_step(algorithm: Algorithm, X: Any, state: OnlineState, mask: Any = No
             if not np.isfinite(sums["loss"]) and overflows(X):
                 # finite data whose squares overflow (e.g. entries near 1e160)
                 raise ValueError(_TOO_LARGE)
-            sums = alternate(algorithm, sums, state.loadings,
-                             _recoder(algorithm, X, coded, scale))
+            sums = algorithm.alternate(sums, state.loadings, _recoder(algorithm, X, coded, scale))
             new, info = finish_step(algorithm, state, sums, scale,
                                     candidates=lambda k: worst_explained(coded, k),
                                     reinit_dead_atoms=reinit_dead_atoms)
@@ -215,22 +211,8 @@ def step_error(error: Exception, overflowed: bool, largest: float) -> Exception:
     return error
 
 
-def alternate(algorithm: Algorithm, sums: dict, loadings: list,
-              recode: Callable[[list], dict]) -> dict:
-    """The batch's sums after the algorithm's further rounds (:meth:`Algorithm.rounds`), with
-    ``"round_loadings"``, the batch's own dictionary they were taken at, when there were any;
-    ``sums`` as they are otherwise. ``recode(loadings)`` moves the batch's codes towards
-    ``loadings`` and returns the sums at them (:meth:`Algorithm.recode`; on a cluster, on
-    the workers that hold the shards)."""
-    at = loadings
-    for _ in range(algorithm.rounds(sums) - 1):
-        at = algorithm.round_dictionary(sums, at)
-        sums = {**sums, **recode(at)}
-    return sums if at is loadings else {**sums, "round_loadings": at}
-
-
 def _recoder(algorithm: Algorithm, X: Any, coded: Codes, scale: float) -> Callable:
-    """:func:`alternate`'s ``recode`` for a batch in this process (its codes kept between
+    """:meth:`Algorithm.alternate`'s ``recode`` for a batch in this process (its codes kept between
     rounds)."""
     current = coded
 
