@@ -29,7 +29,6 @@ from ..coders.divergence import (
 from ..core.constraints import project_rows_box_sum
 from ..core.dictionary import gram, project, reconstruct
 from ..core.validation import (
-    check_batch,
     check_nonnegative_number,
     check_positive_int,
     is_sparse,
@@ -37,6 +36,7 @@ from ..core.validation import (
 from ..engine import Algorithm, Codes
 from ..losses import Divergence
 from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
+from .initial import random_or_given
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,24 +202,9 @@ class DivergenceCP(Algorithm):
 
     def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """i.i.d. U(0, 1) loadings (drawn in numpy with ``rng``), or ``init``."""
-        init, R = self.options.init, self.options.n_components
-        sample_shape = tuple(X.shape[1:])
-        if isinstance(init, str):
-            if init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, got {init!r}")
-            arrays = [rng.random((size, R)) for size in sample_shape]
-        else:
-            arrays = list(init)
-            if len(arrays) != len(sample_shape):
-                raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays "
-                                 f"of shapes {[(s, R) for s in sample_shape]}")
-        loadings = []
-        for k, (U, size) in enumerate(zip(arrays, sample_shape)):
-            U = check_batch(U, backend=tl.get_backend(), name=f"init[{k}]")
-            if tuple(U.shape) != (size, R):
-                raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-            loadings.append(self.project(tl.tensor(U, **context)))
-        return loadings
+        p = self.options
+        return [self.project(U) for U in random_or_given(p.init, tuple(X.shape[1:]),
+                                                         p.n_components, context, rng)]
 
     def initial_statistics(self, sample_shape: tuple, R: int, context: dict) -> None:
         return None

@@ -24,7 +24,8 @@ from ..core.validation import check_batch
 from ..engine import Codes
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import penalty_value, surrogate_bcd_step
-from .surrogate_cp import SurrogateCP, checked_init, coded_losses
+from .initial import checked_init
+from .surrogate_cp import SurrogateCP, coded_losses
 
 #: the coders' default tolerances (``code_tol=None``), chosen by measurement (docs/nmf.md)
 _ADMM_TOL, _HALS_TOL = 1e-2, 1e-4

@@ -8,7 +8,6 @@ weight ``w_t``, and one block-coordinate pass over the loadings within the searc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +18,10 @@ from ..coders.robust import nonnegative_code_admm
 from ..core.constraints import project_columns
 from ..core.dictionary import dictionary_matrix, gram, masked_gram
 from ..core.products import narrow_dot, row_sq_norms
-from ..core.validation import check_batch
 from ..engine import Algorithm, Codes
 from ..schedules import checked_radius, checked_weight, make_radius, make_weights
 from ..steps.surrogate import surrogate_bcd_step
+from .initial import random_or_given
 
 ADMM_BATCH = 256
 """``coder="auto"`` codes by ADMM from this ``batch_size`` on (nonnegative codes; see
@@ -81,15 +80,10 @@ class SurrogateCP(Algorithm):
 
     def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """U[0, 1) entries (drawn in numpy: every backend starts the same), or ``init``."""
-        R, init = self.options.n_components, self.options.init
-        sample_shape = tuple(X.shape[1:])
-        if isinstance(init, str):
-            if init != "random":
-                raise ValueError(f"init must be 'random' or a list of arrays, got {init!r}")
-            return [self.project(tl.tensor(rng.random((size, R)), **context))
-                    for size in sample_shape]
-        return [self.project(U) for U in checked_init(init, sample_shape, R, context,
-                                                      self.nonnegative)]
+        p = self.options
+        return [self.project(U) for U in random_or_given(p.init, tuple(X.shape[1:]),
+                                                         p.n_components, context, rng,
+                                                         self.nonnegative)]
 
     def encode(self, X: Any, loadings: list, scale: float, mask: Any = None) -> Codes:
         """Lasso codes: exact (block principal pivoting), or by ADMM in the code space
@@ -169,20 +163,3 @@ def projections(X: Any, loadings: list) -> Any:
     ``R / I_n`` times the batch).
     """
     return narrow_dot(tl.reshape(X, (tl.shape(X)[0], -1)), dictionary_matrix(loadings))
-
-
-def checked_init(init: Any, sample_shape: tuple, R: int, context: dict,
-                 nonnegative: bool) -> list:
-    """The loadings of a list ``init``, checked against the samples' shape."""
-    init = list(init) if isinstance(init, Sequence) else None
-    if init is None or len(init) != len(sample_shape):
-        raise ValueError(f"init must be 'random' or a list of {len(sample_shape)} arrays of "
-                         f"shapes {[(s, R) for s in sample_shape]}")
-    loadings = []
-    backend = tl.get_backend()
-    for k, (U, size) in enumerate(zip(init, sample_shape)):
-        U = check_batch(U, backend=backend, nonnegative=nonnegative, name=f"init[{k}]")
-        if tuple(U.shape) != (size, R):
-            raise ValueError(f"init[{k}] must have shape {(size, R)}, got {tuple(U.shape)}")
-        loadings.append(tl.tensor(U, **context))
-    return loadings
