@@ -111,8 +111,8 @@ class TensorStreamAccessor:
         >>> import numpy as np, xarray as xr
         >>> import tensorstream.accessor
         >>> da = xr.DataArray(np.zeros((5, 3, 4, 2)), dims=("time", "lat", "lon", "variable"))
-        >>> da.tensorstream.layout("time", [("lat", "lon"), "variable"]).shape
-        (12, 2)
+        >>> da.tensorstream.layout("time", "lat,lon;variable")
+        ModeLayout(sample_dim=time: 5, modes=[lat_lon (lat: 3, lon: 4); variable: 2])
         """
         from . import labels  # with its TensorLy: not at `import tensorstream`
 
