@@ -369,17 +369,6 @@ def chunk_count(chunk: Tensor) -> int:
     return int(tl.shape(chunk)[0])
 
 
-def timed(function: Callable, clock: list) -> Any:
-    """Run ``function()`` adding its wall time to ``clock[0]`` (algorithm time only)."""
-    import time
-
-    start = time.perf_counter()
-    try:
-        return function()
-    finally:
-        clock[0] += time.perf_counter() - start
-
-
 def default_sizes(n: int, inner_batch: int | None, epoch_length: int | None
                   ) -> tuple[int, int]:
     """The paper's ``b = 0.2 n^(2/3)`` and ``m = 0.5 n^(1/3)``, rounded, at least 1 (section 5.2;
