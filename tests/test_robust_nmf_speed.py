@@ -78,3 +78,22 @@ def test_admm_without_a_box_equals_the_general_iteration(backend, mask):
                  (free.losses, boxed.losses)):
         np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-12, atol=1e-12)
     assert np.abs(to_numpy(free.outliers)).max() > 1.0  # the gross entries are outliers
+
+
+def test_auto_batch_on_a_cuda_device_is_the_rule_or_what_fits(monkeypatch):
+    """On a CUDA device (faked: only its free memory is asked) ``"auto"`` is the same rule as
+    on the CPU, not the device's largest batch (which would leave fit a few steps), and the
+    largest batch the device holds where the rule's does not fit."""
+    torch = pytest.importorskip("torch")
+    from tensorstream.core import device as device_module
+
+    X = _data(1500)
+    per_sample = device_module.step_bytes(X.shape[1], 3, 8)
+    model = RobustOnlineNMF(3)
+    model.__dict__["_context"] = {"device": torch.device("cuda", 0)}
+    monkeypatch.setattr(device_module, "free_memory", lambda device: 1e12)
+    assert model._step_batch("auto", X, 1500) == 75 == model.batch_size_
+    monkeypatch.setattr(device_module, "free_memory", lambda device: 100 * per_sample)
+    assert model._step_batch("auto", X, 1500) == 32 == model.batch_size_  # 50 fit
+    with pytest.raises(ValueError, match="batch_size=75"):
+        model._step_batch(75, X, 1500)  # a given batch is refused, as for every learner

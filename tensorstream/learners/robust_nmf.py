@@ -178,8 +178,8 @@ class RobustOnlineNMF(OnlineLearner):
     batch_size : int or "auto", default "auto"
         Samples per mini-batch in ``fit``. ``"auto"``: a pass over an array of ``n`` samples
         in ``AUTO_BATCHES`` = 20 batches (``ceil(n / 20)``, kept between
-        ``AUTO_BATCH_LIMITS`` = 20 and 1,024 samples; ``batch_size_`` after ``fit``; on a
-        CUDA device the largest batch that fits, as for every learner): with the default 5
+        ``AUTO_BATCH_LIMITS`` = 20 and 1,024 samples; ``batch_size_`` after ``fit``; the same
+        on a CUDA device, or the largest batch it holds where that is less): with the default 5
         passes, 100 steps on arrays of 400 to 20,480 samples, fewer on smaller ones. A step
         costs about as much at 75 samples as at 20 (per-call overhead dominates the coding
         step's iterations), so on the benchmark's 1,500 patches ``fit`` takes 100 steps of 75
@@ -332,6 +332,19 @@ class RobustOnlineNMF(OnlineLearner):
 
     def _nonnegative_data(self) -> bool:
         return True
+
+    def _step_batch(self, batch_size: Any, X: Any, n_samples: int) -> int:
+        """``"auto"`` is this learner's rule on every device (a CUDA device's largest batch
+        would leave ``fit`` a few steps), checked like a given batch; where a device cannot
+        hold it, the largest batch that fits."""
+        if batch_size != "auto":
+            return super()._step_batch(batch_size, X, n_samples)
+        try:
+            resolved = super()._step_batch(self._auto_batch(n_samples), X, n_samples)
+        except ValueError:  # more than the device holds (or not even one sample: raised again)
+            return super()._step_batch("auto", X, n_samples)
+        self.batch_size_ = resolved
+        return resolved
 
     def _auto_batch(self, n_samples: int | None) -> int:
         """``batch_size="auto"``: ``ceil(n_samples / AUTO_BATCHES)`` within
