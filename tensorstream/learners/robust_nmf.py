@@ -183,10 +183,11 @@ class RobustOnlineNMF(OnlineLearner):
         passes, 100 steps on arrays of 400 to 20,480 samples, fewer on smaller ones. A step
         costs about as much at 75 samples as at 20 (per-call overhead dominates the coding
         step's iterations), so on the benchmark's 1,500 patches ``fit`` takes 100 steps of 75
-        instead of 375 of 20, in about a third of the time, at the same or higher PSNR
-        (``docs/robustness.md``, "Speed"); fewer, larger steps (25 of 300) were faster still
-        but cost 1 dB on clean digits, which need about 100 dictionary updates. The paper's
-        tau is 5, in ``paper_params``; the fixed 20 of earlier versions is ``batch_size=20``.
+        instead of 375 of 20, in a third of the CPU time, at -0.07 to +0.30 dB on every
+        class and strength (``docs/robustness.md``, "Speed"); fewer, larger steps (25 of
+        300) were faster still but cost 1.3 dB on clean digits (K = 25), which need about
+        100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 of
+        earlier versions is ``batch_size=20``.
     max_iter : int or "auto", default 5
         Passes over an array in ``fit`` (the paper streams every sample once, in
         ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms);
