@@ -285,6 +285,17 @@ def _freeze(active: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
     return tl.where(mask, new, old)
 
 
+def _rows(active: Tensor | None, ndim: int) -> Tensor | None:
+    """``active`` shaped to select rows of an array of ``ndim`` dimensions (None stays)."""
+    return None if active is None else tl.reshape(active, (-1,) + (1,) * (ndim - 1))
+
+
+def _kept(rows: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
+    """:func:`_freeze` with the mask already shaped by :func:`_rows` (1-D arrays take
+    ``active`` itself)."""
+    return new if rows is None else tl.where(rows, new, old)
+
+
 def _running(active: Tensor) -> Tensor | None:
     """``active``, or None when every sample still runs (see :func:`_freeze`)."""
     return None if bool(tl.all(active)) else active
@@ -573,10 +584,12 @@ def robust_code_admm(
     active = tl.ones((tl.shape(X)[0],), **context) > 0
     running = None
     has_outliers = penalties.has_outliers  # read once: a property on the inner loop
+    unit = rho == 1  # x * 1 and x / 1 are x to the bit: the default rho skips those products
+    sample_ndim = tl.ndim(X)
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        rhs = (P - op.adjoint(E) if has_outliers else P) + rho * U - dual_H
+        rhs = (P - op.adjoint(E) if has_outliers else P) + (U if unit else rho * U) - dual_H
         if penalties.alpha:
             rhs = rhs - penalties.alpha
         H_new = _times_gram(rhs, inverse)  # the inverse is symmetric
@@ -585,23 +598,26 @@ def robust_code_admm(
                                                           shrink, penalties, mask)
         else:
             Q_new = Q
-        U_new = _prox_u(H_new + dual_H / rho, rho, penalties)
+        U_new = _prox_u(H_new + (dual_H if unit else dual_H / rho), rho, penalties)
         primal = H_new - U_new
-        dual_H_new = dual_H + rho * primal
+        dual_H_new = dual_H + (primal if unit else rho * primal)
         done = None
         if test_objective:
             new_losses = objective(U_new, Q_new)
             done = _converged(new_losses, losses, tol, tiny)
-            losses = _freeze(running, new_losses, losses)
+            losses = _kept(running, new_losses, losses)
         if residual_tol is not None:
             small = _residuals_small(primal, U_new - U, U_new, residual_tol)
             done = small if done is None else done & small
-        U, dual_H = _freeze(running, U_new, U), _freeze(running, dual_H_new, dual_H)
+        # the converged samples keep their values (_freeze), the masks shaped once
+        code_rows = _rows(running, 2)
+        U, dual_H = _kept(code_rows, U_new, U), _kept(code_rows, dual_H_new, dual_H)
         if has_outliers:
-            Q = _freeze(running, Q_new, Q)
-            E = Q if free_outliers else _freeze(running, E_new, E)
+            sample_rows = code_rows if sample_ndim == 2 else _rows(running, sample_ndim)
+            Q = _kept(sample_rows, Q_new, Q)
+            E = Q if free_outliers else _kept(sample_rows, E_new, E)
             if not free_outliers:
-                dual_E = _freeze(running, dual_E_new, dual_E)
+                dual_E = _kept(sample_rows, dual_E_new, dual_E)
         if done is None:  # nothing to test: max_iter iterations
             continue
         active = active & ~done
@@ -617,7 +633,8 @@ def _admm_outlier_step(X, fit, Q, dual_E, rho, shrink, penalties, mask):
     """OADMM's ``r`` and ``q`` steps and the dual of ``r = q``, from the fit ``W h``:
     ``(q, r, dual)``. ``dual_E=None`` stands for a dual known to be 0 that stays 0 (outliers
     without a box or a sign: ``q = r``, see :func:`robust_code_admm`)."""
-    target = rho * Q + X if dual_E is None else rho * Q + X - dual_E
+    scaled = Q if rho == 1 else rho * Q  # Q * 1 is Q to the bit
+    target = scaled + X if dual_E is None else scaled + X - dual_E
     E_new = soft_threshold(target - fit, penalties.outlier_alpha) / shrink
     if mask is not None:  # r is fixed at 0 on missing entries (so are q and dual_E)
         E_new = E_new * mask
