@@ -89,7 +89,9 @@ def test_every_robust_learner_removes_sparse_corruption(kind, cls, backend):
 #: plain OnlineNMF, block-bright +0.99 dB, stripes +0.64 (with 1/t +1.93, +2.53). No weight
 #: serves both (measured: 0.65 gives +1.14 / +1.06 and digits 0.73 dB below OnlineNMF); the
 #: trade-off is open in issue 31 and docs/robustness.md. Strict: a fix that passes says so.
-TRADED = {("block-bright", "strong"), ("stripes", "strong")}
+#: batch_size="auto" (batches of 75 on these 1,500 patches) brought block-bright to +1.01
+#: (17.05 dB against 16.04: it passes, by 0.01 dB) and stripes to +0.89.
+TRADED = {("stripes", "strong")}
 
 
 @pytest.mark.slow

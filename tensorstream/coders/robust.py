@@ -229,15 +229,20 @@ def outlier_penalty(E: Tensor, penalties: RobustPenalties) -> Tensor:
     outliers)."""
     if not penalties.has_outliers:
         return 0.0
-    flat = tl.reshape(E, (tl.shape(E)[0], -1))
+    flat = _flat(E)
     total = penalties.outlier_alpha * tl.sum(tl.abs(flat), axis=1)
     if penalties.outlier_l2:
         total = total + 0.5 * penalties.outlier_l2 * tl.sum(flat * flat, axis=1)
     return total
 
 
+def _flat(E: Tensor) -> Tensor:
+    """``E`` as ``(b, n)`` rows (a matrix as it is: no call on the solvers' inner loops)."""
+    return E if tl.ndim(E) == 2 else tl.reshape(E, (tl.shape(E)[0], -1))
+
+
 def _per_sample_sq(E: Tensor) -> Tensor:
-    return row_sq_norms(tl.reshape(E, (tl.shape(E)[0], -1)))
+    return row_sq_norms(_flat(E))
 
 
 def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, E: Tensor,
@@ -263,9 +268,12 @@ def robust_losses(X: Tensor, loadings: list | DictionaryOperator, H: Tensor, E: 
 # -- iteration helpers ---------------------------------------------------------------------------
 
 
-def _converged(current: Tensor, previous: Tensor, tol: float) -> Tensor:
-    """The paper's rule ``|l_k - l_{k-1}| / l_{k-1} < tol`` (never true for ``tol = 0``)."""
-    return tl.abs(current - previous) / tl.clip(tl.abs(previous), tiny_of(previous), None) < tol
+def _converged(current: Tensor, previous: Tensor, tol: float,
+               tiny: float | None = None) -> Tensor:
+    """The paper's rule ``|l_k - l_{k-1}| / l_{k-1} < tol`` (never true for ``tol = 0``);
+    ``tiny``: the guard of the division (``tiny_of(previous)`` when not given)."""
+    tiny = tiny_of(previous) if tiny is None else tiny
+    return tl.abs(current - previous) / tl.clip(tl.abs(previous), tiny, None) < tol
 
 
 def _freeze(active: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
@@ -275,6 +283,17 @@ def _freeze(active: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
         return new
     mask = tl.reshape(active, (-1,) + (1,) * (tl.ndim(new) - 1))
     return tl.where(mask, new, old)
+
+
+def _rows(active: Tensor | None, ndim: int) -> Tensor | None:
+    """``active`` shaped to select rows of an array of ``ndim`` dimensions (None stays)."""
+    return None if active is None else tl.reshape(active, (-1,) + (1,) * (ndim - 1))
+
+
+def _kept(rows: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
+    """:func:`_freeze` with the mask already shaped by :func:`_rows` (1-D arrays take
+    ``active`` itself)."""
+    return new if rows is None else tl.where(rows, new, old)
 
 
 def _running(active: Tensor) -> Tensor | None:
@@ -476,8 +495,10 @@ def _losses_from_fit(X, fit, H, E, penalties, mask=None):
     residual = X - fit - E if penalties.has_outliers else X - fit  # E = 0 without outliers
     if mask is not None:
         residual = residual * mask
-    return 0.5 * _per_sample_sq(residual) + outlier_penalty(E, penalties) + \
-        code_penalty(H, penalties)
+    losses = 0.5 * _per_sample_sq(residual) + outlier_penalty(E, penalties)
+    if penalties.alpha or penalties.ridge or penalties.group_alpha:  # else the scalar 0
+        losses = losses + code_penalty(H, penalties)
+    return losses
 
 
 def robust_code_admm(
@@ -551,42 +572,52 @@ def robust_code_admm(
     objective = _admm_objective(X, op, P, G, penalties, mask)
     test_objective = tol is not None and tol > 0  # tol = 0 never stops: no objective needed
     losses = objective(U, Q) if test_objective else None
+    tiny = tiny_of(X)  # the stopping rule's guard, read once (a dtype lookup per test)
+    # without a box or a sign constraint the projection on the outliers' set is the identity:
+    # q = r + dual_E / rho and dual_E + rho (r - q) keep dual_E at exactly 0 from its zero
+    # start, so q is r and neither the dual nor the projection is formed (the same iterates)
+    free_outliers = penalties.bound is None and not penalties.nonnegative_outliers
     E = Q
     dual_H = tl.zeros(tl.shape(U), **context)
-    dual_E = tl.zeros(tl.shape(X), **context)
+    dual_E = None if free_outliers else tl.zeros(tl.shape(X), **context)
+    shrink = 1 + rho + penalties.outlier_l2
     active = tl.ones((tl.shape(X)[0],), **context) > 0
     running = None
+    has_outliers = penalties.has_outliers  # read once: a property on the inner loop
+    unit = rho == 1  # x * 1 and x / 1 are x to the bit: the default rho skips those products
+    sample_ndim = tl.ndim(X)
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        rhs = (P - op.adjoint(E) if penalties.has_outliers else P) + rho * U - dual_H
+        rhs = (P - op.adjoint(E) if has_outliers else P) + (U if unit else rho * U) - dual_H
         if penalties.alpha:
             rhs = rhs - penalties.alpha
         H_new = _times_gram(rhs, inverse)  # the inverse is symmetric
-        if penalties.has_outliers:
-            E_new = soft_threshold(rho * Q + X - dual_E - op.times(H_new),
-                                   penalties.outlier_alpha) / (1 + rho + penalties.outlier_l2)
-            if mask is not None:  # r is fixed at 0 on missing entries (so are q and dual_E)
-                E_new = E_new * mask
-            Q_new = project_outliers(E_new + dual_E / rho, penalties)
-            dual_E_new = dual_E + rho * (E_new - Q_new)
+        if has_outliers:
+            Q_new, E_new, dual_E_new = _admm_outlier_step(X, op.times(H_new), Q, dual_E, rho,
+                                                          shrink, penalties, mask)
         else:
             Q_new = Q
-        U_new = _prox_u(H_new + dual_H / rho, rho, penalties)
+        U_new = _prox_u(H_new + (dual_H if unit else dual_H / rho), rho, penalties)
         primal = H_new - U_new
-        dual_H_new = dual_H + rho * primal
+        dual_H_new = dual_H + (primal if unit else rho * primal)
         done = None
         if test_objective:
             new_losses = objective(U_new, Q_new)
-            done = _converged(new_losses, losses, tol)
-            losses = _freeze(running, new_losses, losses)
+            done = _converged(new_losses, losses, tol, tiny)
+            losses = _kept(running, new_losses, losses)
         if residual_tol is not None:
             small = _residuals_small(primal, U_new - U, U_new, residual_tol)
             done = small if done is None else done & small
-        U, dual_H = _freeze(running, U_new, U), _freeze(running, dual_H_new, dual_H)
-        if penalties.has_outliers:
-            Q, E = _freeze(running, Q_new, Q), _freeze(running, E_new, E)
-            dual_E = _freeze(running, dual_E_new, dual_E)
+        # the converged samples keep their values (_freeze), the masks shaped once
+        code_rows = _rows(running, 2)
+        U, dual_H = _kept(code_rows, U_new, U), _kept(code_rows, dual_H_new, dual_H)
+        if has_outliers:
+            sample_rows = code_rows if sample_ndim == 2 else _rows(running, sample_ndim)
+            Q = _kept(sample_rows, Q_new, Q)
+            E = Q if free_outliers else _kept(sample_rows, E_new, E)
+            if not free_outliers:
+                dual_E = _kept(sample_rows, dual_E_new, dual_E)
         if done is None:  # nothing to test: max_iter iterations
             continue
         active = active & ~done
@@ -596,6 +627,21 @@ def robust_code_admm(
     if not (test_objective and penalties.has_outliers):  # else: the losses at (U, Q) already
         losses = robust_losses(X, op, U, Q, penalties, mask=mask)
     return RobustCoding(U, Q, losses, n_iter)
+
+
+def _admm_outlier_step(X, fit, Q, dual_E, rho, shrink, penalties, mask):
+    """OADMM's ``r`` and ``q`` steps and the dual of ``r = q``, from the fit ``W h``:
+    ``(q, r, dual)``. ``dual_E=None`` stands for a dual known to be 0 that stays 0 (outliers
+    without a box or a sign: ``q = r``, see :func:`robust_code_admm`)."""
+    scaled = Q if rho == 1 else rho * Q  # Q * 1 is Q to the bit
+    target = scaled + X if dual_E is None else scaled + X - dual_E
+    E_new = soft_threshold(target - fit, penalties.outlier_alpha) / shrink
+    if mask is not None:  # r is fixed at 0 on missing entries (so are q and dual_E)
+        E_new = E_new * mask
+    if dual_E is None:
+        return E_new, E_new, None
+    Q_new = project_outliers(E_new + dual_E / rho, penalties)
+    return Q_new, E_new, dual_E + rho * (E_new - Q_new)
 
 
 def _residuals_small(primal: Tensor, change: Tensor, U: Tensor, residual_tol: float) -> Tensor:

@@ -103,8 +103,14 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
         """``batch_size`` as the algorithm is configured with it: ``"auto"`` is the number
         ``fit`` chose (``batch_size_``, kept in checkpoints), the learner's default before."""
         if self.batch_size == "auto":
-            return self.__dict__.get("batch_size_", _default_batch(type(self)))
+            return self.__dict__.get("batch_size_", self._auto_batch(None))
         return self.batch_size
+
+    def _auto_batch(self, n_samples: int | None) -> int:
+        """The batch ``"auto"`` means on the CPU for ``fit`` over ``n_samples`` (None: not
+        known): the class's default ``batch_size`` (a learner whose default is ``"auto"``
+        gives its own rule)."""
+        return _default_batch(type(self))
 
     def _step_batch(self, batch_size: Any, X: Any, n_samples: int) -> int:
         """The batch ``fit`` streams ``X`` in (:func:`~..core.device.step_batch_size`: the
@@ -115,7 +121,7 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
         resolved = step_batch_size(batch_size, context.get("device"),
                                    math.prod(X.shape) // max(n_samples, 1),
                                    check_n_components(self.n_components), itemsize,
-                                   _default_batch(type(self)))
+                                   self._auto_batch(n_samples))
         if batch_size == "auto":
             self.batch_size_ = resolved
         return resolved
