@@ -37,6 +37,7 @@ Usage::
 
     python benchmarks/bench_robust.py --quick        # one data set per kind, small (~1 min)
     python benchmarks/bench_robust.py --small        # every class, weak strength only
+    python benchmarks/bench_robust.py --video        # the video alone, 120 frames (~1 min)
     python benchmarks/bench_robust.py                # everything (the table of docs/robustness.md)
     python benchmarks/bench_robust.py --pcp          # only batch PCP, ours against TensorLy's
     python benchmarks/bench_robust.py --pcp --cpu-time   # the same timed by CPU seconds
@@ -377,6 +378,7 @@ def main(argv: list[str] | None = None) -> None:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="faces and video, two classes")
     size.add_argument("--small", action="store_true", help="every class, weak strength only")
+    size.add_argument("--video", action="store_true", help="the video alone, 120 frames")
     parser.add_argument("--pcp", action="store_true",
                         help="only batch PCP, ours against TensorLy's, every data set")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
@@ -396,6 +398,8 @@ def main(argv: list[str] | None = None) -> None:
         sets = {"faces": sets["faces"]}
     elif args.small:
         strengths = ["weak"]
+    elif args.video:
+        sets = {}
     with threadpool_limits(args.threads):
         print(header())
         rows = image_rows(sets, kinds, strengths)
