@@ -310,9 +310,13 @@ def video_row(n_frames: int) -> dict:
     """F1 of the foreground support and frames per second of every method with outliers."""
     clean, corrupted, truth = video(n_frames)
     row = {"data": "video", "class": "foreground", "strength": "-"}
-    for method, run in methods().items():
-        (_, background), seconds = timed(run, corrupted, 3)
-        row[method] = (f1(corrupted - background, truth), n_frames / seconds)
+    kind, OUTPUT["kind"] = OUTPUT["kind"], "low-rank"  # the background only: no denoise to time
+    try:
+        for method, run in methods().items():
+            (_, background), seconds = timed(run, corrupted, 3)
+            row[method] = (f1(corrupted - background, truth), n_frames / seconds)
+    finally:
+        OUTPUT["kind"] = kind
     print(format_row(row, unit="F1 / fps"), flush=True)
     return row
 
