@@ -258,7 +258,9 @@ class RobustMatrixAlgorithm(Algorithm):
                             mask: Any = None) -> Any:
         """Each sample's l1 threshold (rows of a ``(b, p)`` tensor, data-scale units): the
         smaller of ``cap`` and :attr:`auto_residual_scales` times the sample's residual scale
-        (:func:`residual_scales`) under its code without outliers (one r-step).
+        (:func:`residual_scales`) under a rough code: two block-coordinate rounds at ``cap``
+        (the first alone, without outliers, lets a large object pull the code: the benchmark's
+        video F1 0.85 against 0.89 for OMRMD).
 
         A fixed threshold fits every residual below it into the basis: on a video whose
         background the basis already explains to 1% of the data scale, a moving object that
@@ -267,8 +269,8 @@ class RobustMatrixAlgorithm(Algorithm):
         structure not learned), its residuals are large and the threshold stays at ``cap``,
         so the first steps do not call the data's own structure an outlier.
         """
-        plain = robust_code(Z, basis, cap, mask=mask, **{**options, "noise": "none"})
-        scales = residual_scales(Z - plain.low_rank, mask) * self.auto_residual_scales
+        rough = robust_code(Z, basis, cap, mask=mask, max_iter=2, **options)
+        scales = residual_scales(Z - rough.low_rank, mask) * self.auto_residual_scales
         thresholds = tl.where(scales < cap, scales, scales * 0 + cap)
         return tl.reshape(thresholds, (-1, 1)) * tl.ones(tl.shape(Z), **tl.context(Z))
 
