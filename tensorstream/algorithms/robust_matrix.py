@@ -274,6 +274,23 @@ class RobustMatrixAlgorithm(Algorithm):
         thresholds = tl.where(scales < cap, scales, scales * 0 + cap)
         return tl.reshape(thresholds, (-1, 1)) * tl.ones(tl.shape(Z), **tl.context(Z))
 
+    def refit_codes(self, X: Any, L: Any, scale: float, coded: RobustCodes,
+                    mask: Any = None) -> RobustCodes:
+        """The codes of ``X`` refit to the entries ``coded`` does not flag (and ``mask``
+        observes), without outliers: one exact r-step on those entries (the debiasing step of
+        an l1 fit). The l1 shrinkage leaves ``outlier_alpha`` of every flagged entry in what
+        the code fits, so a large flagged region (a moving object) pulls the reconstruction
+        towards itself; the refit code does not see it. Returned in the data's units
+        (``outliers`` as in ``coded``)."""
+        norm_alpha, outlier_alpha = self.alphas(X.shape[1])
+        kept = tl.where(coded.outliers == 0, X * 0 + 1, X * 0)
+        if mask is not None:
+            kept = kept * mask
+        options = {**self.coder_options(norm_alpha), "noise": "none"}
+        refit = robust_code(X / scale, L / scale, outlier_alpha, mask=kept, **options)
+        return dataclasses.replace(refit, outliers=coded.outliers,
+                                   low_rank=refit.low_rank * scale)
+
     # -- the engine's hooks --------------------------------------------------------------------
 
     def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
