@@ -222,8 +222,11 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         ``1/sqrt(p)``; 1.5 loses 0.7 dB on clean faces.
     outlier_alpha : "auto", float > 0 or None, default "auto"
         Weight of the noise penalty (the paper's ``lambda2``), in units of the data scale:
-        ``"auto"`` is 0.5, ``None`` ``1/sqrt(n_features)`` (the paper's, meant for
-        ``data_scale=1.0``).
+        ``"auto"`` is per sample the smaller of 0.5 and 6 times the sample's residual scale
+        (the normal-consistent median absolute residual under a rough code), so that what the
+        basis already explains well gives up a small difference (a moving object on a learned
+        background) while an unexplained sample (early steps, faces' own detail) keeps 0.5;
+        ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
         absolute entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the column bound
