@@ -174,9 +174,10 @@ class RobustMatrixAlgorithm(Algorithm):
     #: (:meth:`residual_thresholds`).
     auto_outlier_alpha = 0.5
     #: ``outlier_alpha="auto"``: a sample's threshold is at most this many of its residual
-    #: scales. 6 on the benchmark's video (``benchmarks/bench_robust.py --video``): F1 0.68 ->
-    #: 0.93 (OR-PCA); 4 gave 0.95 but cost 0.9 dB of ``denoise`` on image patches with spikes
-    #: (it flags more of their texture), 6 costs at most 0.3 dB on any weak class.
+    #: scales. On the benchmark's video (``benchmarks/bench_robust.py --video``) the
+    #: reconstruction's F1 went 0.68 -> 0.94 with 6 (OR-PCA); 4 gave about 0.015 more but
+    #: cost 0.9 dB of ``denoise`` on image patches with spikes (it flags more of their
+    #: texture), 6 costs at most 0.3 dB on any weak class (docs/robustness.md).
     auto_residual_scales = 6.0
 
     def column_bound_of(self, n_features: int) -> float | None:
@@ -280,8 +281,9 @@ class RobustMatrixAlgorithm(Algorithm):
         observes), without outliers: one exact r-step on those entries (the debiasing step of
         an l1 fit). The l1 shrinkage leaves ``outlier_alpha`` of every flagged entry in what
         the code fits, so a large flagged region (a moving object) pulls the reconstruction
-        towards itself; the refit code does not see it. Returned in the data's units
-        (``outliers`` as in ``coded``)."""
+        towards itself; the refit code does not see it. ``low_rank`` in the data's units,
+        ``outliers`` as in ``coded`` (``losses`` and ``penalties`` are the refit's own, on the
+        kept entries at unit scale)."""
         norm_alpha, outlier_alpha = self.alphas(X.shape[1])
         kept = tl.where(coded.outliers == 0, X * 0 + 1, X * 0)
         if mask is not None:
