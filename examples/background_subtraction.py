@@ -23,7 +23,9 @@ streamed 10 times in random order (the paper's replication).
 
 Printed: the background PSNR (``W_N h_i`` with the codes computed online, against the true
 background) and the F1 score of the foreground support (``|r| > 0.05`` against the square), for
-RobustOnlineNMF and for plain online NMF whose residual ``x - W h`` is thresholded instead.
+RobustOnlineNMF, for plain online NMF whose residual ``x - W h`` is thresholded instead, and
+for :class:`~tensorstream.OnlineRobustPCA` with its defaults, whose ``background(X)`` is the
+low-rank part refit without the pixels it flags (the foreground is ``x - background``).
 Saved: a few frames with their backgrounds and foregrounds.
 
 Usage::
@@ -38,7 +40,7 @@ import time
 
 import numpy as np
 
-from tensorstream import OnlineNMF, RobustOnlineNMF
+from tensorstream import OnlineNMF, OnlineRobustPCA, RobustOnlineNMF
 from tensorstream.datasets import moving_patch_video, psnr, replicate, support_scores
 
 BATCH = 5
@@ -59,6 +61,13 @@ def separate(model, stream):
     backgrounds, foregrounds = [], []
     for start in range(0, len(stream), BATCH):
         batch = stream[start:start + BATCH]
+        if isinstance(model, OnlineRobustPCA):
+            # background(): the low-rank part refit without the entries flagged as outliers
+            model.partial_fit(batch)
+            background = np.asarray(model.background(batch))
+            backgrounds.append(background)
+            foregrounds.append(batch - background)
+            continue
         if isinstance(model, RobustOnlineNMF):
             model.partial_fit(batch)
             codes, outliers = model.last_decomposition_  # the online h_t and r_t
@@ -69,10 +78,9 @@ def separate(model, stream):
             if codes is None:
                 codes = model.transform(batch)
             outliers = batch - codes @ np.asarray(model.components_)
-        backgrounds.append(codes)
+        backgrounds.append(codes @ np.asarray(model.components_))
         foregrounds.append(outliers)
-    codes = np.concatenate(backgrounds)
-    return codes @ np.asarray(model.components_), np.concatenate(foregrounds)
+    return np.concatenate(backgrounds), np.concatenate(foregrounds)
 
 
 def plot(frames, results, masks, path, shape):
@@ -99,7 +107,7 @@ def plot(frames, results, masks, path, shape):
                 axes[row, col].set_title(title, fontsize=8)
         axes[row, 0].set_ylabel(f"frame {k}", fontsize=8)
     fig.colorbar(shown_image, ax=axes, shrink=0.7, label="pixel value")
-    fig.suptitle("RobustOnlineNMF against thresholded OnlineNMF residuals", fontsize=11)
+    fig.suptitle("Robust learners against thresholded OnlineNMF residuals", fontsize=11)
     fig.savefig(path, dpi=120)
     print(f"saved {path}")
 
@@ -132,6 +140,8 @@ def main(argv=None):
                                            random_state=args.seed),
         "OnlineNMF": OnlineNMF(args.components, batch_size=BATCH, column_bound=1.0,
                                random_state=args.seed),
+        # defaults: each frame's outlier threshold follows its own residual scale
+        "OnlineRobustPCA": OnlineRobustPCA(args.components, random_state=args.seed),
     }
     results = {}
     print(f"{len(stream)} frames of {shape[0]} x {shape[1]} pixels, "
