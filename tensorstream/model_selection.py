@@ -64,6 +64,7 @@ import numpy as np
 import xarray as xr
 
 from .core.backend import take_rows, to_numpy
+from .core.validation import generator_of
 from .modes import as_modes, format_groups
 
 __all__ = ["Grouped", "Selection", "factor_match", "select"]
@@ -243,7 +244,9 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         Run the candidates in parallel on the cluster's workers (each reads the same batches,
         so the answer is the sequential one).
     random_state : int, default 0
-        Seeds the held-out split, the hidden entries and the batches' order.
+        Seeds the held-out split, the hidden entries and the batches' order; with the
+        learner's own ``random_state``, the two halves' learners' distinct seeds (the same
+        pair for every candidate).
     verbose : bool, default False
         A progress bar over the mini-batches.
 
@@ -259,8 +262,9 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     batch_size = batch_size or _learner_batch(learner)
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
     held = _HeldOut(*source.held_out(holdout, max_holdout, hidden), source)
+    seeds = _half_seeds(learner, random_state)  # the same pair for every candidate
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
-                                                             for seed in (0, 1)])
+                                                             for seed in seeds])
                   for m in modes for r in n_components]
     # a rung of a few steps would score candidates that have barely started
     first_rung = min(1.0, max(first_rung, MIN_RUNG_STEPS / source.n_batches(batch_size)))
@@ -329,13 +333,26 @@ def _grouping_text(modes: Any) -> str:
     return format_groups(groups)
 
 
-def _clone(learner: Any, rank: int, half: int) -> Any:
+def _clone(learner: Any, rank: int, seed: int) -> Any:
+    """The learner at ``rank``, seeded by ``seed`` (see :func:`_half_seeds`)."""
     params = learner.get_params()
     params["n_components"] = rank
-    if "random_state" in params and params["random_state"] is None:
-        params["random_state"] = half  # deterministic: the halves' own seeds
+    if "random_state" in params:
+        params["random_state"] = seed
     return type(learner)(**params)
 
+
+def _half_seeds(learner: Any, random_state: int) -> tuple[int, int]:
+    """Distinct seeds for the two halves' learners, drawn from ``select``'s ``random_state``
+    and the learner's own (an int; a Generator or RandomState is drawn from once; None
+    counts as 0). Two halves started from the same initialisation would share its
+    components: their match would then measure the shared start as much as the data."""
+    own = learner.get_params().get("random_state")
+    if own is not None and not isinstance(own, (int, np.integer)):
+        own = int(generator_of(own).integers(np.iinfo(np.int32).max))
+    own = 0 if own is None else int(own)
+    seeds = np.random.SeedSequence([random_state, own]).generate_state(2)
+    return int(seeds[0]), int(seeds[1])
 
 
 def _learner_batch(learner: Any) -> int:
