@@ -245,8 +245,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         so the answer is the sequential one).
     random_state : int, default 0
         Seeds the held-out split, the hidden entries and the batches' order; with the
-        learner's own ``random_state``, the two halves' learners' distinct seeds (the same
-        pair for every candidate).
+        learner's own ``random_state``, the seed of the second half's learners (the first
+        half's start from the learner's own seed; the same pair for every candidate).
     verbose : bool, default False
         A progress bar over the mini-batches.
 
@@ -343,16 +343,18 @@ def _clone(learner: Any, rank: int, seed: int) -> Any:
 
 
 def _half_seeds(learner: Any, random_state: int) -> tuple[int, int]:
-    """Distinct seeds for the two halves' learners, drawn from ``select``'s ``random_state``
-    and the learner's own (an int; a Generator or RandomState is drawn from once; None
-    counts as 0). Two halves started from the same initialisation would share its
-    components: their match would then measure the shared start as much as the data."""
+    """The two halves' learners' seeds. The first half's is the learner's own (an int; a
+    Generator or RandomState is drawn from once; None counts as 0), so that it starts as the
+    learner fitted alone would; the second half's is drawn from it and ``select``'s
+    ``random_state``, apart from the first. Two halves started from the same initialisation
+    would share its components: their match would then measure the shared start as much as
+    the data."""
     own = learner.get_params().get("random_state")
     if own is not None and not isinstance(own, (int, np.integer)):
         own = int(generator_of(own).integers(np.iinfo(np.int32).max))
     own = 0 if own is None else int(own)
-    seeds = np.random.SeedSequence([random_state, own]).generate_state(2)
-    return int(seeds[0]), int(seeds[1])
+    other = int(np.random.SeedSequence([random_state, own]).generate_state(1)[0])
+    return own, other if other != own else other + 1
 
 
 def _learner_batch(learner: Any) -> int:
@@ -689,13 +691,21 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
 
 def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
     """The rule: fewest parameters within one SE (or ``tolerance`` times) of the best
-    replicable imputation error, among the finalists (the candidates not dropped)."""
+    replicable imputation error, among the finalists (the candidates not dropped); when no
+    finalist replicates, among the replicable candidates that halving dropped."""
     # a rank past its grouping's first that does not replicate (after a whole pass) is out
     failed = ~ds["replicable"] & (ds["passes"] >= 1)
-    pool = ds["finalist"] & ds["replicable"] & (failed.cumsum("rank") == 0)
+    eligible = ds["replicable"] & (failed.cumsum("rank") == 0)
+    pool = ds["finalist"] & eligible
     rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
             f"imputation error, among replicable")
-    if not bool(pool.any()):
+    if not bool(pool.any()) and bool(eligible.any()):
+        # halving dropped them while a larger candidate, replicable then, led; it stopped
+        # replicating later: a replicable candidate beats the finalists that do not
+        pool, rule = eligible, rule.replace("among replicable", "no finalist replicable: "
+                                            "among the replicable ones dropped, as scored "
+                                            "when dropped")
+    elif not bool(pool.any()):
         pool, rule = ds["finalist"], rule.replace("among replicable", "none replicable: "
                                                   "among all")
     error = ds["imputation_error"].where(pool)

@@ -131,18 +131,45 @@ def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
 
 def test_the_halves_start_from_distinct_seeds_reproducibly():
     """The two halves' learners are seeded apart (else their match would partly measure the
-    shared initialisation); the pair comes from select's and the learner's seeds."""
+    shared initialisation): the first half's as the learner alone, the second's drawn from
+    select's and the learner's seeds."""
     from tensorstream.model_selection import _half_seeds
 
     learner = OnlineCPDL(3, random_state=0)
     first, second = _half_seeds(learner, 0)
-    assert first != second
+    assert first == 0 and second != first
     assert _half_seeds(learner, 0) == (first, second)  # reproducible
-    assert _half_seeds(learner, 1) != (first, second)  # select's seed counts
-    assert _half_seeds(OnlineCPDL(3, random_state=5), 0) != (first, second)  # the learner's
+    assert _half_seeds(learner, 1)[1] != second  # select's seed counts
+    assert _half_seeds(OnlineCPDL(3, random_state=5), 0)[1] not in (5, second)  # the learner's
     assert _half_seeds(OnlineCPDL(3), 0) == (first, second)  # None counts as 0
     drawn = _half_seeds(OnlineCPDL(3, random_state=np.random.default_rng(7)), 0)
     assert drawn == _half_seeds(OnlineCPDL(3, random_state=np.random.default_rng(7)), 0)
+
+
+def test_a_replicable_candidate_dropped_by_halving_beats_finalists_that_do_not_replicate():
+    """Halving keeps what the rule prefers at each scoring; a larger candidate that led while
+    it replicated can stop replicating later, after the smaller replicable ones were
+    dropped: the choice is then among those, not the largest finalist (the grid's edge)."""
+    from tensorstream.model_selection import _choose
+
+    def grid(values):
+        return (("grouping", "rank"), np.array(values, dtype=float))
+
+    ds = xr.Dataset({
+        "imputation_error": grid([[0.059, 0.035, 0.024, 0.016]]),
+        "imputation_se": grid([[0.004, 0.003, 0.002, 0.001]]),
+        "n_parameters": grid([[38, 76, 152, 304]]),
+        "replicability": grid([[0.96, 0.85, 0.59, 0.32]]),
+        "passes": grid([[1, 1, 2, 3]])},
+        coords={"grouping": ["0;1;2"], "rank": [2, 4, 8, 16]})
+    ds["replicable"] = ds["replicability"] >= 0.8
+    ds["finalist"] = ds["passes"] >= 3
+    (grouping, rank), rule = _choose(ds, 0.1)
+    assert (grouping, rank) == ("0;1;2", 4)
+    assert "no finalist replicable" in rule
+    ds["replicability"][:] = 0.5  # nothing replicates: the finalists, as before
+    ds["replicable"] = ds["replicability"] >= 0.8
+    assert _choose(ds, 0.1)[0] == ("0;1;2", 16)
 
 
 def test_halves_of_identical_samples_do_not_replicate_by_a_shared_start():
