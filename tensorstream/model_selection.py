@@ -33,8 +33,9 @@ that are *replicable* (their factor match scores, summarized by ``replicability`
 a whole pass, take the best imputation error and its standard error over held-out samples;
 of the candidates within one standard error (or ``tolerance`` times) of it, choose the one
 with the fewest parameters (``rank * sum of mode sizes``): the smallest rank, and of equal
-ranks the finest grouping. When no candidate is eligible, the rule falls back to all
-finalists and says so (``Selection.table.attrs["rule"]``).
+ranks the finest grouping. When no finalist is eligible, the rule chooses among the
+eligible candidates that halving dropped (as scored when dropped), and when none is
+eligible, among all finalists; ``Selection.table.attrs["rule"]`` says which.
 
 Examples
 --------
@@ -64,7 +65,6 @@ import numpy as np
 import xarray as xr
 
 from .core.backend import take_rows, to_numpy
-from .core.validation import generator_of
 from .modes import as_modes, format_groups
 
 __all__ = ["Grouped", "Selection", "factor_match", "select"]
@@ -244,9 +244,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         Run the candidates in parallel on the cluster's workers (each reads the same batches,
         so the answer is the sequential one).
     random_state : int, default 0
-        Seeds the held-out split, the hidden entries and the batches' order; with the
-        learner's own ``random_state``, the seed of the second half's learners (the first
-        half's start from the learner's own seed; the same pair for every candidate).
+        Seeds the held-out split, the hidden entries and the batches' order.
     verbose : bool, default False
         A progress bar over the mini-batches.
 
@@ -262,9 +260,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     batch_size = batch_size or _learner_batch(learner)
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
     held = _HeldOut(*source.held_out(holdout, max_holdout, hidden), source)
-    seeds = _half_seeds(learner, random_state)  # the same pair for every candidate
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
-                                                             for seed in seeds])
+                                                             for seed in (0, 1)])
                   for m in modes for r in n_components]
     # a rung of a few steps would score candidates that have barely started
     first_rung = min(1.0, max(first_rung, MIN_RUNG_STEPS / source.n_batches(batch_size)))
@@ -333,28 +330,13 @@ def _grouping_text(modes: Any) -> str:
     return format_groups(groups)
 
 
-def _clone(learner: Any, rank: int, seed: int) -> Any:
-    """The learner at ``rank``, seeded by ``seed`` (see :func:`_half_seeds`)."""
+def _clone(learner: Any, rank: int, half: int) -> Any:
     params = learner.get_params()
     params["n_components"] = rank
-    if "random_state" in params:
-        params["random_state"] = seed
+    if "random_state" in params and params["random_state"] is None:
+        params["random_state"] = half  # deterministic: the halves' own seeds
     return type(learner)(**params)
 
-
-def _half_seeds(learner: Any, random_state: int) -> tuple[int, int]:
-    """The two halves' learners' seeds. The first half's is the learner's own (an int; a
-    Generator or RandomState is drawn from once; None counts as 0), so that it starts as the
-    learner fitted alone would; the second half's is drawn from it and ``select``'s
-    ``random_state``, apart from the first. Two halves started from the same initialisation
-    would share its components: their match would then measure the shared start as much as
-    the data."""
-    own = learner.get_params().get("random_state")
-    if own is not None and not isinstance(own, (int, np.integer)):
-        own = int(generator_of(own).integers(np.iinfo(np.int32).max))
-    own = 0 if own is None else int(own)
-    other = int(np.random.SeedSequence([random_state, own]).generate_state(1)[0])
-    return own, other if other != own else other + 1
 
 
 def _learner_batch(learner: Any) -> int:

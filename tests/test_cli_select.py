@@ -31,12 +31,9 @@ def test_select_writes_the_table_and_the_plot_and_prints_the_choice(patches, tmp
     assert list(table["rank"].values) == [1, 2, 3]
     assert plot.stat().st_size > 0
     printed = capsys.readouterr().out
-    # the table's choice, as the options of `tensorstream fit` (which candidate the rule
-    # picks is tested in test_model_selection.py, on noisy planted data: on these exact
-    # rank-2 samples, a rank 3 whose spare component splits one of the two replicates)
-    chosen = (table.attrs["chosen_grouping"], int(table.attrs["chosen_rank"]))
-    assert chosen[0] in ("axis1;axis2;axis3", "axis1,axis2;axis3")
-    assert printed.startswith(f'chosen: --modes "{chosen[0]}" --n-components {chosen[1]} ')
+    # the planted grouping (exact rank 2 in three modes); one pass (three at most) of these
+    # 300 samples leaves rank 2 short of the error of a joint rank 3 (1.2e-4 against 1e-4)
+    assert printed.startswith('chosen: --modes "axis1;axis2;axis3" --n-components 2 ')
 
 
 def test_select_writes_csv(patches, tmp_path):

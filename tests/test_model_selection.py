@@ -129,23 +129,6 @@ def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
     assert not np.allclose(other.table["imputation_error"], first.table["imputation_error"])
 
 
-def test_the_halves_start_from_distinct_seeds_reproducibly():
-    """The two halves' learners are seeded apart (else their match would partly measure the
-    shared initialisation): the first half's as the learner alone, the second's drawn from
-    select's and the learner's seeds."""
-    from tensorstream.model_selection import _half_seeds
-
-    learner = OnlineCPDL(3, random_state=0)
-    first, second = _half_seeds(learner, 0)
-    assert first == 0 and second != first
-    assert _half_seeds(learner, 0) == (first, second)  # reproducible
-    assert _half_seeds(learner, 1)[1] != second  # select's seed counts
-    assert _half_seeds(OnlineCPDL(3, random_state=5), 0)[1] not in (5, second)  # the learner's
-    assert _half_seeds(OnlineCPDL(3), 0) == (first, second)  # None counts as 0
-    drawn = _half_seeds(OnlineCPDL(3, random_state=np.random.default_rng(7)), 0)
-    assert drawn == _half_seeds(OnlineCPDL(3, random_state=np.random.default_rng(7)), 0)
-
-
 def test_a_replicable_candidate_dropped_by_halving_beats_finalists_that_do_not_replicate():
     """Halving keeps what the rule prefers at each scoring; a larger candidate that led while
     it replicated can stop replicating later, after the smaller replicable ones were
@@ -170,18 +153,6 @@ def test_a_replicable_candidate_dropped_by_halving_beats_finalists_that_do_not_r
     ds["replicability"][:] = 0.5  # nothing replicates: the finalists, as before
     ds["replicable"] = ds["replicability"] >= 0.8
     assert _choose(ds, 0.1)[0] == ("0;1;2", 16)
-
-
-def test_halves_of_identical_samples_do_not_replicate_by_a_shared_start():
-    """Each batch's even and odd samples are the same: halves started from one seed would be
-    the same model, every component matching at 1; started apart, the spare components of a
-    rank above the data's (2) do not match exactly."""
-    X = planted(0, rank=2, n=480, noise=0.2)
-    batches = [np.repeat(X[i:i + 40], 2, axis=0) for i in range(0, 480, 40)]
-    result = select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"],
-                    n_components=[4], n_passes=1, max_passes=1, prune=False)
-    per = result.table["replicability_per_component"].sel(grouping="0;1;2", rank=4).values
-    assert np.min(per) < 0.999
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
