@@ -17,8 +17,8 @@ three modes (rank-one "plaid" atoms in one hue), ``(y·x, channel)`` (free spati
 hue each) or one vector per patch (a plain NMF dictionary). Which one, and how many atoms?
 :func:`tensorstream.model_selection.select` scores every grouping x rank online from the same
 batches of patches, and chooses by its rule: the fewest parameters within one standard error
-(or 10%) of the best imputation error of held-out entries, among replicable candidates (see
-``docs/model_selection.md``).
+(or 10%) of the best imputation error of held-out entries, at the ranks that replicate
+(averaged over the groupings that fit best at each rank; see ``docs/model_selection.md``).
 
 The selection is repeated with several seeds (other patches, other batches): a stable choice
 is one the seeds agree on. Natural patches have no finite rank: the imputation error falls all

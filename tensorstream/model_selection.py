@@ -27,14 +27,18 @@ current choice goes on while its error is within the rule's bar or still falling
 enough to reach it (``REACH_PASSES`` more passes at its last rate); a larger one only while
 it is falling fast enough to beat the choice by the rule's margin.
 
-**The rule** (:attr:`Selection.chosen`): among the finalists (the candidates not dropped)
-that are *replicable* (their factor match scores, summarized by ``replicability``, at least
-``min_replicability``), and whose grouping has no smaller rank that failed to replicate after
-a whole pass, take the best imputation error and its standard error over held-out samples;
-of the candidates within one standard error (or ``tolerance`` times) of it, choose the one
-with the fewest parameters (``rank * sum of mode sizes``): the smallest rank, and of equal
-ranks the finest grouping. When no candidate is eligible, the rule falls back to all
-finalists and says so (``Selection.table.attrs["rule"]``).
+**The rule** (:attr:`Selection.chosen`): the replicability decides how many components the
+data hold, the imputation error and the size which candidate. A rank *replicates* when its
+candidates' replicability (their factor match scores summarized by ``replicability``),
+averaged over the groupings, reaches ``min_replicability``; the ranks the data hold are the
+ranks that replicate below the first one that does not after a whole pass. Among the
+finalists (the candidates not dropped) at those ranks, take the best imputation error and
+its standard error over held-out samples; of the candidates within one standard error (or
+``tolerance`` times) of it, choose the one with the fewest parameters (``rank * sum of mode
+sizes``): the smallest rank, and of equal ranks the finest grouping. When no finalist is
+at such a rank, the rule chooses among the candidates at those ranks that halving dropped
+(as scored when dropped), and when there are none, among all finalists;
+``Selection.table.attrs["rule"]`` says which.
 
 Examples
 --------
@@ -137,6 +141,9 @@ class Selection:
         replicability): ``imputation_error``, ``imputation_se``, ``heldout_error``,
         ``heldout_se``, ``replicability`` (the worst matched component), ``replicable``,
         ``replicability_per_component``, ``fit_seconds``, ``state_bytes``, ``n_parameters``,
+        ``rank_replicability`` and ``rank_replicable`` (dim ``rank``: the candidates'
+        replicability averaged over the groupings, which the rule compares with
+        ``min_replicability``),
         ``passes`` (how many passes the candidate ran: until dropped, converged or
         ``max_passes``) and ``finalist`` (not dropped: the rule's pool). ``attrs["rule"]``
         says how ``chosen`` was found.
@@ -166,6 +173,8 @@ class Selection:
             axes[0].errorbar(ranks, row["imputation_error"], row["imputation_se"], marker="o",
                              capsize=3, label=g)
             axes[1].plot(ranks, row["replicability"], marker="o", label=g)
+        axes[1].plot(ranks, self.table["rank_replicability"], "k--",
+                     label="mean over groupings")  # what the rule compares
         chosen = self.table.sel(grouping=self.chosen["grouping"],
                                 rank=self.chosen["n_components"])
         axes[0].plot(self.chosen["n_components"], chosen["imputation_error"], "o", ms=14,
@@ -231,11 +240,12 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         to the end of the first pass, then after each pass. 1 scores after whole passes
         only.
     min_replicability : float, default 0.8
-        The factor match score a replicable candidate's components reach.
+        The replicability a rank reaches, averaged over the groupings, to count as held by
+        the data (a candidate's own ``replicable`` compares its replicability alone).
     replicability : {"worst", "median"}, default "worst"
         How the per-component factor match scores are summarized into the candidate's
-        ``replicability``, compared with ``min_replicability``: the worst component's, or
-        the median component's (softer: one atom that does not replicate is tolerated).
+        ``replicability``: the worst component's, or the median component's (softer: one
+        atom that does not replicate is tolerated).
     tolerance : float, default 0.1
         Errors within ``tolerance`` times the best also count as tied with it (besides those
         within one standard error).
@@ -596,16 +606,37 @@ def _reach(c: _Candidate) -> float:
     return error - REACH_PASSES * _improvement(c) * error
 
 
-def _eligible(candidates: list, minimum: float) -> dict[int, bool]:
-    """Per candidate (by ``id``): replicable, and no smaller rank of its grouping found not
-    replicable after a whole pass (a rank past the first that does not replicate is not
-    the data's: a larger one that happens to replicate is chance)."""
-    failed: dict[str, int] = {}
+def _rank_replicability(candidates: list, tolerance: float) -> dict[int, tuple[float, bool]]:
+    """Per rank: the replicability of its candidates averaged over the groupings that fit
+    best at that rank (imputation error within one standard error, or ``tolerance`` times,
+    of the rank's best: a grouping that fits worse, too constrained or stalled, says
+    nothing of the data's rank), of those scored after a whole pass when there are any; and
+    whether one was."""
+    per_rank: dict[int, list] = {}
     for c in candidates:
-        if c.scores and c.passes >= 1 and c.scores["replicability"] < minimum:
-            failed[c.grouping] = min(failed.get(c.grouping, c.rank), c.rank)
-    return {id(c): bool(c.scores) and c.scores["replicability"] >= minimum
-            and c.rank < failed.get(c.grouping, np.inf) for c in candidates}
+        if c.scores:
+            per_rank.setdefault(c.rank, []).append(c)
+    out = {}
+    for rank, scored in per_rank.items():
+        settled = [c for c in scored if c.passes >= 1]
+        pool = settled or scored
+        best = min(pool, key=lambda c: c.scores["imputation"])
+        bar = best.scores["imputation"] + max(best.scores["imputation_se"],
+                                             tolerance * best.scores["imputation"])
+        fitting = [c.scores["replicability"] for c in pool if c.scores["imputation"] <= bar]
+        out[rank] = (float(np.mean(fitting)), bool(settled))
+    return out
+
+
+def _eligible(candidates: list, minimum: float, tolerance: float) -> dict[int, bool]:
+    """Per candidate (by ``id``): its rank replicates (see :func:`_rank_replicability`), and
+    every smaller rank too (a rank that does not replicate after a whole pass ends the ranks
+    the data hold: a larger one that happens to replicate is chance)."""
+    ranks = _rank_replicability(candidates, tolerance)
+    failed = min((r for r, (score, settled) in ranks.items() if settled and score < minimum),
+                 default=np.inf)
+    return {id(c): c.rank in ranks and ranks[c.rank][0] >= minimum and c.rank < failed
+            for c in candidates}
 
 
 def _prune(candidates: list, tolerance: float, minimum: float) -> None:
@@ -616,7 +647,7 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     alive = [c for c in candidates if c.alive]
     if len(alive) < 2:
         return
-    eligible = _eligible(candidates, minimum)
+    eligible = _eligible(candidates, minimum, tolerance)
     means = np.array([c.scores["imputation"] for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
     replicable = np.array([eligible[id(c)] for c in alive])
@@ -661,6 +692,9 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
                     coords=coords)
     ds["replicability_per_component"] = (("grouping", "rank", "component"), per_component)
     ds["replicable"] = ds["replicability"] >= minimum
+    by_rank = _rank_replicability(candidates, tolerance)
+    ds["rank_replicability"] = ("rank", [by_rank[r][0] for r in ranks])
+    ds["rank_replicable"] = ds["rank_replicability"] >= minimum
     ds["finalist"] = (("grouping", "rank"), finalist)
     ds.attrs.update(min_replicability=minimum, tolerance=tolerance, replicability=summary)
     chosen, rule = _choose(ds, tolerance)
@@ -672,14 +706,24 @@ def _result(candidates: list, modes: list, ranks: list, minimum: float,
 
 def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
     """The rule: fewest parameters within one SE (or ``tolerance`` times) of the best
-    replicable imputation error, among the finalists (the candidates not dropped)."""
-    # a rank past its grouping's first that does not replicate (after a whole pass) is out
-    failed = ~ds["replicable"] & (ds["passes"] >= 1)
-    pool = ds["finalist"] & ds["replicable"] & (failed.cumsum("rank") == 0)
+    imputation error, among the finalists (the candidates not dropped) at the ranks the data
+    hold (see :func:`_eligible`); when no finalist is at one, among the candidates at those
+    ranks that halving dropped."""
+    # a rank replicates when its best-fitting groupings do on average; the first rank that
+    # does not (after a whole pass) ends the ranks the data hold
+    failed = ~ds["rank_replicable"] & (ds["passes"] >= 1).any("grouping")
+    eligible = ds["rank_replicable"] & (failed.cumsum("rank") == 0)
+    pool = ds["finalist"] & eligible
     rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
-            f"imputation error, among replicable")
-    if not bool(pool.any()):
-        pool, rule = ds["finalist"], rule.replace("among replicable", "none replicable: "
+            f"imputation error, among replicable ranks")
+    if not bool(pool.any()) and bool(eligible.any()):
+        # halving dropped them while a larger candidate, replicable then, led; it stopped
+        # replicating later: a rank the data hold beats the finalists past it
+        pool, rule = eligible, rule.replace("among replicable ranks", "no finalist at a "
+                                            "replicable rank: among the ones dropped, as "
+                                            "scored when dropped")
+    elif not bool(pool.any()):
+        pool, rule = ds["finalist"], rule.replace("among replicable ranks", "none replicable: "
                                                   "among all")
     error = ds["imputation_error"].where(pool)
     best = error.argmin(dim=("grouping", "rank"))

@@ -129,6 +129,73 @@ def test_selection_is_deterministic_and_leaves_the_learner_unfitted():
     assert not np.allclose(other.table["imputation_error"], first.table["imputation_error"])
 
 
+def test_a_replicable_candidate_dropped_by_halving_beats_finalists_that_do_not_replicate():
+    """Halving keeps what the rule prefers at each scoring; a larger candidate that led while
+    it replicated can stop replicating later, after the smaller replicable ones were
+    dropped: the choice is then among those, not the largest finalist (the grid's edge)."""
+    from tensorstream.model_selection import _choose
+
+    def grid(values):
+        return (("grouping", "rank"), np.array(values, dtype=float))
+
+    ds = xr.Dataset({
+        "imputation_error": grid([[0.059, 0.035, 0.024, 0.016]]),
+        "imputation_se": grid([[0.004, 0.003, 0.002, 0.001]]),
+        "n_parameters": grid([[38, 76, 152, 304]]),
+        "replicability": grid([[0.96, 0.85, 0.59, 0.32]]),
+        "passes": grid([[1, 1, 2, 3]])},
+        coords={"grouping": ["0;1;2"], "rank": [2, 4, 8, 16]})
+    ds["finalist"] = ds["passes"] >= 3
+    ds["rank_replicability"] = ds["replicability"].sel(grouping="0;1;2")  # one grouping
+    ds["rank_replicable"] = ds["rank_replicability"] >= 0.8
+    (grouping, rank), rule = _choose(ds, 0.1)
+    assert (grouping, rank) == ("0;1;2", 4)
+    assert "no finalist at a replicable rank" in rule
+    ds["rank_replicable"][:] = False  # nothing replicates: the finalists, as before
+    assert _choose(ds, 0.1)[0] == ("0;1;2", 16)
+
+
+def test_a_rank_replicates_on_average_over_its_groupings():
+    """The rank is decided by replicability averaged over the groupings, the candidate by
+    error and size: a finest grouping whose own match fell short at a rank that replicates
+    is still chosen over a coarser one of the same error (which grouping happens to match
+    at a rank varies from seed to seed on real data)."""
+    from tensorstream.model_selection import _choose
+
+    def grid(values):
+        return (("grouping", "rank"), np.array(values, dtype=float))
+
+    ds = xr.Dataset({
+        "imputation_error": grid([[0.07, 0.040, 0.025], [0.07, 0.039, 0.024]]),
+        "imputation_se": grid([[0.005, 0.003, 0.002], [0.005, 0.003, 0.002]]),
+        "n_parameters": grid([[38, 76, 152], [134, 268, 536]]),
+        "replicability": grid([[1.0, 0.75, 0.6], [0.99, 0.95, 0.55]]),
+        "passes": grid([[3, 3, 3], [3, 3, 3]])},
+        coords={"grouping": ["0;1;2", "0,1;2"], "rank": [2, 4, 8]})
+    ds["finalist"] = ds["passes"] > 0
+    ds["rank_replicability"] = ds["replicability"].mean("grouping")
+    ds["rank_replicable"] = ds["rank_replicability"] >= 0.8
+    (grouping, rank), rule = _choose(ds, 0.1)
+    assert (grouping, rank) == ("0;1;2", 4)  # rank 8 (0.575) is out, 4 (0.85) held
+    assert "among replicable ranks" in rule
+
+
+def test_the_table_holds_the_rank_replicability_the_rule_compares():
+    """Per rank, the mean replicability of the groupings that fit best at that rank (within
+    one standard error, or tolerance times, of its best imputation error)."""
+    result = run(planted(0, n=400, joint_space=True), n_passes=1, max_passes=1, prune=False)
+    table = result.table
+    for rank in table["rank"].values:
+        at = table.sel(rank=rank)
+        best = int(at["imputation_error"].argmin())
+        lowest = float(at["imputation_error"][best])
+        bar = lowest + max(float(at["imputation_se"][best]), 0.1 * lowest)
+        fitting = at["imputation_error"].values <= bar
+        assert float(at["rank_replicability"]) == pytest.approx(
+            at["replicability"].values[fitting].mean())
+    assert (table["rank_replicable"] == (table["rank_replicability"] >= 0.8)).all()
+
+
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
 def test_torch_gives_the_numpy_answer():
     import torch
@@ -216,7 +283,9 @@ def test_the_plot_draws_a_line_per_grouping():
     matplotlib.use("Agg")
     result = run(planted(0, n=300), n_passes=1)
     axes = result.plot()
-    assert len(axes[1].get_lines()) == 3 + 1  # one per grouping, and the threshold
+    # one per grouping, the mean over groupings the rule compares, and the threshold
+    assert len(axes[1].get_lines()) == 3 + 1 + 1
+    assert "mean over groupings" in [line.get_label() for line in axes[1].get_lines()]
     import sys
 
     if "matplotlib.pyplot" in sys.modules:  # the plot is a Figure of its own
