@@ -5,27 +5,16 @@ battery, ``benchmarks/battery.py``) a learner's state described exactly, to say
 import dataclasses
 import importlib.util
 import inspect
-import sys
-from pathlib import Path
 
 import numpy as np
+from scripts import load_script
 
 from tensorstream.core.backend import Carried
 from tensorstream.learners.registry import registered
 
-
-def _load_battery():
-    """The battery script as a module: its exact description of a learner's state and of
-    its factors are the ones the tests use."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "battery.py"
-    spec = importlib.util.spec_from_file_location("tensorstream_battery", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_battery = _load_battery()
+#: the battery script: its exact description of a learner's state and of its factors are the
+#: ones the tests use
+_battery = load_script("benchmarks/battery.py", "tensorstream_battery")
 fingerprint = _battery.fingerprint
 
 BACKENDS = ["numpy"] + (["pytorch"] if importlib.util.find_spec("torch") else [])

@@ -1,25 +1,17 @@
 """benchmarks/bench_defaults.py: the paper's outlier recipe, the "clearly worse" rule, and a
 smoke run of its cheapest row (El Nino as a labelled DataArray)."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_defaults",
-                                                  ROOT / "benchmarks" / "bench_defaults.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_paper_outliers_replace_10_percent_of_70_percent_of_the_samples():
-    bench = _bench()
+    bench = load_script("benchmarks/bench_defaults.py")
     X = np.random.default_rng(1).random((100, 50))
     noisy = bench.paper_outliers(X)
     changed = noisy != X
@@ -29,7 +21,7 @@ def test_paper_outliers_replace_10_percent_of_70_percent_of_the_samples():
 
 
 def test_clearly_worse_follows_the_metric():
-    bench = _bench()
+    bench = load_script("benchmarks/bench_defaults.py")
 
     def row(metric, ours, peer):
         return bench.row("d", "L", metric, (ours, 1.0), "P", (peer, 1.0))
@@ -43,7 +35,7 @@ def test_clearly_worse_follows_the_metric():
 
 def test_elnino_row_runs(capsys):
     pytest.importorskip("statsmodels")
-    rows = _bench().main(["--quick", "--only", "elnino"])
+    rows = load_script("benchmarks/bench_defaults.py").main(["--quick", "--only", "elnino"])
     assert len(rows) == 1 and 0 < rows[0]["ours"] < 0.2 and rows[0]["said"] == []
     assert "| elnino (DataArray year x month) | OnlineCPDL |" in capsys.readouterr().out
 
@@ -51,7 +43,7 @@ def test_elnino_row_runs(capsys):
 def test_digits_passes_diagnostic_runs(capsys):
     """The section that explains the digits row: own codes as good as NNLS codes, and the
     default weights ahead of the former ``1/t`` after 200 passes (quick data)."""
-    rows = _bench().main(["--quick", "--only", "digits-passes"])
+    rows = load_script("benchmarks/bench_defaults.py").main(["--quick", "--only", "digits-passes"])
     assert len(rows) == 5
     assert rows[1]["ours"] == pytest.approx(rows[0]["ours"], abs=0.05)  # same model, NNLS codes
     assert rows[3]["ours"] > rows[4]["ours"] + 0.2  # t^-0.5 against 1/t, both 200 passes

@@ -1,12 +1,11 @@
 """Smoke runs of benchmarks/bench_svrmf.py and examples/svrmf_curves.py on tiny data."""
 
 import csv
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
@@ -14,20 +13,8 @@ pytest.importorskip("matplotlib")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(relative: str, name: str):
-    """Import a script (benchmarks/ and examples/ are not packages); dataclasses need it in
-    sys.modules while it runs, and the example then imports this same module."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_benchmark_quick_run_writes_sane_curves(tmp_path, capsys):
-    bench = _load("benchmarks/bench_svrmf.py", "bench_svrmf")
+    bench = load_script("benchmarks/bench_svrmf.py", "bench_svrmf")
     out = tmp_path / "curves.csv"
     results = bench.main(["--quick", "--n-samples", "200", "--passes", "1", "--no-memory",
                           "--out", str(out)])
@@ -49,7 +36,7 @@ def test_benchmark_quick_run_writes_sane_curves(tmp_path, capsys):
 
 
 def test_benchmark_grid_and_reached():
-    bench = _load("benchmarks/bench_svrmf.py", "bench_svrmf")
+    bench = load_script("benchmarks/bench_svrmf.py", "bench_svrmf")
     setup = bench.odl_digits(n_samples=100)
     grid = bench.method_grid(setup)
     assert [label for label, _, _ in grid].count("VR (paper)") == len(setup.vr_steps)
@@ -61,7 +48,7 @@ def test_benchmark_grid_and_reached():
 
 
 def test_example_writes_figures(tmp_path):
-    example = _load("examples/svrmf_curves.py", "svrmf_curves")
+    example = load_script("examples/svrmf_curves.py", "svrmf_curves")
     paths = example.main(["--n-samples", "200", "--passes", "1", "--long-factor", "1",
                           "--out", str(tmp_path)])
     assert [p.name for p in paths] == ["svrmf_odl-digits.png", "svrmf_orpca-synth.png"]

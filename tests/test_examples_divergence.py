@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import pathlib
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scripts import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _load(relative: str):
-    path = ROOT / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_planted_corpus_is_sparse_and_topics_are_disjoint():
-    topics = _load("examples/topic_learning_kl.py")
+    topics = load_script("examples/topic_learning_kl.py")
     corpus = topics.planted_topic_corpus(n_docs=200, n_words=300, n_topics=3,
                                          words_per_topic=20, doc_length=30, random_state=1)
     assert sp.isspmatrix_csr(corpus.X) and corpus.X.shape == (200, 300)
@@ -36,7 +28,7 @@ def test_planted_corpus_is_sparse_and_topics_are_disjoint():
 
 
 def test_topic_example_recovers_topics(tmp_path, capsys):
-    topics = _load("examples/topic_learning_kl.py")
+    topics = load_script("examples/topic_learning_kl.py")
     results = topics.main(["--n-docs", "1000", "--n-words", "150", "--n-topics", "3",
                            "--words-per-topic", "20", "--doc-length", "300", "--epochs", "2",
                            "--out", str(tmp_path)])
@@ -54,7 +46,7 @@ def test_topic_example_recovers_topics(tmp_path, capsys):
 
 
 def test_huber_example_denoises(tmp_path, capsys):
-    faces = _load("examples/huber_denoising_faces.py")
+    faces = load_script("examples/huber_denoising_faces.py")
     results = faces.main(["--n-faces", "40", "--copies", "3", "--n-components", "8",
                           "--out", str(tmp_path)])
     assert (tmp_path / "huber_denoising_faces.png").stat().st_size > 0
@@ -68,7 +60,7 @@ def test_huber_example_denoises(tmp_path, capsys):
 
 
 def test_corrupt_modes():
-    faces = _load("examples/huber_denoising_faces.py")
+    faces = load_script("examples/huber_denoising_faces.py")
     clean = np.full((4, 50), 0.5)
     rng = np.random.default_rng(0)
     added = faces.corrupt(clean, 0.2, "add", rng)
@@ -80,7 +72,7 @@ def test_corrupt_modes():
 
 
 def test_refit_evaluator_is_scale_invariant_and_matches_dense():
-    bench = _load("benchmarks/bench_divergence.py")
+    bench = load_script("benchmarks/bench_divergence.py")
     rng = np.random.default_rng(0)
     W = rng.random((3, 40))
     X = rng.poisson(rng.random((30, 3)) @ W * 5).astype(float)
@@ -91,7 +83,7 @@ def test_refit_evaluator_is_scale_invariant_and_matches_dense():
 
 
 def test_benchmark_runs_tiny(capsys):
-    bench = _load("benchmarks/bench_divergence.py")
+    bench = load_script("benchmarks/bench_divergence.py")
     out = bench.main(["--quick", "--n-docs", "400", "--n-words", "120", "--density", "0.1",
                       "--dense-docs", "300", "--dense-features", "20", "--rank", "3",
                       "--datasets", "sparse", "dense", "tensor", "--tensor-samples", "300",
@@ -113,5 +105,5 @@ def test_benchmark_runs_tiny(capsys):
 def test_example_docstrings(relative):
     import doctest
 
-    result = doctest.testmod(_load(relative), optionflags=doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testmod(load_script(relative), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0

@@ -1,27 +1,19 @@
 """The gallery's scripts and build hooks: public imports, intros, no build paths, short lines."""
 
 import ast
-import importlib.util
 import re
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 #: Internal packages: an example that needs one of them shows users an API they cannot rely on.
 INTERNAL = re.compile(r"^\s*(?:from|import)\s+tensorstream\.(learners|cli|coders|core|engine|"
                       r"steps|finite)\b", re.MULTILINE)
-
-
-def _gallery_support():
-    spec = importlib.util.spec_from_file_location(
-        "gallery_support", ROOT / "docs" / "_ext" / "gallery_support.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
@@ -42,7 +34,7 @@ def test_learner_pages_open_with_the_three_questions(page):
 
 
 def test_gallery_arguments_and_warnings_show_no_build_machine_paths(tmp_path, monkeypatch):
-    support = _gallery_support()
+    support = load_script("docs/_ext/gallery_support.py")
     monkeypatch.setattr(support, "OUTPUT", tmp_path / "example-output")
     monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after
     example = ROOT / "examples" / "labelled_climate.py"
@@ -64,7 +56,7 @@ def test_wide_figures_get_a_thumbnail_of_the_thumbnails_shape(tmp_path, monkeypa
     pytest.importorskip("PIL")
     from PIL import Image
 
-    support = _gallery_support()
+    support = load_script("docs/_ext/gallery_support.py")
     monkeypatch.setattr(support, "THUMBS", tmp_path / "thumbs")
     Image.new("RGB", (1500, 300)).save(tmp_path / "wide.png")
     Image.new("RGB", (300, 300)).save(tmp_path / "square.png")
@@ -79,10 +71,7 @@ def test_the_reshapings_example_reads_the_package_s_image_loader(monkeypatch):
     no refusal of grey images): it reads tensorstream.datasets.load_image, with its errors."""
     from tensorstream import datasets
 
-    spec = importlib.util.spec_from_file_location("image_reshapings",
-                                                  ROOT / "examples" / "image_reshapings.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_script("examples/image_reshapings.py")
     calls = []
     real = datasets.load_image
     monkeypatch.setattr(datasets, "load_image", lambda *a, **k: calls.append(a) or real(*a, **k))

@@ -5,24 +5,18 @@ small package written to a temporary folder: a planted circle (one side a lazy i
 function), a planted upward import (relative), and a module that no layer holds.
 """
 
-import importlib.util
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "check_layers.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_layers = load_script()
+check_layers = load_script("tools/check_layers.py")
 
 #: the planted package's layers, bottom first
 PLANTED_LAYERS = (("low", ("pkg.low", "pkg.sub")), ("high", ("pkg.high", "pkg")))

@@ -1,24 +1,17 @@
 """The gallery's selection example on labelled climate-like data (examples/select_climate.py):
 the rule finds the planted grouping and rank, and the chosen model's factors are labelled."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(relative: str):
-    spec = importlib.util.spec_from_file_location("select_climate", ROOT / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_climate_example_chooses_free_maps_at_the_planted_rank(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    example = _load("examples/select_climate.py")
+    example = load_script("examples/select_climate.py")
     out = example.main(["--days", "30", "--out", str(tmp_path)])
     assert out["chosen"]["grouping"] == "lat,lon;variable"
     assert out["chosen"]["n_components"] == 3

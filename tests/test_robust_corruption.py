@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorly as tl
+from scripts import load_script
 
 from tensorstream.core.backend import to_numpy
 from tensorstream.learners.maxnorm import OnlineMaxNormMD
@@ -24,15 +25,7 @@ BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
     not importlib.util.find_spec("torch"), reason="needs torch"))]
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_robust",
-                                                  ROOT / "benchmarks" / "bench_robust.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
+BENCH = load_script("benchmarks/bench_robust.py")
 
 
 def _patches(n=200):

@@ -8,11 +8,11 @@ With a fixed outlier threshold (0.5 data scales) the object leaked into the back
 (F1 0.67-0.70 for both learners, seeds 0-2); with ``outlier_alpha="auto"`` following each
 frame's residual scale, 0.84 (OR-PCA) and 0.77-0.81 (OMRMD)."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 from tensorstream.algorithms.robust_matrix import residual_scales
 from tensorstream.core.backend import to_numpy
@@ -24,15 +24,7 @@ pytest.importorskip("skimage")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_robust",
-                                                  ROOT / "benchmarks" / "bench_robust.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
+BENCH = load_script("benchmarks/bench_robust.py")
 
 
 @pytest.fixture(scope="module")
