@@ -155,11 +155,11 @@ def test_a_replicable_candidate_dropped_by_halving_beats_finalists_that_do_not_r
     assert _choose(ds, 0.1)[0] == ("0;1;2", 16)
 
 
-def test_a_rank_replicates_on_average_over_its_groupings():
-    """The rank is decided by replicability averaged over the groupings, the candidate by
-    error and size: a finest grouping whose own match fell short at a rank that replicates
-    is still chosen over a coarser one of the same error (which grouping happens to match
-    at a rank varies from seed to seed on real data)."""
+def test_the_rule_takes_the_rank_from_the_rank_replicability():
+    """The rank is decided by the rank's replicability (the table's ``rank_replicable``),
+    the candidate by error and size: a finest grouping whose own match fell short at a rank
+    that replicates is still chosen over a coarser one of the same error (which grouping
+    happens to match at a rank varies from seed to seed on real data)."""
     from tensorstream.model_selection import _choose
 
     def grid(values):
@@ -178,6 +178,26 @@ def test_a_rank_replicates_on_average_over_its_groupings():
     (grouping, rank), rule = _choose(ds, 0.1)
     assert (grouping, rank) == ("0;1;2", 4)  # rank 8 (0.575) is out, 4 (0.85) held
     assert "among replicable ranks" in rule
+
+
+def test_a_grouping_that_fits_worse_does_not_decide_the_rank():
+    """_rank_replicability averages over the groupings that fit best at a rank: a grouping
+    far worse in imputation error (too constrained, or stalled) with a low match is left out,
+    so the rank replicates (a plain mean over the three would be 0.6 and fail)."""
+    from types import SimpleNamespace
+
+    from tensorstream.model_selection import _eligible, _rank_replicability
+
+    def candidate(imputation, replicability, rank=4):
+        return SimpleNamespace(rank=rank, passes=1, scores={
+            "imputation": imputation, "imputation_se": 0.003,
+            "replicability": replicability})
+
+    fine, joint, stalled = candidate(0.040, 0.9), candidate(0.039, 0.8), candidate(0.080, 0.1)
+    ranks = _rank_replicability([fine, joint, stalled], tolerance=0.1)
+    assert ranks[4] == (pytest.approx(0.85), True)
+    eligible = _eligible([fine, joint, stalled], minimum=0.8, tolerance=0.1)
+    assert all(eligible.values())
 
 
 def test_the_table_holds_the_rank_replicability_the_rule_compares():

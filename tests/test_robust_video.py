@@ -144,3 +144,39 @@ def test_background_refuses_bad_input_and_leaves_the_model_as_it_was(video):
     np.testing.assert_array_equal(to_numpy(model.loadings_[0]), before)
     with pytest.raises(Exception, match="fit"):
         OnlineRobustPCA(3).background(corrupted)
+
+
+def test_a_dark_border_does_not_make_every_lit_pixel_an_outlier(video):
+    """The residual scale is taken over the entries a frame holds: with more than half of
+    every frame exact zeros (a black border, which any basis fits exactly), the median
+    residual over all entries was ~0, every lit pixel was flagged and the foreground's F1
+    fell from 0.99 to 0.09 (review of issue 31's change)."""
+    corrupted, truth = video
+    border = np.zeros((len(corrupted), 2 * corrupted.shape[1]))
+    framed = np.hstack([corrupted, border])
+    model = OnlineRobustPCA(3, random_state=0).fit(framed)
+    background = to_numpy(model.inverse_transform(model.transform(framed)))[:, :truth.shape[1]]
+    assert BENCH.f1(corrupted - background, truth) > 0.8
+
+
+def test_an_exactly_fitted_batch_keeps_a_positive_threshold():
+    rng = np.random.default_rng(5)
+    basis = rng.standard_normal((40, 3))
+    Z = rng.standard_normal((8, 3)) @ basis.T  # in the basis' span: residuals ~ 1e-16
+    model = OnlineRobustPCA(3, random_state=0, max_iter=1).fit(Z)
+    algorithm = model._algorithm()
+    thresholds = to_numpy(algorithm.residual_thresholds(
+        Z, basis, 0.5, algorithm.coder_options(1e-3)))
+    assert np.all(thresholds >= 1e-6) and np.all(thresholds <= 0.5)
+
+
+@pytest.mark.parametrize("noise", ["l1", "l21", "fro", "none"])
+def test_the_background_exists_under_every_noise_model(noise):
+    """Dense ("fro") and whole-sample ("l21") noise flag every entry of a sample they touch:
+    the background is then the fit's own low-rank part, not the refit of nothing (it was all
+    zeros)."""
+    rng = np.random.default_rng(6)
+    X = rng.random((300, 3)) @ rng.random((3, 30)) + 0.01 * rng.standard_normal((300, 30))
+    model = OnlineMaxNormMD(3, noise=noise, random_state=0).fit(X)
+    error = np.linalg.norm(to_numpy(model.background(X)) - X) / np.linalg.norm(X)
+    assert error < 0.5, error

@@ -160,7 +160,9 @@ class RobustMatrixLearner(OnlineLearner):
         pulls it towards itself; this refit does not see those entries. On the benchmark's
         video (``benchmarks/bench_robust.py --video``) the foreground's F1 is 0.96 against
         0.94 (``OnlineRobustPCA``). ``denoise`` keeps the l1 fit's values: on images whose own
-        detail is flagged (faces, patches) the refit is 0.5-2 dB worse there.
+        detail is flagged (faces, patches) the refit is 0.5-2 dB worse there. With
+        ``OnlineMaxNormMD(noise="fro")`` or ``"l21"`` every entry a sample's noise touches is
+        flagged: the background is then the fit's own low-rank part.
         """
         X, coded, mask, relabel = self._coded_parts(X, mask)
         with using(self.backend_):
@@ -222,16 +224,19 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         ``1/sqrt(p)``; 1.5 loses 0.7 dB on clean faces.
     outlier_alpha : "auto", float > 0 or None, default "auto"
         Weight of the noise penalty (the paper's ``lambda2``), in units of the data scale:
-        ``"auto"`` is per sample the smaller of 0.5 and 6 times the sample's residual scale
-        (the normal-consistent median absolute residual under a rough code), so that what the
-        basis already explains well gives up a small difference (a moving object on a learned
-        background) while an unexplained sample (early steps, faces' own detail) keeps 0.5;
+        ``"auto"`` is, with ``noise="l1"``, per sample the smaller of 0.5 and 6 times the
+        sample's residual scale (the normal-consistent median absolute residual over its
+        nonzero entries, under a rough code), so that what the basis already explains well
+        gives up a small difference (a moving object on a learned background) while an
+        unexplained sample (early steps, faces' own detail) keeps 0.5; 0.5 with the other
+        noise models;
         ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
-        absolute entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the column bound
-        and the coding's tolerances are in its units, so fitting ``c X`` gives ``c`` times the
-        parts of ``X``. A float declares it (1.0: the paper's raw units). See docs/maxnorm.md.
+        absolute nonzero entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the
+        column bound and the coding's tolerances are in its units, so fitting ``c X`` gives
+        ``c`` times the parts of ``X``. A float declares it (1.0: the paper's raw units). See
+        docs/maxnorm.md.
     variant : {"authors", "paper"}, default "authors"
         ``"authors"`` reproduces the authors' released code, which projects every basis column
         onto the unit ball after its update; ``"paper"`` is the paper's Algorithm 4, without it.
