@@ -180,3 +180,18 @@ def test_the_background_exists_under_every_noise_model(noise):
     model = OnlineMaxNormMD(3, noise=noise, random_state=0).fit(X)
     error = np.linalg.norm(to_numpy(model.background(X)) - X) / np.linalg.norm(X)
     assert error < 0.5, error
+
+
+@pytest.mark.parametrize("cls", [OnlineRobustPCA, OnlineMaxNormMD])
+def test_coding_in_the_learners_batches_gives_every_sample_its_own_codes(video, cls):
+    """outliers, denoise, impute and background code many samples in the learner's batches
+    (the coder runs a batch until its slowest sample converges): the same values as one batch
+    (and as transform, which codes them as the engine codes a batch)."""
+    corrupted, _ = video
+    model = cls(3, random_state=0).fit(corrupted)
+    algorithm = model._algorithm()
+    whole = algorithm.robust_codes(corrupted, model.loadings_[0], model.scale_)
+    np.testing.assert_allclose(to_numpy(model.transform(corrupted)), to_numpy(whole.codes),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(model.outliers(corrupted)),
+                               to_numpy(whole.outliers), rtol=1e-12, atol=1e-12)

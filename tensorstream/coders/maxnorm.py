@@ -23,6 +23,7 @@ their tensors.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,16 @@ class RobustCodes:
     penalties: Tensor  #: (b,) ``outlier_alpha h(e)``, plus ``ridge/2 ||r||^2`` when ``ball=False``
     n_iter: np.ndarray  #: (b,) block-coordinate iterations per sample
     multipliers: Tensor  #: (b,) ``eta`` of the r-step (the ridge where the ball is inactive)
+
+
+def concatenated(parts: list[RobustCodes]) -> RobustCodes:
+    """The :class:`RobustCodes` of consecutive batches as one, in their order (every field is
+    per sample)."""
+    joined = {field.name: [getattr(part, field.name) for part in parts]
+              for field in dataclasses.fields(RobustCodes)}
+    return RobustCodes(**{name: np.concatenate(values) if name == "n_iter"
+                          else tl.concatenate(values, axis=0)
+                          for name, values in joined.items()})
 
 
 # -- proximal maps of the noise penalty -----------------------------------------------------------
