@@ -161,14 +161,10 @@ def _rung(args: argparse.Namespace) -> dict:
 def patches(n: int, size: int, seed: int) -> np.ndarray:
     """``n`` colour patches ``(n, size, size, 3)`` of the astronaut at random places."""
     from tensorstream.datasets import load_image
+    from tensorstream.streams import RandomPatches
 
     image, _ = load_image("astronaut")
-    rng = np.random.default_rng(seed)
-    rows = rng.integers(0, image.shape[0] - size, n)
-    cols = rng.integers(0, image.shape[1] - size, n)
-    offsets = np.arange(size)
-    return image[rows[:, None, None] + offsets[None, :, None],
-                 cols[:, None, None] + offsets[None, None, :]]
+    return RandomPatches(image, (size, size), batch_size=n, random_state=seed).next_batch()
 
 
 def section_real(args: argparse.Namespace) -> None:

@@ -45,23 +45,15 @@ import numpy as np
 from tensorstream import OnlineCPDL
 from tensorstream.datasets import load_image
 from tensorstream.model_selection import select
+from tensorstream.streams import RandomPatches
 
 GROUPINGS = {"y;x;channel": "0;1;2", "y,x;channel": "0,1;2", "y,x,channel": "0,1,2"}
 
 
-def random_patches(image: np.ndarray, n: int, size: int, seed: int) -> np.ndarray:
-    """``n`` patches of ``size x size`` pixels at random places: ``(n, size, size, 3)``."""
-    rng = np.random.default_rng(seed)
-    rows = rng.integers(0, image.shape[0] - size, n)
-    cols = rng.integers(0, image.shape[1] - size, n)
-    offsets = np.arange(size)
-    return image[rows[:, None, None] + offsets[None, :, None],
-                 cols[:, None, None] + offsets[None, None, :]]
-
-
 def select_once(image: np.ndarray, n: int, size: int, ranks: list[int], seed: int,
                 passes: int) -> object:
-    patches = random_patches(image, n, size, seed)
+    # n patches at random places (uniform over the image's corners), drawn with this seed
+    patches = RandomPatches(image, (size, size), batch_size=n, random_state=seed).next_batch()
     learner = OnlineCPDL(ranks[0], batch_size=64, random_state=seed)
     return select(learner, patches, modes=list(GROUPINGS.values()), n_components=ranks,
                   n_passes=passes, random_state=seed)
