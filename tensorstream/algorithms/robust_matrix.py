@@ -267,7 +267,7 @@ class RobustMatrixAlgorithm(Algorithm):
 
     def residual_thresholds(self, Z: Any, basis: Any, cap: float, options: dict,
                             mask: Any = None) -> Any:
-        """Each sample's l1 threshold (rows of a ``(b, p)`` tensor, data-scale units): the
+        """Each sample's l1 threshold (a ``(b, 1)`` column, data-scale units): the
         smaller of ``cap`` and :attr:`auto_residual_scales` times the sample's residual scale
         (:func:`residual_scales`) under a rough code: two block-coordinate rounds at ``cap``
         (the first alone, without outliers, lets a large object pull the code: the benchmark's
@@ -287,8 +287,8 @@ class RobustMatrixAlgorithm(Algorithm):
         if mask is not None:
             held = held * mask
         scales = residual_scales(Z - rough.low_rank, held) * self.auto_residual_scales
-        thresholds = tl.clip(scales, RESIDUAL_FLOOR, cap)
-        return tl.reshape(thresholds, (-1, 1)) * tl.ones(tl.shape(Z), **tl.context(Z))
+        # a column: each sample's threshold, broadcast over its entries
+        return tl.reshape(tl.clip(scales, RESIDUAL_FLOOR, cap), (-1, 1))
 
     def refit_codes(self, X: Any, L: Any, scale: float, coded: RobustCodes,
                     mask: Any = None) -> RobustCodes:

@@ -335,9 +335,9 @@ def robust_code(
         ignored when ``mask`` is given).
     L : tensor of shape (p, d)
         The basis.
-    outlier_alpha : float or tensor of shape (b, p)
+    outlier_alpha : float or tensor of shape (b, p) or (b, 1)
         Weight of the noise penalty ``h``; a tensor gives per-entry l1 thresholds (the weighted
-        l1 of the matrix-completion variant, the paper's eq. (5.4)).
+        l1 of the matrix-completion variant, the paper's eq. (5.4)), a column one per sample.
     noise : {"l1", "l21", "fro", "none"}
         ``h(e)``: ``||e||_1`` (sparse corruption), ``||e||_2`` (a whole sample is an outlier),
         ``||e||^2`` or no noise term at all (``e = 0``, a single pass).
