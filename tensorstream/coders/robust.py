@@ -279,10 +279,7 @@ def _converged(current: Tensor, previous: Tensor, tol: float,
 def _freeze(active: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
     """``new`` for the samples still running, ``old`` for the converged ones (``active=None``:
     all still run, the common case, which costs nothing)."""
-    if active is None:
-        return new
-    mask = tl.reshape(active, (-1,) + (1,) * (tl.ndim(new) - 1))
-    return tl.where(mask, new, old)
+    return _kept(_rows(active, tl.ndim(new)), new, old)
 
 
 def _rows(active: Tensor | None, ndim: int) -> Tensor | None:
@@ -291,8 +288,8 @@ def _rows(active: Tensor | None, ndim: int) -> Tensor | None:
 
 
 def _kept(rows: Tensor | None, new: Tensor, old: Tensor) -> Tensor:
-    """:func:`_freeze` with the mask already shaped by :func:`_rows` (1-D arrays take
-    ``active`` itself)."""
+    """:func:`_freeze` with the mask already shaped by :func:`_rows`, for a loop that keeps
+    several arrays of one shape."""
     return new if rows is None else tl.where(rows, new, old)
 
 
