@@ -455,3 +455,18 @@ def test_a_smaller_last_batch_takes_a_proportionally_smaller_mu_step():
     fixed = OnlineDivergenceNMF(3, batch_size=100, step_tau=50.0, random_state=0)
     fixed.partial_fit(_poisson_counts((100, 8))).partial_fit(_poisson_counts((30, 8), seed=1))
     assert fixed._last_info["step_size"] == pytest.approx(0.5 * 2e4 / (100 + 2e4))
+
+
+@pytest.mark.parametrize("init, message", [
+    ("svd", "init must be one of 'random'"),  # the parameter check, before the draw
+    ([np.ones((6, 2)), np.ones((6, 2))], "init must be 'random' or a list of 1 arrays"),
+    ([np.ones((5, 2))], r"init\[0\] must have shape \(6, 2\)"),
+    ([np.full((6, 2), np.nan)], r"init\[0\]"),
+])
+def test_a_bad_init_is_refused_before_learning(init, message):
+    """The first loadings' draw and checks are the CP algorithms' shared ones
+    (algorithms/initial.py); refused, the learner has learned nothing."""
+    model = OnlineDivergenceNMF(2, init=init, random_state=0)
+    with pytest.raises(ValueError, match=message):
+        model.partial_fit(np.ones((4, 6)))
+    assert not hasattr(model, "components_")
