@@ -728,9 +728,12 @@ class AlphaDivergence(Divergence):
 
     Examples
     --------
+    At α = 1 it is the KL divergence, the β-divergence at β = 1:
+
     >>> import numpy as np
-    >>> float(AlphaDivergence(0.5).value(np.array([4.0]), np.array([1.0])))
-    2.0
+    >>> v, y = np.array([4.0, 1.0]), np.array([1.0, 2.0])
+    >>> bool(np.isclose(AlphaDivergence(1.0).value(v, y), BetaDivergence(1.0).value(v, y)))
+    True
     """
 
     alpha: float = 0.5
