@@ -117,8 +117,10 @@ def test_resume_gives_the_uninterrupted_result(climate_file, tmp_path):
     assert main(["fit", str(path), *FIT, "--steps", "5", "--checkpoint", str(checkpoint),
                  "--checkpoint-every", "2", "--out", str(part)]) == 0
     assert load(checkpoint).n_steps_ == 5
+    assert load(checkpoint).n_iter_ == 1  # passes started, as fit counts them (was 0)
     assert main(["fit", str(path), *FIT, "--steps", "14", "--checkpoint", str(checkpoint),
                  "--resume", "--out", str(resumed)]) == 0
+    assert load(checkpoint).n_iter_ == 3  # 14 batches of 6 an epoch
     with xr.open_dataset(full) as a, xr.open_dataset(resumed) as b:
         assert b.attrs["n_steps"] == 14
         for name in ("lat_lon_loadings", "variable_loadings"):

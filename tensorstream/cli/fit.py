@@ -117,6 +117,8 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
         for rows in shuffled_batches(n_samples, batch_size, seed, start, total):
             _learn(learner, da, rows, sample_dim, modes, client)
             step += 1
+            # the run is fit(X) read from disk: n_iter_ counts its passes started, as fit's
+            learner._n_iter = -(-step // per_epoch)
             info = dict(getattr(learner, "_last_info", None) or {"step": step})
             history.append(info)
             if progress is not None:
