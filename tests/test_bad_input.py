@@ -166,3 +166,19 @@ def test_unsaveable_parameter_is_named(tmp_path, fitted):
     fitted.set_params(weights=lambda t: 1.0 / t)
     with pytest.raises(TypeError, match="weights"):
         fitted.save(tmp_path / "x.npz")
+
+
+@pytest.mark.parametrize("name", ["RobustNMF", "VarianceReducedMF"])
+def test_float32_data_whose_scale_underflows_are_refused_by_the_batch_learners(name):
+    """The largest entry passes the underflow check, but the data scale (each sample's median
+    entry) squares to nothing in float32: RobustNMF learned from it without a word and
+    VarianceReducedMF blamed entries 'too large' (divided by that scale); both name the scale."""
+    import tensorstream
+
+    X = np.random.default_rng(0).random((40, 10)) * 1e-17
+    X[:, 0] = 1e-6
+    model = getattr(tensorstream, name)(2, random_state=0)
+    with pytest.raises(ValueError, match="too small.*data scale"):
+        model.fit(X.astype(np.float32))
+    assert not hasattr(model, "components_")
+    model.fit(X)  # float64 holds the same data

@@ -139,7 +139,7 @@ def first_batch_scale(X: Any, data_scale: float | str) -> float:
     batch). Every threshold of the robust learners is in its units, so fitting ``c * X`` gives
     ``c`` times the factors of ``X``."""
     sums = scale_sums(X, data_scale)
-    return usable_scale(float(data_scale) if sums is None else sums[0] / sums[1])
+    return usable_scale(float(data_scale) if sums is None else sums[0] / sums[1], like=X)
 
 
 def scale_sums(X: Any, data_scale: float | str, mask: Any = None) -> tuple[float, float] | None:

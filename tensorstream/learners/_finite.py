@@ -86,7 +86,7 @@ class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
             return float(self.data_scale), 0.0
         with using(data.backend):  # a map-reduce: on the workers when the data are spread
             total = data.map_reduce(_scale_sum, self.chunk_size)
-        return usable_scale(float(total) / data.n), 1.0
+        return usable_scale(float(total) / data.n, like=data.X), 1.0  # X's float dtype
 
     def _commit(self, state: FiniteState) -> None:
         """Set the fitted attributes from ``state`` (the only place the learner changes)."""
