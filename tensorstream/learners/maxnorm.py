@@ -41,15 +41,7 @@ from ..algorithms.robust_matrix import (
 )
 from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, concatenated
 from ..core.backend import using
-from ..core.validation import (
-    ARRAY,
-    CALLABLE,
-    NONE,
-    SEQUENCE,
-    Instance,
-    Interval,
-    Options,
-)
+from ..core.validation import ARRAY, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import OnlineLearner

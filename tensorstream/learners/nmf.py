@@ -31,15 +31,7 @@ from typing import Any
 
 from ..algorithms.nmf import PENALTY_AND_MISSING, Discounted, NMFAlgorithm, NMFOptions
 from ..core.backend import using
-from ..core.validation import (
-    ARRAY,
-    CALLABLE,
-    NONE,
-    SEQUENCE,
-    Instance,
-    Interval,
-    Options,
-)
+from ..core.validation import ARRAY, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import OnlineLearner

@@ -34,15 +34,7 @@ from typing import Any
 
 from ..algorithms.surrogate_cp import SurrogateCP, SurrogateOptions
 from ..core.backend import using
-from ..core.validation import (
-    BOOLEAN,
-    CALLABLE,
-    NONE,
-    SEQUENCE,
-    Instance,
-    Interval,
-    Options,
-)
+from ..core.validation import BOOLEAN, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import OnlineLearner

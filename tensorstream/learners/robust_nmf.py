@@ -42,16 +42,7 @@ from ..algorithms.robust_nmf import (
 )
 from ..core.backend import using
 from ..core.dictionary import reconstruct
-from ..core.validation import (
-    ARRAY,
-    BOOLEAN,
-    CALLABLE,
-    NONE,
-    SEQUENCE,
-    Instance,
-    Interval,
-    Options,
-)
+from ..core.validation import ARRAY, BOOLEAN, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
 from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import penalty_value, surrogate_value

@@ -22,13 +22,7 @@ from ..algorithms.pcp import principal_component_pursuit
 from ..algorithms.robust_matrix import RobustMatrixOptions, RobustPCAAlgorithm
 from ..core.backend import backend_of, finfo_of, float_dtype_of, using
 from ..core.device import device_context, move
-from ..core.validation import (
-    BACKEND,
-    NONE,
-    Interval,
-    check_batch,
-    feature_names,
-)
+from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
 from ._checkpoints import ArrayCheckpoint
 from ._fitting import MAX_FIT_STEPS, OnlineEstimator
 from .maxnorm import RobustMatrixLearner
