@@ -49,9 +49,9 @@ Tensor = Any
 _TINY = 1e-300
 
 __all__ = [
-    "FORMULATIONS", "FORMULATION_PARAMS", "FiniteCodes", "Formulation", "LRR", "MaxNormMD", "NMF", "RobustNMF",
-    "RobustPCA", "SmoothSparseDL", "SparseDL", "StructuredSparseDL", "check_formulation_params",
-    "make_formulation", "sample_losses", "solve_codes",
+    "FORMULATIONS", "FORMULATION_PARAMS", "FiniteCodes", "Formulation", "LRR", "MaxNormMD",
+    "NMF", "RobustNMF", "RobustPCA", "SmoothSparseDL", "SparseDL", "StructuredSparseDL",
+    "check_formulation_params", "make_formulation", "sample_losses", "solve_codes",
 ]
 
 
