@@ -420,7 +420,7 @@ class VarianceReducedMF(FiniteDataLearner):
         if (self.method == "smm") != (state.step_size is None):
             changed.append(f"method={self.method!r} (fitted with "
                            f"{'smm' if state.step_size is None else 'a step size'})")
-        elif step != "auto" and float(step) != float(state.step_size):
+        elif step not in ("auto", None) and float(step) != float(state.step_size):
             changed.append(f"method_params step_size={step!r} (fitted with "
                            f"{state.step_size!r})")
         if changed:
