@@ -521,3 +521,44 @@ def test_parameters_the_fitted_state_fixes_are_refused_by_name(fitted, change):
     np.testing.assert_array_equal(model.components_, components)
     model = VarianceReducedMF(3, n_epochs=1, random_state=0).fit(X)
     assert model.set_params(formulation_params={"lam": 0.5}).partial_fit(X).n_epochs_ == 2
+
+
+# -- issue 33: no parameter whose meaning hangs on a flag
+
+
+def test_no_parameter_depends_on_the_formulation_or_the_method():
+    """The formulation's weights and the method's settings are dicts keyed per formulation
+    and per method (each key refused where it does not apply), not parameters of their own
+    that one value of ``formulation`` or ``method`` would ignore."""
+    import inspect
+
+    from tensorstream.algorithms.variance_reduced import METHOD_PARAMS
+    from tensorstream.finite.formulations import FORMULATION_PARAMS
+
+    names = set(inspect.signature(VarianceReducedMF.__init__).parameters)
+    keys = {key for keys in FORMULATION_PARAMS.values() for key in keys} | \
+        {key for settings in METHOD_PARAMS.values() for key in settings}
+    assert not keys & names
+    assert not {"inexact", "tau", "c_tol"} & names
+    assert {"formulation_params", "method_params", "code_tol"} <= names
+    defaults = {name: p.default for name, p in
+                inspect.signature(VarianceReducedMF.__init__).parameters.items()}
+    assert defaults["formulation_params"] is None and defaults["method_params"] is None
+
+
+def test_dict_parameters_clone_and_are_not_changed_by_fit():
+    from sklearn.base import clone
+
+    lap = 2 * np.eye(8) - np.eye(8, k=1) - np.eye(8, k=-1)
+    given = {"laplacian": lap, "lam": 0.2}
+    settings = {"step_size": 0.5}
+    model = spec_vr(3, formulation="ssodl", formulation_params=given, method_params=settings,
+                    n_epochs=1, random_state=0)
+    twin = clone(model)
+    assert twin.formulation_params is not given and twin.formulation_params["lam"] == 0.2
+    np.testing.assert_array_equal(twin.formulation_params["laplacian"], lap)
+    model.fit(_data(n=40))
+    assert given == {"laplacian": lap, "lam": 0.2} and given["laplacian"] is lap
+    np.testing.assert_array_equal(np.asarray(clone(model).fit(_data(n=40)).components_),
+                                  np.asarray(model.components_))
+    assert "formulation_params={'laplacian'" in repr(model)
