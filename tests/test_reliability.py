@@ -173,8 +173,8 @@ def test_fit_is_all_or_nothing(name):
 
 
 def test_parameters_set_after_fit_apply_to_the_next_step_as_after_a_reload(tmp_path):
-    """VarianceReducedMF ignored set_params(lam=...) (formulation_params) in partial_fit but applied it after
-    save/load: a resumed run differed from the uninterrupted one."""
+    """VarianceReducedMF ignored a formulation weight set after fit in partial_fit but applied
+    it after save/load: a resumed run differed from the uninterrupted one."""
     from tensorstream import load
 
     X = _data(n=80, d=10)
