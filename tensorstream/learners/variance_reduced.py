@@ -175,8 +175,8 @@ class VarianceReducedMF(FiniteDataLearner):
         accuracy, free; ``vr`` only), ``code_iterations`` (solver iterations, summed over
         samples), ``max_code_iter``, ``code_tol`` (the snapshot tolerance).
     step_size_ : float or None
-        The step used (``step_size``, or the estimate of ``"auto"``; None for ``smm``), in
-        units of the data scale.
+        The step used (``method_params``' ``step_size``, or the estimate of ``"auto"``; None
+        for ``smm``), in units of the data scale.
     scale_ : float
         The data scale (``data_scale``). ``history_``'s ``snapshot_loss`` and :meth:`objective`
         are in the data's units; the gradient mappings are those of the problem in units of
@@ -207,12 +207,11 @@ class VarianceReducedMF(FiniteDataLearner):
     """
 
     #: The paper's settings (its section 5.2): every formulation weight ``1/sqrt(d)`` in
-    #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge),
-    #: Algorithm 1, and its all-ones start ``W^{0,0}``, which is degenerate (it warns and adds
-    #: a little noise: docs/svrmf.md).
-    #: The paper gives no step size: pass ``step_size`` (our tests use 10 on ORPCA-synth,
-    #: 3 on digits-ODL).
-    #: (Those weights are the ``formulation_params`` defaults: None.)
+    #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge:
+    #: ``formulation_params=None``), Algorithm 1, and its all-ones start ``W^{0,0}``, which is
+    #: degenerate (it warns and adds a little noise: docs/svrmf.md).
+    #: The paper gives no step size: pass one, ``method_params={"step_size": ...}`` (our tests
+    #: use 10 on ORPCA-synth, 3 on digits-ODL).
     paper_params = {"method": "vr", "formulation_params": None, "init": "ones",
                     "data_scale": 1.0}
 
