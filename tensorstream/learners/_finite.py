@@ -87,7 +87,9 @@ class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
             return float(self.data_scale), 0.0
         with using(data.backend):  # a map-reduce: on the workers when the data are spread
             total = data.map_reduce(_scale_sum, self.chunk_size)
-        return usable_scale(float(total) / data.n, like=data.X), 1.0  # X's float dtype
+            # the float dtype the data are read in (integer data: float64)
+            like = tl.zeros((1,), **data.context)
+        return usable_scale(float(total) / data.n, like=like), 1.0
 
     def _commit(self, state: FiniteState) -> None:
         """Set the fitted attributes from ``state`` (the only place the learner changes)."""
