@@ -98,7 +98,8 @@ def _digits(n_samples: int | None, seed: int) -> np.ndarray:
 def odl_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
     """Digits-ODL (for the paper's CBCL/MNIST ODL): l2-ball columns, ``lam = 1/8``, k = 49."""
     return Setup("odl-digits", _digits(n_samples, seed), 49,
-                 dict(formulation="odl", lam=1 / 8, eval_tol=1e-3, eval_max_iter=1000,
+                 dict(formulation="odl", formulation_params={"lam": 1 / 8}, eval_tol=1e-3,
+                      eval_max_iter=1000,
                       **CODER, **RAW_UNITS),
                  vr_steps=(0.3, 1.0, 3.0), sgd_steps=(1.0, 3.0, 10.0), vr_default=3.0,
                  sgd_default=3.0)
@@ -107,7 +108,8 @@ def odl_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) 
 def onmf_digits(n_samples: int | None = None, seed: int = 0, full: bool = False) -> Setup:
     """Digits-ONMF (for the paper's ONMF): simplex columns, ``h >= 0``, ``lam = 1/8``, k = 49."""
     return Setup("onmf-digits", _digits(n_samples, seed), 49,
-                 dict(formulation="onmf", lam=1 / 8, eval_tol=1e-4, eval_max_iter=1000,
+                 dict(formulation="onmf", formulation_params={"lam": 1 / 8}, eval_tol=1e-4,
+                      eval_max_iter=1000,
                       **CODER, **RAW_UNITS),
                  vr_steps=(0.1, 0.3, 1.0, 3.0), sgd_steps=(0.3, 1.0, 3.0, 10.0), vr_default=0.3,
                  sgd_default=1.0)
@@ -119,8 +121,8 @@ def orpca_synth(n_samples: int | None = None, seed: int = 0, full: bool = False)
     data = svrmf_synthetic(d, n_samples or n, rank, random_state=seed)
     # eval_tol 1e-2 moves f by < 1e-5 here (f ~ 500) and is 5x cheaper than 1e-6
     return Setup("orpca-synth", data.X, k,
-                 dict(formulation="orpca", lam1=lam, lam2=lam, init="gaussian", eval_tol=1e-2,
-                      eval_max_iter=1000,
+                 dict(formulation="orpca", formulation_params={"lam1": lam, "lam2": lam},
+                      init="gaussian", eval_tol=1e-2, eval_max_iter=1000,
                       **CODER, **RAW_UNITS),
                  vr_steps=(3.0, 10.0, 30.0), sgd_steps=(10.0, 30.0, 100.0), vr_default=10.0,
                  sgd_default=30.0, W_true=data.W_true)
@@ -136,10 +138,12 @@ def method_grid(setup: Setup, quick: bool = False) -> list[tuple[str, float | No
     b = max(1, round(0.2 * n ** (2 / 3)))
     vr_steps = (setup.vr_default,) if quick else setup.vr_steps
     sgd_steps = (setup.sgd_default,) if quick else setup.sgd_steps
-    grid = [("VR (paper)", eta, dict(method="vr", step_size=eta)) for eta in vr_steps]
-    grid += [("VR (mb~n)", eta, dict(method="vr", step_size=eta, epoch_length=round(n / b)))
-             for eta in vr_steps]
-    grid += [("SGD", g0, dict(method="sgd", step_size=g0)) for g0 in sgd_steps]
+    grid = [("VR (paper)", eta, dict(method="vr", method_params={"step_size": eta}))
+            for eta in vr_steps]
+    grid += [("VR (mb~n)", eta, dict(method="vr", method_params={"step_size": eta},
+                                     epoch_length=round(n / b))) for eta in vr_steps]
+    grid += [("SGD", g0, dict(method="sgd", method_params={"step_size": g0}))
+             for g0 in sgd_steps]
     grid.append(("SMM", None, dict(method="smm")))
     return grid
 
@@ -287,7 +291,7 @@ def perf_check(setup: Setup, model: VarianceReducedMF, repeats: int = 3) -> list
     lines = [f"| {setup.name} | VR full-gradient pass (FISTA tol 1e-6, <= 100 it, chunks "
              f"{model.chunk_size}) | {vr:.1f} |"]
     if setup.params["formulation"] == "orpca":
-        lam = setup.params["lam1"]
+        lam = setup.params["formulation_params"]["lam1"]
 
         def online():
             learner = OnlineRobustPCA(setup.n_components, norm_alpha=lam, outlier_alpha=lam,
@@ -299,7 +303,7 @@ def perf_check(setup: Setup, model: VarianceReducedMF, repeats: int = 3) -> list
     else:
         # OnlineCPDL's coder; ||x - W h||^2 + alpha |h|_1 + ridge ||h||^2 conventions
         nonneg = setup.params["formulation"] == "onmf"
-        lam = setup.params["lam"]
+        lam = setup.params["formulation_params"]["lam"]
         kwargs = dict(alpha=0.0, ridge=lam) if nonneg else dict(alpha=2 * lam, ridge=0.0)
         gram = W.T @ W
 

@@ -9,8 +9,9 @@ against seconds.
 **When to use it.** For a finite data set you can pass over several times, where
 variance reduction converges faster than plain stochastic steps.
 
-**The parameter that matters.** ``step_size`` of :class:`~tensorstream.VarianceReducedMF`
-(the ``--grid`` option tries several), then ``epoch_length``.
+**The parameter that matters.** The step of :class:`~tensorstream.VarianceReducedMF`
+(``method_params={"step_size": ...}``; the ``--grid`` option tries several), then
+``epoch_length``.
 
 Zhao, Haskell & Feng, *A Unified Framework for Stochastic Matrix Factorization via Variance
 Reduction* (2017): the layout of the paper's Figures 1 and 2 on offline stand-ins. For each setup,

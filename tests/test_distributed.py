@@ -250,7 +250,7 @@ def test_variance_reduced_full_passes_on_the_workers(cluster, backend):
         import torch
 
         data = torch.tensor(X)
-    formulations = ({"formulation": "odl", "store_snapshot_codes": True},
+    formulations = ({"formulation": "odl", "method_params": {"store_snapshot_codes": True}},
                     {"formulation": "olrr"})
     for kw in formulations[:1] if backend == "torch" else formulations:
         straight = _vr(**kw).fit(data)

@@ -238,12 +238,25 @@ def test_sparse_input_matches_dense_and_warm_start():
         dense.transform(X[:5], init=codes[:3])
 
 
-@pytest.mark.parametrize("options", [{"grad_reduction": "sum", "step_a": 100.0},
+@pytest.mark.parametrize("options", [{"grad_reduction": "sum", "step_a": 100.0,
+                                      "dict_step": "sgd"},
                                      {"code_step": "armijo"}, {"normalize": False}])
 def test_options_run_feasibly(options):
     X, _ = planted(40, F=10)
     model = OnlineDivergenceNMF(2, loss="kl", random_state=0, **options).fit(X)
     _feasible(model, X[:5])
+
+
+def test_grad_reduction_applies_to_the_sgd_step_only():
+    """Issue 33: with the multiplicative step (KL's default) grad_reduction='sum' was ignored
+    silently; it is refused by name, the learner kept as it was."""
+    X, _ = planted(40, F=10)
+    model = OnlineDivergenceNMF(2, loss="kl", random_state=0).partial_fit(X[:20])
+    before = [np.array(U) for U in model.loadings_]
+    with pytest.raises(ValueError, match="grad_reduction='sum' applies to the SGD"):
+        model.set_params(grad_reduction="sum").partial_fit(X[20:])
+    assert all(np.array_equal(U, V) for U, V in zip(before, model.loadings_))
+    model.set_params(dict_step="sgd", step_a=100.0).partial_fit(X[20:])
 
 
 def test_checkpoint_with_loss_params(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 import tensorly as tl
 
 from tensorstream.finite.formulations import (
+    FORMULATION_PARAMS,
     FORMULATIONS,
     LRR,
     NMF,
@@ -15,6 +16,7 @@ from tensorstream.finite.formulations import (
     SmoothSparseDL,
     SparseDL,
     StructuredSparseDL,
+    check_formulation_params,
     make_formulation,
     sample_losses,
     solve_codes,
@@ -270,3 +272,46 @@ def test_make_formulation_defaults_and_errors():
         make_formulation("ossl", 4, groups=[[0, 1], [1, 2]], n_components=3)
     form = make_formulation("ossl", 4, groups=[([0, 1], 0.5), [2]], n_components=3, lam=0.1)
     assert form.groups == ((0, 1), (2,)) and form.lams == (0.5, 0.1)
+
+
+#: what each key of FORMULATION_PARAMS sets on the formulation (by another name where the
+#: dataclass keeps the paper's letter or a derived value)
+_FIELD_OF = {"lrr_A": "A", "lrr_B": "B", "groups": "groups"}
+_VALUES = {"lam": 0.3, "lam1": 0.4, "lam2": 0.5, "lam3": 0.6, "M": 7.0, "M_prime": 8.0,
+           "nu": 0.01, "allow_negative": True, "groups": [[0], [1, 2]]}
+
+
+@pytest.mark.parametrize("name", sorted(FORMULATIONS))
+def test_every_parameter_a_formulation_takes_changes_it(name):
+    """Issue 33: a formulation takes exactly the parameters it uses: each key of
+    FORMULATION_PARAMS moves the formulation built (none is silently ignored), and every key of
+    another formulation is refused by name, naming the keys it takes."""
+    d = 9  # 1/sqrt(d), the weights' default, is none of the values tried
+    required = {"laplacian": 2 * np.eye(d)} if name == "ssodl" else {}
+    base = make_formulation(name, d, n_components=3, **required)
+    for key in FORMULATION_PARAMS[name]:
+        value = _VALUES.get(key, 3 * np.eye(d))
+        changed = make_formulation(name, d, n_components=3, **{**required, key: value})
+        field = _FIELD_OF.get(key, key)
+        if key == "lam" and name == "ossl":
+            field, value = "lams", (0.3, 0.3)  # the groups' weight
+        assert not np.array_equal(np.asarray(getattr(changed, field), dtype=object),
+                                  np.asarray(getattr(base, field), dtype=object)), key
+    others = {key for keys in FORMULATION_PARAMS.values() for key in keys}
+    for key in sorted(others - set(FORMULATION_PARAMS[name])):
+        with pytest.raises(ValueError, match=f"'{key}' does not apply to formulation "
+                                             f"'{name}': its parameters are"):
+            make_formulation(name, d, n_components=3, **{**required, key: _VALUES.get(key)})
+
+
+def test_check_formulation_params_names_every_unknown_key():
+    with pytest.raises(ValueError, match="'lam', 'M' do not apply to formulation 'orpca'"):
+        check_formulation_params("orpca", {"lam": 1.0, "lam1": 1.0, "M": 2.0})
+    with pytest.raises(TypeError, match="must be a dict"):
+        check_formulation_params("orpca", [("lam1", 1.0)])
+    assert check_formulation_params("olrr", None) == {}
+    with pytest.raises(ValueError, match="allow_negative must be True or False"):
+        make_formulation("onmf", 4, allow_negative="yes")
+    assert make_formulation("onmf", 4, allow_negative=True).refuses_negative_data is False
+    assert make_formulation("onmf", 4).refuses_negative_data is True
+    assert make_formulation("odl", 4).refuses_negative_data is False

@@ -35,7 +35,8 @@ def _listed() -> set[str]:
 
 def test_every_parameter_of_every_learner_has_its_line_in_the_glossary():
     names = _parameters()
-    assert len(registered()) >= 9 and len(names) > 100  # the registry was read
+    # the registry was read (issue 33 folds flag-dependent parameters into dicts: 84 names)
+    assert len(registered()) >= 9 and len(names) > 60
     missing = {name: classes for name, classes in names.items() if name not in _listed()}
     assert not missing, f"add these to docs/glossary.md: {missing}"
 

@@ -173,8 +173,8 @@ def test_fit_is_all_or_nothing(name):
 
 
 def test_parameters_set_after_fit_apply_to_the_next_step_as_after_a_reload(tmp_path):
-    """VarianceReducedMF ignored set_params(lam=...) in partial_fit but applied it after
-    save/load: a resumed run differed from the uninterrupted one."""
+    """VarianceReducedMF ignored a formulation weight set after fit in partial_fit but applied
+    it after save/load: a resumed run differed from the uninterrupted one."""
     from tensorstream import load
 
     X = _data(n=80, d=10)
@@ -182,7 +182,7 @@ def test_parameters_set_after_fit_apply_to_the_next_step_as_after_a_reload(tmp_p
     resumed = load(straight.save(tmp_path / "vr.npz"))
     changed = VarianceReducedMF(3, n_epochs=2, random_state=0).fit(X)
     for model in (straight, resumed, changed):
-        model.set_params(lam=2.0)
+        model.set_params(formulation_params={"lam": 2.0})
         model.partial_fit(X)
     np.testing.assert_array_equal(straight.components_, resumed.components_)
     unchanged = VarianceReducedMF(3, n_epochs=2, random_state=0).fit(X).partial_fit(X)

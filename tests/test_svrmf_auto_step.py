@@ -48,7 +48,8 @@ def test_estimate_majorises_and_half_of_it_does_not(form):
 
 def test_auto_step_is_used_counted_and_resumes_exactly(tmp_path):
     X = _data(n=120)
-    params = dict(formulation="odl", lam=0.05, step_size="auto", auto_samples=50, n_epochs=3,
+    params = dict(formulation="odl", formulation_params={"lam": 0.05},
+                  method_params={"step_size": "auto", "auto_samples": 50}, n_epochs=3,
                   random_state=4)
     model = VarianceReducedMF(4, **params).fit(X)
     assert 0 < model.step_size_ < np.inf
@@ -68,8 +69,10 @@ def test_auto_step_is_used_counted_and_resumes_exactly(tmp_path):
 def test_auto_step_descends_on_a_robust_problem():
     X = _data(n=150, seed=1)
     X[np.random.default_rng(2).random(X.shape) < 0.05] += 20.0  # sparse outliers
-    model = VarianceReducedMF(3, formulation="orpca", lam1=0.1, lam2=0.1, step_size="auto",
-                              init="gaussian", n_epochs=6, random_state=0)
+    model = VarianceReducedMF(3, formulation="orpca",
+                              formulation_params={"lam1": 0.1, "lam2": 0.1},
+                              method_params={"step_size": "auto"}, init="gaussian", n_epochs=6,
+                              random_state=0)
     f = []
     model.set_params(callback=lambda learner, info: f.append(learner.objective(X)))
     model.fit(X)
@@ -79,7 +82,8 @@ def test_auto_step_descends_on_a_robust_problem():
 
 def test_sgd_auto_step_and_smm_has_none():
     X = _data(n=60)
-    sgd = VarianceReducedMF(3, formulation="odl", method="sgd", step_size="auto", n_epochs=1,
+    sgd = VarianceReducedMF(3, formulation="odl", method="sgd",
+                            method_params={"step_size": "auto"}, n_epochs=1,
                             random_state=0).fit(X)
     assert sgd.step_size_ > 0
     smm = VarianceReducedMF(3, formulation="odl", method="smm", n_epochs=1, random_state=0).fit(X)
@@ -92,7 +96,7 @@ def test_bad_step_size_is_refused_and_state_kept(bad, message):
     X = _data(n=60)
     model = VarianceReducedMF(3, formulation="odl", n_epochs=1, random_state=0).fit(X)
     before = np.array(model.components_)
-    model.set_params(step_size=bad)
+    model.set_params(method_params={"step_size": bad})
     with pytest.raises(ValueError, match=message):
         model.partial_fit(X)
     assert np.array_equal(model.components_, before) and model.n_epochs_ == 1
@@ -100,12 +104,13 @@ def test_bad_step_size_is_refused_and_state_kept(bad, message):
 
 def test_bad_auto_samples_is_refused():
     with pytest.raises(ValueError, match="auto_samples"):
-        VarianceReducedMF(3, step_size="auto", auto_samples=0).fit(_data())
+        VarianceReducedMF(3, method_params={"step_size": "auto", "auto_samples": 0}).fit(_data())
 
 
 def test_zero_epochs_initialise_and_the_gradient_mapping_matches_history():
     X = _data(n=90)
-    start = VarianceReducedMF(3, formulation="odl", lam=0.05, n_epochs=0, step_size=0.5,
+    start = VarianceReducedMF(3, formulation="odl", formulation_params={"lam": 0.05},
+                              n_epochs=0, method_params={"step_size": 0.5},
                               code_tol=1e-10, code_max_iter=5000, eval_tol=1e-10,
                               random_state=0).fit(X)
     assert start.n_epochs_ == 0 and start.history_ == []

@@ -37,13 +37,13 @@ def digits():
 
 
 def _odl(**extra):
-    return dict(formulation="odl", lam=1 / 8, coder="bsum", code_tol=0.0,
+    return dict(formulation="odl", formulation_params={"lam": 1 / 8}, coder="bsum", code_tol=0.0,
                 code_max_iter=30, random_state=SEED, eval_tol=1e-5, **extra)
 
 
 @pytest.fixture(scope="module")
 def odl_runs(digits):
-    vr = spec_vr(49, n_epochs=10, step_size=3.0, **_odl()).fit(digits)
+    vr = spec_vr(49, n_epochs=10, method_params={"step_size": 3.0}, **_odl()).fit(digits)
     assert vr.inner_batch_ == 30 and vr.epoch_length_ == 6  # the paper's b, m for n = 1797
     f10 = vr.objective(digits)
     for _ in range(30):
@@ -59,9 +59,10 @@ def odl_runs(digits):
 def _orpca_runs(n_samples):
     """VR and SMM at equal passes on Synth-small-ORPCA with ``n_samples`` samples."""
     data = svrmf_synthetic(100, n_samples, 5, random_state=SEED)
-    common = dict(formulation="orpca", lam1=0.1, lam2=0.1, init="gaussian", code_tol=1e-6,
-                  code_max_iter=100, random_state=SEED + 1, eval_tol=1e-6)
-    vr = spec_vr(10, n_epochs=10, step_size=10.0, **common).fit(data.X)
+    common = dict(formulation="orpca", formulation_params={"lam1": 0.1, "lam2": 0.1},
+                  init="gaussian", code_tol=1e-6, code_max_iter=100, random_state=SEED + 1,
+                  eval_tol=1e-6)
+    vr = spec_vr(10, n_epochs=10, method_params={"step_size": 10.0}, **common).fit(data.X)
     out = {"ev": expressed_variance(data.W_true, vr.loadings_[0]), "f": vr.objective(data.X),
            "passes": vr.history_[-1]["passes_read"], "b": vr.inner_batch_,
            "m": vr.epoch_length_}
@@ -134,9 +135,9 @@ def test_inexact_schedule_tightens_the_solves():
     """CI-sized: the tolerance falls and the solver works harder every epoch."""
     # spec item(s): spec 003 T7
     X = svrmf_synthetic(30, 400, 3, random_state=0).X
-    model = spec_vr(5, formulation="orpca", inexact=True, c_tol=1.0, n_epochs=6,
-                              step_size=5.0, init="gaussian", code_max_iter=5000,
-                              random_state=0).fit(X)
+    model = spec_vr(5, formulation="orpca", code_tol={"c_tol": 1.0}, n_epochs=6,
+                    method_params={"step_size": 5.0}, init="gaussian", code_max_iter=5000,
+                    random_state=0).fit(X)
     tolerances = [h["code_tol"] for h in model.history_]
     iterations = [h["code_iterations"] for h in model.history_]
     assert np.all(np.diff(tolerances) < 0)
@@ -146,10 +147,11 @@ def test_inexact_schedule_tightens_the_solves():
 @pytest.mark.slow
 def test_inexact_run_matches_exact_solves(digits):
     # spec item(s): spec 003 T7
-    common = dict(formulation="odl", lam=1 / 8, coder="fista", code_max_iter=1000,
-                  random_state=SEED, eval_tol=1e-5, n_epochs=10, step_size=3.0)
+    common = dict(formulation="odl", formulation_params={"lam": 1 / 8}, coder="fista",
+                  code_max_iter=1000, random_state=SEED, eval_tol=1e-5, n_epochs=10,
+                  method_params={"step_size": 3.0})
     exact = spec_vr(49, code_tol=1e-6, **common).fit(digits)
-    inexact = spec_vr(49, inexact=True, c_tol=0.1, tau=1e-3, **common).fit(digits)
+    inexact = spec_vr(49, code_tol={"c_tol": 0.1, "tau": 1e-3}, **common).fit(digits)
     iterations = [h["code_iterations"] for h in inexact.history_]
     assert np.all(np.diff(iterations) > 0)
     assert inexact.objective(digits) <= exact.objective(digits) + 3e-3
@@ -167,7 +169,8 @@ def test_auto_step_on_a_subsample_of_a_formulation_with_a_dictionary_penalty():
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((2000, 20)) @ np.diag(np.linspace(0.5, 3, 20))
-    steps = [VarianceReducedMF(5, formulation="orpca", lam1=1.0, auto_samples=k, n_epochs=1,
+    steps = [VarianceReducedMF(5, formulation="orpca", formulation_params={"lam1": 1.0},
+                               method_params={"auto_samples": k}, n_epochs=1,
                                random_state=0).fit(X).step_size_ for k in (2000, 1000, 200)]
     assert max(steps) < 1.5 * min(steps)
     X0 = np.abs(rng.standard_normal((50, 10)))
@@ -210,11 +213,13 @@ def test_ssodl_code_ridge_is_lam_as_documented():
     d = 16
     X = np.abs(np.random.default_rng(0).standard_normal((100, d)))
     lap = 2 * np.eye(d) - np.eye(d, k=1) - np.eye(d, k=-1)
-    model = VarianceReducedMF(3, formulation="ssodl", laplacian=lap, lam=5.0, n_epochs=1,
+    model = VarianceReducedMF(3, formulation="ssodl",
+                              formulation_params={"laplacian": lap, "lam": 5.0}, n_epochs=1,
                               random_state=0).fit(X)
     assert model.formulation_.lam == 5.0
-    with pytest.raises(ValueError, match="lam2 does not apply"):
-        VarianceReducedMF(3, formulation="ssodl", laplacian=lap, lam2=5.0).fit(X)
+    with pytest.raises(ValueError, match="'lam2' does not apply to formulation 'ssodl'"):
+        VarianceReducedMF(3, formulation="ssodl",
+                          formulation_params={"laplacian": lap, "lam2": 5.0}).fit(X)
 
 
 def test_a_formulation_set_since_the_fit_is_refused_by_name():

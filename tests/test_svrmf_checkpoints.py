@@ -17,14 +17,22 @@ from tensorstream.finite.state import FiniteState
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 LAPLACIAN = np.eye(6) * 2 - np.eye(6, k=1) - np.eye(6, k=-1)
 
+AUTO = {"auto_samples": 20}  # a small subsample for the "auto" step
 #: one learner per data-dependent part of the state: the formulation's Q (olrr), the reservoir's
-#: output iterate, the SMM sums, array and list parameters, and the torch backend
+#: output iterate, the SMM sums, dict parameters holding arrays and lists (formulation_params)
+#: or a schedule (code_tol), and the torch backend
 CASES = {
-    "olrr Q": dict(formulation="olrr"),
-    "output='random'": dict(formulation="ornmf", lam=0.1, output="random", step_size=0.5),
+    "olrr Q": dict(formulation="olrr", method_params=AUTO),
+    "output='random'": dict(formulation="ornmf", formulation_params={"lam": 0.1},
+                            method_params={"output": "random", "step_size": 0.5}),
     "smm": dict(formulation="onmf", method="smm"),
-    "laplacian, groups": dict(formulation="ssodl", laplacian=LAPLACIAN, groups=[[0, 1], [2]]),
-    "torch": dict(formulation="orpca"),
+    "laplacian": dict(formulation="ssodl", method_params=AUTO,
+                      formulation_params={"laplacian": LAPLACIAN, "lam1": 0.2}),
+    "groups": dict(formulation="ossl", method_params=AUTO,
+                   formulation_params={"groups": [[[0, 1], 0.3], [2]], "lam": 0.1}),
+    "code_tol schedule": dict(formulation="odl", method_params=AUTO,
+                              code_tol={"c_tol": 0.5, "tau": 1e-3}),
+    "torch": dict(formulation="orpca", method_params=AUTO),
 }
 
 
@@ -54,15 +62,22 @@ def _same_run(a, b):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_saved_run_resumes_as_the_uninterrupted_one(case, tmp_path):
     X = _on(case, _data())
-    params = dict(n_epochs=1, random_state=3, auto_samples=20, **CASES[case])
+    params = dict(n_epochs=1, random_state=3, **CASES[case])
     half = VarianceReducedMF(3, **params).fit(X)
     resumed = load(half.save(tmp_path / "run.npz"))
     assert type(resumed.loadings_[0]) is type(half.loadings_[0])
     straight = VarianceReducedMF(3, **{**params, "n_epochs": 2}).fit(X)
     _same_run(resumed.partial_fit(X), straight)
-    if "laplacian" in params:
-        np.testing.assert_array_equal(resumed.laplacian, LAPLACIAN)
-        assert resumed.groups == [[0, 1], [2]]
+    # the dict parameters come back as dicts, their arrays as arrays
+    given, kept = half.get_params(), resumed.get_params()
+    for name in ("formulation_params", "method_params", "code_tol"):
+        assert type(kept[name]) is type(given[name])
+    if case == "laplacian":
+        np.testing.assert_array_equal(kept["formulation_params"]["laplacian"], LAPLACIAN)
+        assert kept["formulation_params"]["lam1"] == 0.2
+    elif case != "torch":
+        assert (kept["formulation_params"], kept["method_params"], kept["code_tol"]) == \
+            (given["formulation_params"], given["method_params"], given["code_tol"])
 
 
 def test_the_layout_is_the_batch_learners_with_the_online_summary(tmp_path):
@@ -79,7 +94,8 @@ def test_the_layout_is_the_batch_learners_with_the_online_summary(tmp_path):
 
 def test_an_epoch_is_a_pure_function_of_the_state():
     X = _data()
-    model = VarianceReducedMF(3, formulation="ornmf", output="random", n_epochs=1,
+    model = VarianceReducedMF(3, formulation="ornmf", method_params={"output": "random"},
+                              n_epochs=1,
                               random_state=0).fit(X)
     state = model.state_
     rng_state = state.rng.bit_generator.state

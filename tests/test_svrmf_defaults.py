@@ -20,7 +20,7 @@ def _fit_parts(formulation, X, backend):
     tensor = tl.tensor(X) if backend == "numpy" else __import__("torch").tensor(X)
     with tl.backend_context(backend):
         model = VarianceReducedMF(3, formulation=formulation, n_epochs=2, random_state=0,
-                                  auto_samples=50).fit(tensor)
+                                  method_params={"auto_samples": 50}).fit(tensor)
         low_rank = to_numpy(model.inverse_transform(model.transform(tensor)))
         return low_rank, to_numpy(model.outliers(tensor)), model.objective(tensor), model
 
@@ -46,7 +46,7 @@ def test_the_scale_ignores_the_outliers_and_is_counted_as_a_pass():
     medians = np.median(np.abs(data.X), axis=1)
     assert model.scale_ == pytest.approx(medians.mean(), rel=1e-12)
     assert model.scale_ < 10  # the outliers reach 1000
-    declared = VarianceReducedMF(2, n_epochs=1, data_scale=2.0, step_size=1.0,
+    declared = VarianceReducedMF(2, n_epochs=1, data_scale=2.0, method_params={"step_size": 1.0},
                                  random_state=0).fit(data.X)
     assert declared.scale_ == 2.0
     assert model.history_[0]["passes_read"] > declared.history_[0]["passes_read"] + 0.99

@@ -146,8 +146,9 @@ def _variance_reduced(backend, formulation, method):
     from tensorstream import VarianceReducedMF
 
     X = _as_backend(_low_rank(120, 10, 3, seed=7) + 0.01 * _data((120, 10), seed=8), backend)
+    step = None if method == "smm" else {"step_size": 0.5}  # SMM takes no step
     model = VarianceReducedMF(3, formulation=formulation, method=method, n_epochs=2,
-                              step_size=0.5, random_state=0).fit(X)
+                              method_params=step, random_state=0).fit(X)
     return {"components": model.components_, "codes": model.transform(X[:4])}
 
 

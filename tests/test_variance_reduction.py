@@ -30,13 +30,23 @@ CTX = {"dtype": np.float64}
 
 
 #: The settings the spec's tests were written for (the defaults before issue #15): the data's
-#: raw units, the constant step 1.0 and a start from data rows.
-SPEC_SETTINGS = {"data_scale": 1.0, "step_size": 1.0, "init": "random"}
+#: raw units, the constant step 1.0 (``method_params``; SMM takes none) and a start from data
+#: rows.
+SPEC_SETTINGS = {"data_scale": 1.0, "init": "random"}
+SPEC_STEP = 1.0
 
 
 def spec_vr(*args, **params):
-    """``VarianceReducedMF`` at :data:`SPEC_SETTINGS` (each overridable)."""
+    """``VarianceReducedMF`` at :data:`SPEC_SETTINGS` (each overridable; ``method_params``
+    given are added to the step's)."""
+    step = {} if params.get("method") == "smm" else {"step_size": SPEC_STEP}
+    params["method_params"] = {**step, **(params.get("method_params") or {})}
     return VarianceReducedMF(*args, **{**SPEC_SETTINGS, **params})
+
+
+def steps(eta, method="vr"):
+    """The ``method_params`` of the step ``eta`` (none for SMM)."""
+    return None if method == "smm" else {"step_size": eta}
 
 
 def _data(n=60, d=8, seed=0, nonnegative=True):
@@ -184,9 +194,9 @@ def test_vr_estimator_is_unbiased_with_the_lemma_2_variance():
 def test_full_batch_vr_is_proximal_gradient_descent():
     X = _data(n=40)
     form, eta = SparseDL(lam=0.1), 0.5
-    model = spec_vr(4, formulation="odl", lam=0.1, inner_batch=40, epoch_length=3,
-                              n_epochs=2, step_size=eta, code_tol=0.0, code_max_iter=60,
-                              chunk_size=16, random_state=0)
+    model = spec_vr(4, formulation="odl", formulation_params={"lam": 0.1}, inner_batch=40,
+                    epoch_length=3, n_epochs=2, method_params=steps(eta), code_tol=0.0,
+                    code_max_iter=60, chunk_size=16, random_state=0)
     W = initial_dictionary(form, _finite(X), np.random.default_rng(0), n_components=4,
                            init="random")
     model.fit(X)
@@ -206,8 +216,8 @@ def test_full_batch_vr_is_proximal_gradient_descent():
 def test_every_iterate_is_feasible(name):
     X = _data(n=50)
     seen = []
-    model = spec_vr(5, formulation=name, epoch_length=1, n_epochs=12, step_size=2.0,
-                              random_state=0,
+    model = spec_vr(5, formulation=name, epoch_length=1, n_epochs=12,
+                    method_params=steps(2.0), random_state=0,
                               callback=lambda m, info: seen.append(np.array(m.loadings_[0])))
     model.fit(X)
     form = model.formulation_
@@ -221,8 +231,8 @@ def test_every_iterate_is_feasible(name):
 
 def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
     X = _data(n=80, d=10)
-    common = dict(formulation="odl", lam=0.05, n_epochs=3, step_size=1.0, coder="bsum",
-                  random_state=0)
+    common = dict(formulation="odl", formulation_params={"lam": 0.05}, n_epochs=3,
+                  method_params=steps(1.0), coder="bsum", random_state=0)
     trapped = spec_vr(4, init=np.ones((4, 10)), **common).fit(X)
     W = np.asarray(trapped.loadings_[0])
     assert np.max(np.abs(W - W[:, :1])) <= 1e-14  # all columns identical: rank one forever
@@ -239,8 +249,10 @@ def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
 @pytest.mark.parametrize("method", ["vr", "sgd", "smm"])
 def test_same_seed_same_result_and_exact_resume(tmp_path, method):
     X = _data(n=70)
-    params = dict(formulation="ornmf", lam=0.1, method=method, n_epochs=4, step_size=0.5,
-                  output="random" if method == "vr" else "last", random_state=5)
+    own = {"vr": {"step_size": 0.5, "output": "random"}, "sgd": {"step_size": 0.5},
+           "smm": None}[method]
+    params = dict(formulation="ornmf", formulation_params={"lam": 0.1}, method=method,
+                  n_epochs=4, method_params=own, random_state=5)
     a = spec_vr(3, **params).fit(X)
     b = spec_vr(3, **params).fit(X)
     assert np.array_equal(a.components_, b.components_)
@@ -257,10 +269,11 @@ def test_same_seed_same_result_and_exact_resume(tmp_path, method):
 def test_checkpoint_keeps_array_parameters(tmp_path):
     X = _data(n=40)
     lap = np.eye(8) * 2 - np.eye(8, k=1) - np.eye(8, k=-1)
-    model = spec_vr(3, formulation="ssodl", laplacian=lap, n_epochs=1,
-                              random_state=0).fit(X)
+    model = spec_vr(3, formulation="ssodl", formulation_params={"laplacian": lap, "lam": 0.2},
+                    n_epochs=1, random_state=0).fit(X)
     again = load(model.save(tmp_path / "s.npz"))
-    assert np.array_equal(again.laplacian, lap)
+    assert np.array_equal(again.formulation_params["laplacian"], lap)
+    assert again.formulation_params["lam"] == 0.2
     lrr = spec_vr(3, formulation="olrr", n_epochs=1, random_state=0).fit(X)
     again = load(lrr.save(tmp_path / "l.npz"))
     assert np.array_equal(again.formulation_.Q, lrr.formulation_.Q)
@@ -273,8 +286,8 @@ def test_checkpoint_keeps_array_parameters(tmp_path):
 def test_grad_map_from_the_snapshot_matches_a_fresh_computation():
     X = _data(n=60)
     snapshots = []
-    model = spec_vr(4, formulation="orpca", lam1=0.1, lam2=0.1, n_epochs=3,
-                              step_size=2.0, code_tol=1e-11, code_max_iter=20000,
+    model = spec_vr(4, formulation="orpca", formulation_params={"lam1": 0.1, "lam2": 0.1},
+                    n_epochs=3, method_params=steps(2.0), code_tol=1e-11, code_max_iter=20000,
                               random_state=0,
                               callback=lambda m, info: snapshots.append(np.array(m.loadings_[0])))
     model.fit(X)
@@ -294,14 +307,14 @@ def test_inexact_schedule_and_pass_accounting():
     tols = [inexact_tolerance(1.0, 1e-3, 6, s, t) for s in range(3) for t in range(6)]
     assert np.all(np.diff(tols) < 0)
     X = _data(n=100)
-    model = spec_vr(3, inner_batch=10, epoch_length=2, n_epochs=2, inexact=True,
-                              random_state=0).fit(X)
+    model = spec_vr(3, inner_batch=10, epoch_length=2, n_epochs=2, code_tol={"c_tol": 1.0},
+                    random_state=0).fit(X)
     first = model.history_[0]
     assert first["passes_read"] == pytest.approx(1.2)
     assert first["solves"] == pytest.approx(1.4)
     assert model.history_[1]["code_tol"] < first["code_tol"]
     stored = spec_vr(3, inner_batch=10, epoch_length=2, n_epochs=1,
-                               store_snapshot_codes=True, random_state=0).fit(X)
+                     method_params={"store_snapshot_codes": True}, random_state=0).fit(X)
     assert stored.history_[0]["solves"] == pytest.approx(1.2)
 
 
@@ -310,7 +323,7 @@ def test_stored_snapshot_codes_give_the_same_iterates():
     params = dict(formulation="orpca", n_epochs=2, code_tol=0.0, code_max_iter=50,
                   chunk_size=13, random_state=0)
     a = spec_vr(3, **params).fit(X)
-    b = spec_vr(3, store_snapshot_codes=True, **params).fit(X)
+    b = spec_vr(3, method_params={"store_snapshot_codes": True}, **params).fit(X)
     assert np.allclose(a.loadings_[0], b.loadings_[0], atol=1e-12)
 
 
@@ -347,7 +360,8 @@ def test_transform_outliers_objective():
 def test_numpy_and_pytorch_agree(name, method):
     torch = pytest.importorskip("torch")
     X = _data(n=50)
-    params = dict(formulation=name, method=method, n_epochs=2, step_size=0.5, random_state=0)
+    params = dict(formulation=name, method=method, n_epochs=2, method_params=steps(0.5, method),
+                  random_state=0)
     a = spec_vr(3, **params).fit(X)
     b = spec_vr(3, **params).fit(torch.tensor(X))
     assert isinstance(b.components_, torch.Tensor)
@@ -403,15 +417,30 @@ def test_bad_data_is_refused_and_state_is_kept(X, error, match):
 @pytest.mark.parametrize("params, match", [
     ({"epoch_length": 0}, r"epoch_length must be >= 1 \(an integer\)"),
     ({"inner_batch": 0}, "inner_batch"),
-    ({"step_size": 0.0}, "step_size must be > 0"),
-    ({"step_size": -1.0}, "step_size"),
-    ({"step_offset": -5.0}, "step_offset"),
+    ({"method_params": {"step_size": 0.0}}, "step_size must be > 0"),
+    ({"method_params": {"step_size": -1.0}}, "step_size"),
+    ({"method": "sgd", "method_params": {"step_offset": -5.0}}, "step_offset"),
+    ({"method_params": {"step_offset": 5.0}},
+     "'step_offset' does not apply to method 'vr': its settings are"),
+    ({"method": "smm", "method_params": {"step_size": 1.0}},
+     r"'step_size' does not apply to method 'smm': its settings are \['smm_steps'\]"),
+    ({"method_params": {"step_size": 1.0, "auto_samples": 50}},
+     "auto_samples applies to step_size='auto' only"),
+    ({"method_params": {"output": "mean"}}, "output"),
+    ({"method_params": ["step_size"]}, "method_params must be a dict"),
+    ({"formulation_params": {"lam2": 0.1}},
+     r"formulation_params: 'lam2' does not apply to formulation 'onmf': its parameters are "
+     r"\['lam', 'nu', 'allow_negative'\]"),
+    ({"formulation": "orpca", "formulation_params": {"lam": 0.1, "M": 2.0}},
+     "'lam', 'M' do not apply to formulation 'orpca'"),
+    ({"formulation_params": {"lam": -1.0}}, "lam must be > 0"),
+    ({"code_tol": {"c_tol": 0.1, "t": 1}}, "'t' does not apply to the schedule of code_tol"),
+    ({"code_tol": {"tau": 0.0}}, "tau must be > 0"),
+    ({"code_tol": -1.0}, "code_tol must be >= 0"),
     ({"formulation": "pca"}, "'odl', 'ossl', 'onmf', 'ssodl', 'orpca', 'omrmd', 'olrr'"),
     ({"method": "adam"}, "'vr', 'sgd', 'smm'"),
-    ({"output": "mean"}, "output"),
     ({"init": "zeros"}, "init"),
     ({"init": np.ones((2, 2))}, r"shape \(3, 8\)"),
-    ({"lam": -1.0}, "lam must be > 0"),
 ])
 def test_bad_parameters_are_refused_and_state_is_kept(params, match):
     model = _fitted()
@@ -428,7 +457,10 @@ def test_nonnegative_formulation_accepts_negative_data_on_request():
         spec_vr(3, formulation="ornmf", n_epochs=1).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        spec_vr(3, formulation="ornmf", n_epochs=1, allow_negative=True).fit(X)
+        spec_vr(3, formulation="ornmf", n_epochs=1,
+                formulation_params={"allow_negative": True}).fit(X)
+    with pytest.raises(ValueError, match="'allow_negative' does not apply to formulation 'odl'"):
+        spec_vr(3, formulation="odl", formulation_params={"allow_negative": True}).fit(X)
 
 
 def test_unfitted_use_is_a_clear_error():
@@ -452,13 +484,13 @@ def test_a_refused_first_partial_fit_restores_a_generator_random_state():
     bad[-1, 0] = np.nan
     generator = np.random.default_rng(5)
     before = generator.bit_generator.state
-    model = VarianceReducedMF(3, random_state=generator, data_scale=1.0, auto_samples=10,
-                              n_epochs=1)
+    model = VarianceReducedMF(3, random_state=generator, data_scale=1.0,
+                              method_params={"auto_samples": 10}, n_epochs=1)
     with pytest.raises(ValueError, match="NaN"):
         model.partial_fit(bad)
     assert generator.bit_generator.state == before and "loadings_" not in model.__dict__
     fresh = VarianceReducedMF(3, random_state=np.random.default_rng(5), data_scale=1.0,
-                              auto_samples=10, n_epochs=1)
+                              method_params={"auto_samples": 10}, n_epochs=1)
     np.testing.assert_array_equal(model.fit(X).components_, fresh.fit(X).components_)
 
 
@@ -472,7 +504,8 @@ def test_fit_starts_anew_on_data_of_another_width():
 
 
 @pytest.mark.parametrize("fitted, change", [
-    ({}, {"n_components": 5}), ({}, {"step_size": 0.5}), ({}, {"inner_batch": 7}),
+    ({}, {"n_components": 5}), ({}, {"method_params": {"step_size": 0.5}}),
+    ({}, {"inner_batch": 7}),
     ({"method": "smm"}, {"method": "vr"}), ({"method": "vr"}, {"method": "smm"})])
 def test_parameters_the_fitted_state_fixes_are_refused_by_name(fitted, change):
     """``partial_fit`` after ``set_params`` of what the fitted state fixes (the dictionary's
@@ -482,9 +515,50 @@ def test_parameters_the_fitted_state_fixes_are_refused_by_name(fitted, change):
     X = np.random.default_rng(0).standard_normal((120, 8))
     model = VarianceReducedMF(3, n_epochs=1, random_state=0, **fitted).fit(X)
     components = np.array(model.components_)
-    name = next(iter(change))
+    name = "step_size" if "method_params" in change else next(iter(change))
     with pytest.raises(ValueError, match=f"{name}=.*fitted state fixes it"):
         model.set_params(**change).partial_fit(X)
     np.testing.assert_array_equal(model.components_, components)
     model = VarianceReducedMF(3, n_epochs=1, random_state=0).fit(X)
-    assert model.set_params(lam=0.5).partial_fit(X).n_epochs_ == 2
+    assert model.set_params(formulation_params={"lam": 0.5}).partial_fit(X).n_epochs_ == 2
+
+
+# -- issue 33: no parameter whose meaning hangs on a flag
+
+
+def test_no_parameter_depends_on_the_formulation_or_the_method():
+    """The formulation's weights and the method's settings are dicts keyed per formulation
+    and per method (each key refused where it does not apply), not parameters of their own
+    that one value of ``formulation`` or ``method`` would ignore."""
+    import inspect
+
+    from tensorstream.algorithms.variance_reduced import METHOD_PARAMS
+    from tensorstream.finite.formulations import FORMULATION_PARAMS
+
+    names = set(inspect.signature(VarianceReducedMF.__init__).parameters)
+    keys = {key for keys in FORMULATION_PARAMS.values() for key in keys} | \
+        {key for settings in METHOD_PARAMS.values() for key in settings}
+    assert not keys & names
+    assert not {"inexact", "tau", "c_tol"} & names
+    assert {"formulation_params", "method_params", "code_tol"} <= names
+    defaults = {name: p.default for name, p in
+                inspect.signature(VarianceReducedMF.__init__).parameters.items()}
+    assert defaults["formulation_params"] is None and defaults["method_params"] is None
+
+
+def test_dict_parameters_clone_and_are_not_changed_by_fit():
+    from sklearn.base import clone
+
+    lap = 2 * np.eye(8) - np.eye(8, k=1) - np.eye(8, k=-1)
+    given = {"laplacian": lap, "lam": 0.2}
+    settings = {"step_size": 0.5}
+    model = spec_vr(3, formulation="ssodl", formulation_params=given, method_params=settings,
+                    n_epochs=1, random_state=0)
+    twin = clone(model)
+    assert twin.formulation_params is not given and twin.formulation_params["lam"] == 0.2
+    np.testing.assert_array_equal(twin.formulation_params["laplacian"], lap)
+    model.fit(_data(n=40))
+    assert given == {"laplacian": lap, "lam": 0.2} and given["laplacian"] is lap
+    np.testing.assert_array_equal(np.asarray(clone(model).fit(_data(n=40)).components_),
+                                  np.asarray(model.components_))
+    assert "formulation_params={'laplacian'" in repr(model)

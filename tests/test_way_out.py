@@ -16,7 +16,7 @@ WAY_OUT = {
     "robust-nmf": "OnlineCPDL(nonnegative=False)",
     "robust-nmf-batch": "OnlineCPDL(nonnegative=False)",
     "divergence-nmf": "loss='l2'",
-    "vr-mf": "allow_negative=True",
+    "vr-mf": "formulation_params={'allow_negative': True}",
 }
 #: learners for signed data: nothing to refuse
 SIGNED = {"maxnorm", "robust-pca", "robust-pca-batch"}
@@ -67,8 +67,8 @@ def test_the_way_out_works():
     X = signed("numpy")
     OnlineCPDL(2, nonnegative=False, max_iter=1, random_state=0).fit(X)
     OnlineDivergenceNMF(2, loss="l2", max_iter=1, random_state=0).fit(X)
-    VarianceReducedMF(2, formulation="onmf", allow_negative=True, n_epochs=1,
-                      random_state=0).fit(X)
+    VarianceReducedMF(2, formulation="onmf", formulation_params={"allow_negative": True},
+                      n_epochs=1, random_state=0).fit(X)
 
 
 def test_ising_spins_to_the_default_ocpdl_name_the_way_out():

@@ -5,8 +5,10 @@ FiniteState` and the finite data set: :func:`run_epoch` runs Algorithm 1 (``"vr"
 SGD (``"sgd"``, Algorithm S-3) or stochastic majorization-minimization (``"smm"``, Algorithm
 S-2) on the same formulation, coder, prox and sampling, and returns the new state with its
 history row. :func:`initial_dictionary` and :func:`auto_step_size` give the start. The options
-of all of them are one :class:`EpochOptions`; :class:`~tensorstream.VarianceReducedMF` builds
-it from its parameters, and ``docs/svrmf.md`` states the mathematics.
+of all of them are one :class:`EpochOptions`, which :func:`epoch_options` builds from what
+:class:`~tensorstream.VarianceReducedMF` takes: the method, its own settings (``method_params``,
+each applying to one method: :data:`METHOD_PARAMS`) and the code tolerance (a constant or
+Theorem 2's schedule). ``docs/svrmf.md`` states the mathematics.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +26,14 @@ from ..core.backend import as_tensor, backend_of, to_numpy, using
 from ..core.caller import warn
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
-from ..core.validation import check_state_memory
+from ..core.validation import (
+    BOOLEAN,
+    NONE,
+    Interval,
+    Options,
+    check_state_memory,
+    validate_params,
+)
 from ..finite.formulations import FiniteCodes, RobustPCA, solve_codes
 from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
@@ -44,11 +54,91 @@ from ..finite.variance_reduction import (
 METHODS = ("vr", "sgd", "smm")
 AUTO_THETA = 2.3  # eta = 1/(theta L), theta > 2 (Theorem 1); 2.3 suits the paper's b, m (sec. 5.2)
 
+#: The settings each method takes (the learner's ``method_params`` keys), with their defaults:
+#: the step (``vr``: the constant ``eta``; ``sgd``: the first step ``gamma_0``; ``"auto"``
+#: estimated on ``auto_samples`` samples), the output iterate and the stored snapshot codes
+#: (``vr``), proximal SGD's ``beta'`` (``step_offset``, None: ``100 b``), the
+#: projected-gradient steps per SMM update (``smm_steps``).
+METHOD_PARAMS = {
+    "vr": {"step_size": "auto", "auto_samples": 1000, "output": "last",
+           "store_snapshot_codes": False},
+    "sgd": {"step_size": "auto", "auto_samples": 1000, "step_offset": None},
+    "smm": {"smm_steps": 5},
+}
+_SETTING_CONSTRAINTS = {
+    "step_size": [Interval("real", 0, None, closed="neither"), Options("auto")],
+    "auto_samples": [Interval("int", 1, None)],
+    "output": [Options("last", "random")],
+    "store_snapshot_codes": [BOOLEAN],
+    "step_offset": [Interval("real", 0, None, closed="neither"), NONE],
+    "smm_steps": [Interval("int", 1, None)],
+}
+#: Theorem 2's code-tolerance schedule ``c_tol (m s + t + 1)^-(1/2 + tau)``: its constants'
+#: defaults (a ``code_tol`` dict may give either)
+SCHEDULE_DEFAULTS = {"c_tol": 1.0, "tau": 1e-3}
+_SCHEDULE_CONSTRAINTS = {"c_tol": [Interval("real", 0, None, closed="neither")],
+                         "tau": [Interval("real", 0, None, closed="neither")]}
+#: the codes' tolerance of the ``"auto"`` step's estimate under the schedule (whose loose
+#: start would misjudge the curvature): the constant tolerance's default
+AUTO_CODE_TOL = 1e-6
+
+
+def _refuse_unknown(params: Mapping, valid: Any, what: str, owner: str) -> None:
+    unknown = [key for key in params if key not in valid]
+    if unknown:
+        raise ValueError(f"{owner}: {', '.join(map(repr, unknown))} "
+                         f"{'does' if len(unknown) == 1 else 'do'} not apply to {what}: its "
+                         f"settings are {list(valid)}")
+
+
+def method_settings(method: str, params: Mapping | None) -> dict:
+    """The settings of ``method``: :data:`METHOD_PARAMS`'s defaults updated by ``params``
+    (the learner's ``method_params``), a key of another method (or ``auto_samples`` with a
+    given step) refused by name.
+
+    Examples
+    --------
+    >>> method_settings("sgd", {"step_size": 0.5})
+    {'step_size': 0.5, 'auto_samples': 1000, 'step_offset': None}
+    >>> method_settings("smm", {"step_size": 0.5})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: method_params: 'step_size' does not apply to method 'smm': its settings are ...
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    params = {} if params is None else params
+    if not isinstance(params, Mapping):
+        raise TypeError(f"method_params must be a dict or None, got {params!r}")
+    defaults = METHOD_PARAMS[method]
+    _refuse_unknown(params, defaults, f"method {method!r}", "method_params")
+    validate_params(dict(params), _SETTING_CONSTRAINTS, "method_params")
+    settings = {**defaults, **params}
+    if "auto_samples" in params and settings["step_size"] != "auto":
+        raise ValueError(f"method_params: auto_samples applies to step_size='auto' only, got "
+                         f"step_size={settings['step_size']!r}")
+    return settings
+
+
+def code_schedule(code_tol: float | Mapping) -> dict | None:
+    """None for a constant code tolerance (a float >= 0), else the constants ``c_tol`` and
+    ``tau`` of Theorem 2's schedule that the dict ``code_tol`` gives (defaults
+    :data:`SCHEDULE_DEFAULTS`), another key refused by name."""
+    if not isinstance(code_tol, Mapping):
+        validate_params({"code_tol": code_tol}, {"code_tol": [Interval("real", 0, None)]},
+                        "VarianceReducedMF")
+        return None
+    _refuse_unknown(code_tol, SCHEDULE_DEFAULTS, "the schedule of code_tol", "code_tol")
+    validate_params(dict(code_tol), _SCHEDULE_CONSTRAINTS, "code_tol")
+    return {**SCHEDULE_DEFAULTS, **code_tol}
+
 
 @dataclasses.dataclass(frozen=True)
 class EpochOptions:
-    """The options of an epoch (each is the :class:`~tensorstream.VarianceReducedMF`
-    parameter of the same name, which documents it)."""
+    """The options of an epoch: :func:`epoch_options` builds them from the method, its
+    settings and the code tolerance (``code_tol`` is the constant tolerance, or under Theorem
+    2's schedule, ``inexact`` with ``c_tol`` and ``tau``, the ``"auto"`` step's; the
+    :class:`~tensorstream.VarianceReducedMF` parameters document the rest)."""
 
     method: str = "vr"
     coder: str = "fista"
@@ -73,6 +163,20 @@ class EpochOptions:
     def coder_settings(self, tol: float) -> dict:
         """The :func:`~tensorstream.finite.formulations.solve_codes` settings at ``tol``."""
         return dict(coder=self.coder, tol=tol, max_iter=self.code_max_iter)
+
+
+def epoch_options(method: str, method_params: Mapping | None, code_tol: float | Mapping, *,
+                  coder: str, code_max_iter: int, chunk_size: int) -> EpochOptions:
+    """The :class:`EpochOptions` of ``method`` with its ``method_params``
+    (:func:`method_settings`) and ``code_tol`` (:func:`code_schedule`)."""
+    settings = method_settings(method, method_params)
+    schedule = code_schedule(code_tol)
+    tolerance = {"code_tol": float(code_tol)} if schedule is None else \
+        {"code_tol": AUTO_CODE_TOL, "inexact": True, **schedule}
+    own = {key: settings[key] for key in ("output", "store_snapshot_codes", "step_offset",
+                                          "smm_steps") if key in settings}
+    return EpochOptions(method=method, coder=coder, code_max_iter=code_max_iter,
+                        chunk_size=chunk_size, **tolerance, **own)
 
 
 # -- the start -----------------------------------------------------------------------------------

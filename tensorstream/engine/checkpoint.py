@@ -55,12 +55,11 @@ def encode_param(name: str, value: Any) -> Any:
         return None  # a learner that keeps a generator saves its state apart ("rng")
     if isinstance(value, (list, tuple)):  # e.g. index groups (an array stays refused: it is
         return _nested_list(name, value)  # data, such as an initial dictionary)
-    if isinstance(value, dict) and name == "loss_params":
-        try:  # a mapping comes back as a mapping, not as its JSON text
-            return {"__mapping__": json.loads(json.dumps(value))}
-        except (TypeError, ValueError):
-            raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only numbers and "
-                            f"strings can be saved in it") from None
+    if isinstance(value, dict):  # a mapping (loss_params, formulation_params) comes back as one
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError(f"cannot checkpoint parameter {name}={value!r}: only string keys "
+                            f"can be saved in it")
+        return {"__mapping__": {key: encode_param(name, item) for key, item in value.items()}}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if name == "device" and type(value).__module__.startswith("torch"):
@@ -96,6 +95,12 @@ def encode_params(params: dict, array_names: tuple = ()) -> tuple[dict, dict]:
             for k, item in enumerate(value):
                 arrays[f"param_{name}_{k}"] = np.asarray(to_numpy(item), dtype=float)
             encoded[name] = {"__array__": name, "items": len(value)}
+        elif name in array_names and isinstance(value, dict):  # arrays in a mapping
+            items, members = encode_params({f"{name}_{key}": item for key, item in
+                                            value.items()}, tuple(f"{name}_{key}" for key in
+                                                                  value if _is_array(value[key])))
+            arrays.update(members)
+            encoded[name] = {"__mapping__": {key: items[f"{name}_{key}"] for key in value}}
         elif name in array_names and value is not None and not isinstance(value, str):
             arrays[f"param_{name}"] = np.asarray(to_numpy(value), dtype=float)
             encoded[name] = {"__array__": name}
@@ -104,11 +109,26 @@ def encode_params(params: dict, array_names: tuple = ()) -> tuple[dict, dict]:
     return encoded, arrays
 
 
+def _is_array(value: Any) -> bool:
+    """An array or tensor (a mapping's item stored as a member), not a number or a list."""
+    return hasattr(value, "shape") and hasattr(value, "dtype") and np.ndim(to_numpy(value)) > 0
+
+
 def decode_params(params: dict, arrays: dict) -> dict:
-    """The parameters :func:`encode_params` stored (arrays from their ``param_`` members)."""
-    return {name: _decode_array_param(name, value, arrays)
-            if isinstance(value, dict) and "__array__" in value
-            else decode_param(value) for name, value in params.items()}
+    """The parameters :func:`encode_params` stored (arrays from their ``param_`` members, in a
+    mapping too)."""
+    decoded = {}
+    for name, value in params.items():
+        if isinstance(value, dict) and "__array__" in value:
+            decoded[name] = _decode_array_param(name, value, arrays)
+        elif isinstance(value, dict) and set(value) == {"__mapping__"} and \
+                isinstance(value["__mapping__"], dict):
+            items = {f"{name}_{key}": item for key, item in value["__mapping__"].items()}
+            decoded[name] = {key: item for key, item in zip(
+                value["__mapping__"], decode_params(items, arrays).values())}
+        else:
+            decoded[name] = decode_param(value)
+    return decoded
 
 
 def _decode_array_param(name: str, value: dict, arrays: dict) -> Any:
@@ -122,7 +142,7 @@ def decode_param(value: Any) -> Any:
         fields = {k: decode_param(v) for k, v in value.items() if k != "__schedule__"}
         return _SCHEDULES[value["__schedule__"]](**fields)
     if isinstance(value, dict) and set(value) == {"__mapping__"}:
-        return dict(value["__mapping__"])
+        return {key: decode_param(item) for key, item in value["__mapping__"].items()}
     return value
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +49,9 @@ Tensor = Any
 _TINY = 1e-300
 
 __all__ = [
-    "FORMULATIONS", "FiniteCodes", "Formulation", "LRR", "MaxNormMD", "NMF", "RobustNMF",
-    "RobustPCA", "SmoothSparseDL", "SparseDL", "StructuredSparseDL", "make_formulation",
-    "sample_losses", "solve_codes",
+    "FORMULATIONS", "FORMULATION_PARAMS", "FiniteCodes", "Formulation", "LRR", "MaxNormMD",
+    "NMF", "RobustNMF", "RobustPCA", "SmoothSparseDL", "SparseDL", "StructuredSparseDL",
+    "check_formulation_params", "make_formulation", "sample_losses", "solve_codes",
 ]
 
 
@@ -69,6 +69,12 @@ class Formulation:
     name = "ls"
     robust = False  #: has an outlier block r
     nonnegative = False  #: W >= 0 and h >= 0 (data should be nonnegative)
+
+    @property
+    def refuses_negative_data(self) -> bool:
+        """Whether negative data are refused: a nonnegative formulation's, unless it was made
+        with ``allow_negative``."""
+        return self.nonnegative and not getattr(self, "allow_negative", False)
 
     # -- codes ---------------------------------------------------------------------------------
     def prox_h(self, Z: Tensor, L: float) -> Tensor:
@@ -168,6 +174,7 @@ class NMF(Formulation):
     """P3, ONMF (Guan et al.): ``h >= 0``, ``phi = lam/2 ||h||^2``, columns on the simplex."""
 
     lam: float = 0.1
+    allow_negative: bool = False  #: accept negative data (h and W stay nonnegative)
     name = "onmf"
     nonnegative = True
 
@@ -319,6 +326,7 @@ class RobustNMF(Formulation):
     lam: float = 0.1
     M: float = 1e3
     M_prime: float = 1e3
+    allow_negative: bool = False  #: accept negative data (h and W stay nonnegative)
     name = "ornmf"
     robust = True
     nonnegative = True
@@ -340,14 +348,58 @@ FORMULATIONS = {"odl": SparseDL, "ossl": StructuredSparseDL, "onmf": NMF,
                 "ssodl": SmoothSparseDL, "orpca": RobustPCA, "omrmd": MaxNormMD, "olrr": LRR,
                 "ornmf": RobustNMF}
 
+#: The parameters each formulation takes (:func:`make_formulation`'s keywords, the learner's
+#: ``formulation_params`` keys): its weights and data; ``nu`` (the codes' ridge) for all of
+#: them, ``allow_negative`` (accept negative data) for the nonnegative ones.
+FORMULATION_PARAMS = {
+    "odl": ("lam", "nu"),
+    "ossl": ("lam", "groups", "nu"),
+    "onmf": ("lam", "nu", "allow_negative"),
+    "ssodl": ("lam", "lam1", "laplacian", "nu", "allow_negative"),
+    "orpca": ("lam1", "lam2", "nu"),
+    "omrmd": ("lam1", "lam2", "nu"),
+    "olrr": ("lam1", "lam2", "lam3", "lrr_A", "lrr_B", "nu"),
+    "ornmf": ("lam", "M", "M_prime", "nu", "allow_negative"),
+}
 
-def make_formulation(name: str, n_features: int, *, lam: float | None = None,
-                     lam1: float | None = None, lam2: float | None = None, lam3: float = 1.0,
-                     M: float = 1e3, M_prime: float = 1e3, nu: float = 0.0,
-                     groups: Sequence | None = None, laplacian: Any = None, lrr_A: Any = None,
-                     lrr_B: Any = None, n_components: int | None = None) -> Formulation:
-    """The formulation ``name`` with its weights; ``None`` weights are ``1/sqrt(d)`` (the
-    paper's setting, section 5.2).
+
+def check_formulation_params(name: str, params: Mapping | None) -> dict:
+    """``params`` as a dict, every key one that formulation ``name`` takes
+    (:data:`FORMULATION_PARAMS`): a weight of another formulation is refused by name rather
+    than ignored.
+
+    Examples
+    --------
+    >>> check_formulation_params("orpca", {"lam1": 0.1})
+    {'lam1': 0.1}
+    >>> check_formulation_params("odl", {"lam2": 0.1})
+    Traceback (most recent call last):
+    ...
+    ValueError: 'lam2' does not apply to formulation 'odl': its parameters are ['lam', 'nu']
+    """
+    if name not in FORMULATIONS:
+        raise ValueError(f"formulation must be one of {list(FORMULATIONS)}, got {name!r}")
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"the parameters of formulation {name!r} must be a dict, got "
+                        f"{params!r}")
+    valid = FORMULATION_PARAMS[name]
+    unknown = [key for key in params if key not in valid]
+    if unknown:
+        raise ValueError(f"{', '.join(map(repr, unknown))} "
+                         f"{'does' if len(unknown) == 1 else 'do'} not apply to formulation "
+                         f"{name!r}: its parameters are {list(valid)}")
+    return dict(params)
+
+
+def make_formulation(name: str, n_features: int, *, n_components: int | None = None,
+                     **params: Any) -> Formulation:
+    """The formulation ``name`` with its parameters (:data:`FORMULATION_PARAMS` lists each
+    one's: ``lam``, ``lam1``, ``lam2`` weights, None or absent ``1/sqrt(d)``, the paper's
+    setting, section 5.2; ``lam3`` 1, ``M`` and ``M_prime`` 1e3, ``nu`` 0, ``groups`` one per
+    code, ``allow_negative`` False; ``laplacian`` required by ``ssodl``, ``lrr_A`` and
+    ``lrr_B`` the identity). A parameter the formulation does not take is refused by name.
 
     Examples
     --------
@@ -358,36 +410,44 @@ def make_formulation(name: str, n_features: int, *, lam: float | None = None,
     ...
     ValueError: formulation must be one of ['odl', 'ossl', ..., 'ornmf'], got 'pca'
     """
-    if name not in FORMULATIONS:
-        raise ValueError(f"formulation must be one of {list(FORMULATIONS)}, got {name!r}")
+    params = check_formulation_params(name, params)
     default = 1.0 / math.sqrt(n_features)
-    pick = {k: default if v is None else _check_lam(v, k) for k, v in
-            (("lam", lam), ("lam1", lam1), ("lam2", lam2))}
-    nu = _check_lam(nu, "nu", positive=False)
+
+    def weight(key: str) -> float:
+        value = params.get(key)
+        return default if value is None else _check_lam(value, key)
+
+    nu = _check_lam(params.get("nu", 0.0), "nu", positive=False)
+    allow = _check_flag(params.get("allow_negative", False), "allow_negative")
     if name == "odl":
-        return SparseDL(nu=nu, lam=pick["lam"])
+        return SparseDL(nu=nu, lam=weight("lam"))
     if name == "onmf":
-        return NMF(nu=nu, lam=pick["lam"])
+        return NMF(nu=nu, lam=weight("lam"), allow_negative=allow)
     if name == "ssodl":
-        if lam2 is not None:  # it was read as the code ridge, and lam ignored
-            raise ValueError("formulation 'ssodl' weighs the codes' ridge by lam (the paper's "
-                             "lam2) and the smoothness by lam1; lam2 does not apply")
-        lap = _check_square(laplacian, "laplacian", n_features, required=True)
-        return SmoothSparseDL(nu=nu, lam=pick["lam"], lam1=pick["lam1"], laplacian=lap)
+        lap = _check_square(params.get("laplacian"), "laplacian", n_features, required=True)
+        return SmoothSparseDL(nu=nu, lam=weight("lam"), lam1=weight("lam1"), laplacian=lap,
+                              allow_negative=allow)
     if name == "orpca":
-        return RobustPCA(nu=nu, lam1=pick["lam1"], lam2=pick["lam2"])
+        return RobustPCA(nu=nu, lam1=weight("lam1"), lam2=weight("lam2"))
     if name == "omrmd":
-        return MaxNormMD(nu=nu, lam1=pick["lam1"], lam2=pick["lam2"])
+        return MaxNormMD(nu=nu, lam1=weight("lam1"), lam2=weight("lam2"))
     if name == "olrr":
-        return LRR(nu=nu, lam1=pick["lam1"], lam2=pick["lam2"],
-                   lam3=_check_lam(lam3, "lam3", positive=False),
-                   A=_check_square(lrr_A, "lrr_A", n_features),
-                   B=_check_square(lrr_B, "lrr_B", n_features))
+        return LRR(nu=nu, lam1=weight("lam1"), lam2=weight("lam2"),
+                   lam3=_check_lam(params.get("lam3", 1.0), "lam3", positive=False),
+                   A=_check_square(params.get("lrr_A"), "lrr_A", n_features),
+                   B=_check_square(params.get("lrr_B"), "lrr_B", n_features))
     if name == "ornmf":
-        return RobustNMF(nu=nu, lam=pick["lam"], M=_check_lam(M, "M"),
-                         M_prime=_check_lam(M_prime, "M_prime"))
-    groups_, lams = _check_groups(groups, n_components, pick["lam"])
+        return RobustNMF(nu=nu, lam=weight("lam"), M=_check_lam(params.get("M", 1e3), "M"),
+                         M_prime=_check_lam(params.get("M_prime", 1e3), "M_prime"),
+                         allow_negative=allow)
+    groups_, lams = _check_groups(params.get("groups"), n_components, weight("lam"))
     return StructuredSparseDL(nu=nu, groups=groups_, lams=lams)
+
+
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _check_square(value: Any, name: str, d: int, required: bool = False) -> Any:

@@ -29,7 +29,7 @@ from ._fitting import OnlineEstimator
 class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
     """A learner whose fitted state is one :class:`~tensorstream.finite.state.FiniteState`.
 
-    A subclass has the parameters ``formulation``, ``allow_negative``, ``data_scale``,
+    A subclass has the parameters ``formulation``, ``data_scale``,
     ``chunk_size``, ``backend`` and ``device``, and says which attributes a state sets
     (``_fitted_attributes``) and how its formulation is built (``_make_formulation``).
     """
@@ -57,9 +57,10 @@ class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
                 if backend == "pytorch":  # numpy data on backend="pytorch": the CPU's tensors
                     context["device"] = device if device is not None else X.device \
                         if backend_of(X) == "pytorch" else tl.context(tl.tensor(probe))["device"]
-        nonnegative = bool(form is not None and form.nonnegative and not self.allow_negative)
-        way_out = (f"formulation={self.formulation!r} is nonnegative: pass allow_negative=True, "
-                   f"or a formulation for signed data (e.g. 'odl', 'orpca')")
+        nonnegative = bool(form is not None and form.refuses_negative_data)
+        way_out = (f"formulation={self.formulation!r} is nonnegative: pass formulation_params="
+                   f"{{'allow_negative': True}}, or a formulation for signed data (e.g. 'odl', "
+                   f"'orpca')")
         return FiniteData(X, backend, context, nonnegative, spread,
                           1.0 if scale is None else scale, way_out)
 
@@ -86,7 +87,9 @@ class FiniteDataLearner(ArrayCheckpoint, OnlineEstimator):
             return float(self.data_scale), 0.0
         with using(data.backend):  # a map-reduce: on the workers when the data are spread
             total = data.map_reduce(_scale_sum, self.chunk_size)
-        return usable_scale(float(total) / data.n, like=data.X), 1.0  # X's float dtype
+            # the float dtype the data are read in (integer data: float64)
+            like = tl.zeros((1,), **data.context)
+        return usable_scale(float(total) / data.n, like=like), 1.0
 
     def _commit(self, state: FiniteState) -> None:
         """Set the fitted attributes from ``state`` (the only place the learner changes)."""

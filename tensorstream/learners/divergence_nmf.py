@@ -108,6 +108,10 @@ def check_divergence_rules(learner: Any) -> None:
     if rounds != "auto" and rounds > 1 and step != "mu":
         raise ValueError(f"dict_rounds={rounds!r} needs the multiplicative dictionary step "
                          f"(dict_step='mu', KL's default); the SGD step makes one round")
+    if learner.grad_reduction != "mean" and step == "mu":  # it was ignored there (issue 33)
+        raise ValueError(f"grad_reduction={learner.grad_reduction!r} applies to the SGD "
+                         f"dictionary step (dict_step='sgd'); the multiplicative step "
+                         f"(dict_step='mu', KL's default) is the same for both")
     if not learner.code_lower < learner.code_upper:  # else the coding step fails mid-step
         raise ValueError(f"code_lower must be < code_upper, got {learner.code_lower!r} and "
                          f"{learner.code_upper!r}")
@@ -166,9 +170,9 @@ class OnlineDivergenceNMF(OnlineLearner):
         ``fit`` with ``batch_size=10`` does, whatever ``batch_size`` is); a number fixes it
         (``step_tau`` in place of ``n`` above too).
     grad_reduction : {"mean", "sum"}, default "mean"
-        Mean or sum over the batch of the per-sample dictionary gradients (the paper, VIII-B,
-        does not say which; the MU
-        step is the same for both).
+        Mean or sum over the batch of the per-sample dictionary gradients of the SGD step (the
+        paper, VIII-B, does not say which); the MU step is the same for both, so ``"sum"``
+        with ``dict_step="mu"`` is refused.
     dict_step : {"auto", "sgd", "mu"}, default "auto"
         ``"sgd"``: the paper's projected stochastic-gradient step. ``"mu"`` (our extension):
         the same step preconditioned entrywise by the multiplicative update's scaling,

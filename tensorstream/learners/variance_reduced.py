@@ -30,13 +30,14 @@ from ..algorithms.variance_reduced import (
     METHODS,
     EpochOptions,
     concatenate_codes,
+    epoch_options,
     initial_state,
+    method_settings,
     run_epoch,
 )
 from ..core.backend import run, using
 from ..core.validation import (
     ARRAY,
-    BOOLEAN,
     NONE,
     Instance,
     Interval,
@@ -48,7 +49,13 @@ from ..core.validation import (
     generator_of,
 )
 from ..engine.distributed import SpreadRows
-from ..finite.formulations import FORMULATIONS, FiniteCodes, make_formulation, solve_codes
+from ..finite.formulations import (
+    FORMULATIONS,
+    FiniteCodes,
+    check_formulation_params,
+    make_formulation,
+    solve_codes,
+)
 from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
     chunk_count,
@@ -74,37 +81,52 @@ class VarianceReducedMF(FiniteDataLearner):
         Dictionary size ``k``.
     formulation : {"odl", "ossl", "onmf", "ssodl", "orpca", "omrmd", "olrr", "ornmf"}
         P1-P8 of the paper, section 2 (see :mod:`tensorstream.finite.formulations`).
+    formulation_params : dict, optional
+        The formulation's weights and data, by the names
+        :func:`~tensorstream.finite.formulations.make_formulation` takes them, in units of the
+        data scale (``data_scale``): ``odl`` ``lam``; ``ossl`` ``lam``, ``groups``; ``onmf``
+        ``lam``; ``ssodl`` ``lam``, ``lam1``, ``laplacian`` (required); ``orpca`` and
+        ``omrmd`` ``lam1``, ``lam2``; ``olrr`` ``lam1``, ``lam2``, ``lam3``, ``lrr_A``,
+        ``lrr_B``; ``ornmf`` ``lam``, ``M``, ``M_prime``; every one ``nu`` (a ridge on the
+        codes, 0); the nonnegative ones (onmf, ssodl, ornmf) ``allow_negative`` (accept
+        negative data, False). None or absent weights are ``1/sqrt(d)``. A key the formulation
+        does not take is refused by name, before anything is learned.
     method : {"vr", "sgd", "smm"}, default "vr"
         Algorithm 1, proximal SGD, or stochastic MM.
+    method_params : dict, optional
+        The method's own settings (defaults in
+        :data:`~tensorstream.algorithms.variance_reduced.METHOD_PARAMS`; a key of another
+        method is refused by name):
+
+        - ``step_size`` (``vr``, ``sgd``; float > 0 or ``"auto"``, default ``"auto"``):
+          ``vr``: the constant step ``eta`` (in units of the data scale); ``sgd``: the first
+          step ``gamma_0 = beta / beta'`` (so ``beta = step_size * step_offset``).
+          ``"auto"`` (our extension, docs/svrmf.md): ``1 / (2.3 L)`` with ``L`` a local
+          Lipschitz constant of the gradient at the initial dictionary, found by backtracking
+          on the descent lemma over a random subsample of ``auto_samples`` samples
+          (:func:`~tensorstream.finite.variance_reduction.estimate_lipschitz`); the step is
+          then kept constant (``step_size_``), and the passes and seconds it costs are
+          counted in ``history_``.
+        - ``auto_samples`` (``vr``, ``sgd`` with ``step_size="auto"``; int, default 1000):
+          the subsample of that estimate.
+        - ``output`` (``vr``; ``"last"`` or ``"random"``, default ``"last"``): Option II
+          (last iterate) or Option I (an iterate ``W^{s,t}``, ``t < m``, drawn uniformly by
+          reservoir sampling) for ``components_``.
+        - ``store_snapshot_codes`` (``vr``; bool, default False): keep the snapshot codes of
+          the full pass (``O(n (k + d))`` memory) instead of recomputing them for each
+          mini-batch.
+        - ``step_offset`` (``sgd``; float > 0 or None, default None): ``beta'`` of proximal
+          SGD; None is ``100 b``.
+        - ``smm_steps`` (``smm``; int, default 5): projected-gradient steps on the surrogate
+          per SMM update (ORPCA: Feng's exact ``W = B (A + lam1 I)^-1`` instead).
     n_epochs : int, default 10
         Outer iterations run by ``fit``; 0 only initialises (``W^{0,0}``, and the ``"auto"``
         step), e.g. to evaluate ``objective`` at the start.
-    step_size : float > 0 or "auto", default "auto"
-        ``vr``: the constant step ``eta`` (in units of the data scale). ``sgd``: the first
-        step ``gamma_0 = beta / beta'`` (so ``beta = step_size * step_offset``). Unused by
-        ``smm``. ``"auto"`` (our extension, docs/svrmf.md): ``1 / (2.3 L)`` with ``L`` a local
-        Lipschitz constant of the gradient at the initial dictionary, found by backtracking on
-        the descent lemma over a random subsample of ``auto_samples`` samples
-        (:func:`~tensorstream.finite.variance_reduction.estimate_lipschitz`); the step is then
-        kept constant (``step_size_``), and the passes and seconds it costs are counted in
-        ``history_``.
-    auto_samples : int, default 1000
-        Subsample size of ``step_size="auto"``.
-    step_offset : float > 0 or None, default None
-        ``beta'`` of proximal SGD; None is ``100 b``.
     inner_batch : int or None
         Mini-batch size ``b``; None is ``round(0.2 n^(2/3))`` (at least 1, at most ``n``).
     epoch_length : int or None
         Inner steps per epoch ``m``; None is ``round(0.5 n^(1/3))`` for ``vr`` and
         ``ceil(n / b)`` (one pass) for ``sgd``/``smm``.
-    inexact : bool, default False
-        Code tolerance ``c_tol (m s + t + 1)^-(1/2 + tau)`` (Theorem 2, shifted by one) instead
-        of ``code_tol``; snapshot codes use the ``(s, 0)`` value in lines 4 and 8 alike.
-    tau, c_tol : float
-        Parameters of that schedule.
-    lam, lam1, lam2, lam3, M, M_prime, nu, groups, laplacian, lrr_A, lrr_B
-        Formulation weights (see :func:`tensorstream.finite.formulations.make_formulation`), in
-        units of the data scale (``data_scale``); None weights are ``1/sqrt(d)``.
     data_scale : "auto" or float, default "auto"
         The unit the problem is solved in: the data are read divided by it, so the weights,
         the step and the tolerances are in its units and fitting ``c X`` gives ``c`` times the
@@ -112,8 +134,6 @@ class VarianceReducedMF(FiniteDataLearner):
         sample's median absolute entry (robust to corruptions of fewer than half of a sample's
         entries), one pass over the data, counted in ``history_``; kept as ``scale_`` and in
         checkpoints. A float declares it (1.0: the raw units of the paper).
-    allow_negative : bool, default False
-        Accept negative data with the nonnegative formulations (onmf, ssodl, ornmf).
     init : {"auto", "random", "gaussian", "ones"} or array of shape (n_components, n_features)
         ``"auto"`` (default): ``"gaussian"`` for the robust formulations (orpca, omrmd, olrr,
         ornmf: data rows carry the outliers), ``"random"`` otherwise. ``"random"``: random data
@@ -121,21 +141,16 @@ class VarianceReducedMF(FiniteDataLearner):
         ``"gaussian"``: N(0, 1) entries, projected; ``"ones"``: the paper's all-ones start,
         which is degenerate (rank one forever: identical columns get identical updates), so it
         warns and adds the same noise.
-    output : {"last", "random"}, default "last"
-        Option II (last iterate) or Option I (an iterate ``W^{s,t}``, ``t < m``, drawn
-        uniformly by reservoir sampling) for ``components_``.
-    store_snapshot_codes : bool, default False
-        Keep the snapshot codes of the full pass (``O(n (k + d))`` memory) instead of
-        recomputing them for each mini-batch.
-    smm_steps : int, default 5
-        Projected-gradient steps on the surrogate per SMM update (ORPCA: Feng's exact
-        ``W = B (A + lam1 I)^-1`` instead).
     chunk_size : int, default 1024
         Samples per chunk of the full passes.
     coder : {"fista", "bsum"}, default "fista"
         The solver of the codes: FISTA (Nesterov momentum) or plain proximal gradient.
-    code_tol : float, default 1e-6
-        Per-sample absolute tolerance on the prox-gradient residual of the coder.
+    code_tol : float or dict, default 1e-6
+        Per-sample absolute tolerance on the prox-gradient residual of the coder: a constant,
+        or the dict ``{"c_tol": c, "tau": tau}`` (defaults 1.0 and 1e-3), the inexact coder
+        of Theorem 2: ``c (m s + t + 1)^-(1/2 + tau)`` at inner step ``t`` of epoch ``s``
+        (shifted by one), the snapshot codes at the ``(s, 0)`` value in lines 4 and 8 alike;
+        then the ``"auto"`` step's estimate solves its codes to 1e-6.
     code_max_iter : int, default 100
     eval_tol, eval_max_iter : float, int
         Coder settings of :meth:`objective` (accurate solves).
@@ -160,8 +175,8 @@ class VarianceReducedMF(FiniteDataLearner):
         accuracy, free; ``vr`` only), ``code_iterations`` (solver iterations, summed over
         samples), ``max_code_iter``, ``code_tol`` (the snapshot tolerance).
     step_size_ : float or None
-        The step used (``step_size``, or the estimate of ``"auto"``; None for ``smm``), in
-        units of the data scale.
+        The step used (``method_params``' ``step_size``, or the estimate of ``"auto"``; None
+        for ``smm``), in units of the data scale.
     scale_ : float
         The data scale (``data_scale``). ``history_``'s ``snapshot_loss`` and :meth:`objective`
         are in the data's units; the gradient mappings are those of the problem in units of
@@ -192,59 +207,33 @@ class VarianceReducedMF(FiniteDataLearner):
     """
 
     #: The paper's settings (its section 5.2): every formulation weight ``1/sqrt(d)`` in
-    #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge),
-    #: Algorithm 1, and its all-ones start ``W^{0,0}``, which is degenerate (it warns and adds
-    #: a little noise: docs/svrmf.md).
-    #: The paper gives no step size: pass ``step_size`` (our tests use 10 on ORPCA-synth,
-    #: 3 on digits-ODL).
-    paper_params = {"method": "vr", "lam": None, "lam1": None, "lam2": None, "lam3": 1.0,
-                    "M": 1e3, "M_prime": 1e3, "nu": 0.0, "init": "ones", "data_scale": 1.0}
+    #: the data's raw units (``data_scale=1.0``; ``lam3 = 1``, ``M = M' = 1e3``, no ridge:
+    #: ``formulation_params=None``), Algorithm 1, and its all-ones start ``W^{0,0}``, which is
+    #: degenerate (it warns and adds a little noise: docs/svrmf.md).
+    #: The paper gives no step size: pass one, ``method_params={"step_size": ...}`` (our tests
+    #: use 10 on ORPCA-synth, 3 on digits-ODL).
+    paper_params = {"method": "vr", "formulation_params": None, "init": "ones",
+                    "data_scale": 1.0}
 
-    def __init__(self, n_components: int, *, formulation: str = "odl", method: str = "vr",
-                 n_epochs: int = 10, step_size: float | str = "auto",
-                 step_offset: float | None = None, auto_samples: int = 1000,
+    def __init__(self, n_components: int, *, formulation: str = "odl",
+                 formulation_params: dict | None = None, method: str = "vr",
+                 method_params: dict | None = None, n_epochs: int = 10,
                  inner_batch: int | None = None, epoch_length: int | None = None,
-                 inexact: bool = False, tau: float = 1e-3, c_tol: float = 1.0,
-                 lam: float | None = None, lam1: float | None = None,
-                 lam2: float | None = None, lam3: float = 1.0, M: float = 1e3,
-                 M_prime: float = 1e3, nu: float = 0.0, groups=None, laplacian=None,
-                 lrr_A=None, lrr_B=None, allow_negative: bool = False, init="auto",
-                 data_scale: float | str = "auto",
-                 output: str = "last", store_snapshot_codes: bool = False, smm_steps: int = 5,
-                 chunk_size: int = 1024, coder: str = "fista", code_tol: float = 1e-6,
+                 init="auto", data_scale: float | str = "auto", chunk_size: int = 1024,
+                 coder: str = "fista", code_tol: float | dict = 1e-6,
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
                  random_state=None, backend: str | None = None, device: Any = None,
-                 verbose: bool = False,
-                 callback=None, n_threads: int | None = 1):
+                 verbose: bool = False, callback=None, n_threads: int | None = 1):
         self.n_components = n_components
         self.formulation = formulation
+        self.formulation_params = formulation_params
         self.method = method
+        self.method_params = method_params
         self.n_epochs = n_epochs
-        self.step_size = step_size
-        self.step_offset = step_offset
-        self.auto_samples = auto_samples
         self.inner_batch = inner_batch
         self.epoch_length = epoch_length
-        self.inexact = inexact
-        self.tau = tau
-        self.c_tol = c_tol
-        self.lam = lam
-        self.lam1 = lam1
-        self.lam2 = lam2
-        self.lam3 = lam3
-        self.M = M
-        self.M_prime = M_prime
-        self.nu = nu
-        self.groups = groups
-        self.laplacian = laplacian
-        self.lrr_A = lrr_A
-        self.lrr_B = lrr_B
-        self.allow_negative = allow_negative
         self.init = init
         self.data_scale = data_scale
-        self.output = output
-        self.store_snapshot_codes = store_snapshot_codes
-        self.smm_steps = smm_steps
         self.chunk_size = chunk_size
         self.coder = coder
         self.code_tol = code_tol
@@ -261,47 +250,44 @@ class VarianceReducedMF(FiniteDataLearner):
     # -- parameters ------------------------------------------------------------------------------
 
     _fitted_attribute = "loadings_"
-    #: parameters a checkpoint stores as members when they are given as arrays
-    _array_parameters = ("laplacian", "lrr_A", "lrr_B", "init")
+    #: parameters a checkpoint stores as members when they are (or hold) arrays
+    _array_parameters = ("formulation_params", "init")
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
         "formulation": [Options(*FORMULATIONS)],
+        # the keys and values of the dicts: checked by _check_rules and make_formulation
+        "formulation_params": [Instance("a dict", dict), NONE],
         "method": [Options(*METHODS)],
+        "method_params": [Instance("a dict", dict), NONE],
         "n_epochs": [Interval("int", 0, None)],
-        "step_size": [Interval("real", 0, None, closed="neither"), Options("auto")],
-        "step_offset": [Interval("real", 0, None, closed="neither"), NONE],
-        "auto_samples": [Interval("int", 1, None)],
         "inner_batch": [Interval("int", 1, None), NONE],
         "epoch_length": [Interval("int", 1, None), NONE],
-        "inexact": [BOOLEAN],
-        "tau": [Interval("real", 0, None, closed="neither")],
-        "c_tol": [Interval("real", 0, None, closed="neither")],
-        # the formulations' own penalties: checked when the formulation is built
-        **{name: [Interval("real"), NONE] for name in ("lam", "lam1", "lam2", "lam3", "M",
-                                                        "M_prime", "nu")},
-        "groups": [Instance("a list of index groups", list, tuple), NONE],
-        "laplacian": [ARRAY, NONE],
-        "lrr_A": [ARRAY, NONE],
-        "lrr_B": [ARRAY, NONE],
-        "allow_negative": [BOOLEAN],
         "init": [Options("auto", "random", "gaussian", "ones"), ARRAY],
         "data_scale": [Interval("real", 0, None, closed="neither"), Options("auto")],
-        "output": [Options("last", "random")],
-        "store_snapshot_codes": [BOOLEAN],
-        "smm_steps": [Interval("int", 1, None)],
         "chunk_size": [Interval("int", 1, None)],
         "coder": [Options("fista", "bsum")],
+        "code_tol": [Interval("real", 0, None), Instance("a dict", dict)],
         "eval_tol": [Interval("real", 0, None)],
         "eval_max_iter": [Interval("int", 1, None)],
     }
 
+    def _check_rules(self) -> None:
+        """The dicts' keys, each refused by name where the formulation or the method takes
+        no such parameter (the values are checked as the formulation is built)."""
+        try:
+            check_formulation_params(self.formulation, self.formulation_params)
+        except ValueError as error:
+            raise ValueError(f"formulation_params: {error}") from None
+        self._options()
+
     def _make_formulation(self, d: int):
-        return make_formulation(
-            self.formulation, d, lam=self.lam, lam1=self.lam1, lam2=self.lam2, lam3=self.lam3,
-            M=self.M, M_prime=self.M_prime, nu=self.nu, groups=self.groups,
-            laplacian=self.laplacian, lrr_A=self.lrr_A, lrr_B=self.lrr_B,
-            n_components=self.n_components)
+        return make_formulation(self.formulation, d, n_components=self.n_components,
+                                **(self.formulation_params or {}))
+
+    def _settings(self) -> dict:
+        """The method's settings: ``method_params`` over their defaults."""
+        return method_settings(self.method, self.method_params)
 
     # -- fitting ---------------------------------------------------------------------------------
 
@@ -397,22 +383,19 @@ class VarianceReducedMF(FiniteDataLearner):
         scale, scale_passes = self._scale_of(data)
         scale_seconds = time.perf_counter() - start
         data = self._finite_data(X, probe.context, probe.backend, form, spread, scale=scale)
+        settings = self._settings()
         return initial_state(
             data, form, generator_of(self.random_state), self._options(),
             n_components=self.n_components, init=self.init, inner_batch=self.inner_batch,
-            epoch_length=self.epoch_length, step_size=self.step_size,
-            auto_samples=self.auto_samples, scale=scale, passes_read=scale_passes,
+            epoch_length=self.epoch_length, step_size=settings.get("step_size"),
+            auto_samples=settings.get("auto_samples"), scale=scale, passes_read=scale_passes,
             seconds=scale_seconds)
 
     def _options(self) -> EpochOptions:
         """The options of an epoch, from the parameters (the one place the algorithm's
         settings are read)."""
-        return EpochOptions(
-            method=self.method, coder=self.coder, code_tol=self.code_tol,
-            code_max_iter=self.code_max_iter, inexact=self.inexact, tau=self.tau,
-            c_tol=self.c_tol, chunk_size=self.chunk_size, output=self.output,
-            store_snapshot_codes=self.store_snapshot_codes, step_offset=self.step_offset,
-            smm_steps=self.smm_steps)
+        return epoch_options(self.method, self.method_params, self.code_tol, coder=self.coder,
+                             code_max_iter=self.code_max_iter, chunk_size=self.chunk_size)
 
     def _check_fixed_by_state(self, state: FiniteState) -> None:
         """Refuse, by name, a parameter set since the fit that the fitted state fixes (the
@@ -432,12 +415,13 @@ class VarianceReducedMF(FiniteDataLearner):
         changed = [f"{name}={getattr(self, name)!r} (fitted with {value!r})"
                    for name, value in fixed.items()
                    if given[name] is not None and given[name] != value]
+        step = self._settings().get("step_size")
         if (self.method == "smm") != (state.step_size is None):
             changed.append(f"method={self.method!r} (fitted with "
                            f"{'smm' if state.step_size is None else 'a step size'})")
-        elif self.step_size != "auto" and state.step_size is not None and \
-                float(self.step_size) != float(state.step_size):
-            changed.append(f"step_size={self.step_size!r} (fitted with {state.step_size!r})")
+        elif step not in ("auto", None) and float(step) != float(state.step_size):
+            changed.append(f"method_params step_size={step!r} (fitted with "
+                           f"{state.step_size!r})")
         if changed:
             raise ValueError(f"{', '.join(changed)}: set since the fit, but the fitted state "
                              f"fixes it; call fit to start anew with it")
@@ -451,7 +435,7 @@ class VarianceReducedMF(FiniteDataLearner):
         return form
 
     def _fitted_attributes(self, state: FiniteState) -> dict:
-        W_out = state.output if self.output == "random" and self.method == "vr" \
+        W_out = state.output if self._settings().get("output") == "random" \
             else state.dictionary
         return dict(
             state_=state, loadings_=[state.dictionary], history_=list(state.history),
