@@ -340,40 +340,70 @@ def bad_values(quick: bool) -> dict[str, tuple[Any, str]]:
     return values
 
 
-#: parameters that take any object by design
+#: parameters (and keys of dict parameters) that take any object by design
 FREE = {"callback", "init", "groups", "laplacian", "lrr_A", "lrr_B", "code_step", "weights",
         "search_radius"}
 
 
-def run_params(subject: Subject, backend: str, record: Callable, quick: bool) -> None:
-    X = on(backend, clean())
+def dict_keys(subject: Subject, param: str) -> tuple[str, ...]:
+    """The keys that the dict parameter ``param`` takes as the small learner is configured
+    (its formulation's, its method's): each is tried with every bad value, in a dict."""
+    model = subject.make()
+    if param == "formulation_params":
+        from tensorstream.finite.formulations import FORMULATION_PARAMS
+
+        return FORMULATION_PARAMS[model.formulation]
+    if param == "method_params":
+        from tensorstream.algorithms.variance_reduced import METHOD_PARAMS
+
+        return tuple(METHOD_PARAMS[model.method])
+    return ()
+
+
+def tried_values(subject: Subject, quick: bool) -> list[tuple[str, str, Any, str]]:
+    """``(param, label, value, must)`` for every parameter and bad value (for a dict
+    parameter, every key of it, the bad value in a one-key dict)."""
     names = [p for p in subject.cls._param_names() if p != "n_components"]
+    tried = []
     for param in names + ["n_components"]:  # n_components last: the others use 2
+        keys = dict_keys(subject, param)
         for label, (value, must) in bad_values(quick).items():
+            if keys:
+                tried += [(param, f"{{{key!r}: {label}}}", {key: value},
+                           "either" if key in FREE and must == "refuse" and label != "nan"
+                           else must) for key in keys]
+                continue
             if param in FREE and must == "refuse" and label != "nan":
                 must = "either"
-            if param == "callback":
-                continue  # called with the learner: anything callable is up to the user
-            model = None
-            with contextlib.suppress(Exception):
-                model = subject.make(**{param: value})
-            if model is None:
-                record("params", f"{param}={label} constructor", "the constructor raised; it "
-                       "must only store parameters (scikit-learn)")
-                continue
-            record("params", f"{param}={label} fit",
-                   judge(model, fingerprint(vars(model)), lambda m=model: m.fit(X), must=must,
-                         names=(param,)))
-            update = "partial_fit" if hasattr(subject.cls, "partial_fit") else "fit"
-            model = fitted(subject, backend)
-            try:
-                model.set_params(**{param: value})
-            except (ValueError, TypeError):
-                record("params", f"{param}={label} set_params", None)
-                continue
-            record("params", f"{param}={label} set_params+{update}",
-                   judge(model, fingerprint(vars(model)),
-                         lambda m=model, u=update: getattr(m, u)(X), must=must, names=(param,)))
+            tried.append((param, label, value, must))
+    return tried
+
+
+def run_params(subject: Subject, backend: str, record: Callable, quick: bool) -> None:
+    X = on(backend, clean())
+    for param, label, value, must in tried_values(subject, quick):
+        if param == "callback":
+            continue  # called with the learner: anything callable is up to the user
+        model = None
+        with contextlib.suppress(Exception):
+            model = subject.make(**{param: value})
+        if model is None:
+            record("params", f"{param}={label} constructor", "the constructor raised; it "
+                   "must only store parameters (scikit-learn)")
+            continue
+        record("params", f"{param}={label} fit",
+               judge(model, fingerprint(vars(model)), lambda m=model: m.fit(X), must=must,
+                     names=(param,)))
+        update = "partial_fit" if hasattr(subject.cls, "partial_fit") else "fit"
+        model = fitted(subject, backend)
+        try:
+            model.set_params(**{param: value})
+        except (ValueError, TypeError):
+            record("params", f"{param}={label} set_params", None)
+            continue
+        record("params", f"{param}={label} set_params+{update}",
+               judge(model, fingerprint(vars(model)),
+                     lambda m=model, u=update: getattr(m, u)(X), must=must, names=(param,)))
 
 
 # -- area: checkpoints --------------------------------------------------------------------------

@@ -310,7 +310,7 @@ def test_check_formulation_params_names_every_unknown_key():
     with pytest.raises(TypeError, match="must be a dict"):
         check_formulation_params("orpca", [("lam1", 1.0)])
     assert check_formulation_params("olrr", None) == {}
-    with pytest.raises(ValueError, match="allow_negative must be True or False"):
+    with pytest.raises(TypeError, match="allow_negative must be True or False"):
         make_formulation("onmf", 4, allow_negative="yes")
     assert make_formulation("onmf", 4, allow_negative=True).refuses_negative_data is False
     assert make_formulation("onmf", 4).refuses_negative_data is True

@@ -547,18 +547,50 @@ def test_no_parameter_depends_on_the_formulation_or_the_method():
 
 
 def test_dict_parameters_clone_and_are_not_changed_by_fit():
+    import copy
+
     from sklearn.base import clone
 
     lap = 2 * np.eye(8) - np.eye(8, k=1) - np.eye(8, k=-1)
     given = {"laplacian": lap, "lam": 0.2}
     settings = {"step_size": 0.5}
-    model = spec_vr(3, formulation="ssodl", formulation_params=given, method_params=settings,
-                    n_epochs=1, random_state=0)
+    model = VarianceReducedMF(3, formulation="ssodl", formulation_params=given,
+                              method_params=settings, n_epochs=1, random_state=0)
+    assert model.formulation_params is given and model.method_params is settings
+    before = copy.deepcopy((given, settings))
     twin = clone(model)
     assert twin.formulation_params is not given and twin.formulation_params["lam"] == 0.2
+    assert twin.method_params == settings and twin.method_params is not settings
     np.testing.assert_array_equal(twin.formulation_params["laplacian"], lap)
     model.fit(_data(n=40))
-    assert given == {"laplacian": lap, "lam": 0.2} and given["laplacian"] is lap
+    # nothing fit does changes the user's dicts, nor the arrays in them (compared by value)
+    assert given.keys() == before[0].keys() and given["lam"] == before[0]["lam"]
+    np.testing.assert_array_equal(given["laplacian"], before[0]["laplacian"])
+    assert settings == before[1]
     np.testing.assert_array_equal(np.asarray(clone(model).fit(_data(n=40)).components_),
                                   np.asarray(model.components_))
     assert "formulation_params={'laplacian'" in repr(model)
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(formulation="ssodl", formulation_params={"laplacian": "x"}),
+     "formulation_params: laplacian must be an array"),
+    (dict(formulation="ossl", formulation_params={"groups": 3}), "formulation_params: groups"),
+    (dict(formulation="orpca", formulation_params={"lam1": -1.0}),
+     "formulation_params: lam1 must be > 0"),
+    (dict(formulation="onmf", formulation_params={"allow_negative": 1}),
+     "formulation_params: allow_negative must be True or False"),
+    (dict(formulation="ssodl", formulation_params={"laplacian": np.eye(4)}),
+     r"formulation_params: laplacian must be a finite \(8, 8\) matrix"),
+    # settings that one formulation would ignore
+    (dict(formulation="ossl", formulation_params={"lam": 0.3, "groups": [([0, 1], 0.3),
+                                                                         ([2], 0.2)]}),
+     "lam does not apply to formulation 'ossl' when every group carries its own weight"),
+    (dict(formulation="orpca", method="smm", method_params={"smm_steps": 3}),
+     "'smm_steps' does not apply to formulation 'orpca'"),
+])
+def test_bad_values_in_the_dict_parameters_are_named_and_nothing_is_learned(params, message):
+    model = VarianceReducedMF(3, n_epochs=1, random_state=0, **params)
+    with pytest.raises((TypeError, ValueError), match=message):
+        model.fit(_data(n=40))
+    assert not hasattr(model, "components_")

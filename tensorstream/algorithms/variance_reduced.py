@@ -32,6 +32,7 @@ from ..core.validation import (
     Interval,
     Options,
     check_state_memory,
+    refuse_unknown_keys,
     validate_params,
 )
 from ..finite.formulations import FiniteCodes, RobustPCA, solve_codes
@@ -84,11 +85,10 @@ AUTO_CODE_TOL = 1e-6
 
 
 def _refuse_unknown(params: Mapping, valid: Any, what: str, owner: str) -> None:
-    unknown = [key for key in params if key not in valid]
-    if unknown:
-        raise ValueError(f"{owner}: {', '.join(map(repr, unknown))} "
-                         f"{'does' if len(unknown) == 1 else 'do'} not apply to {what}: its "
-                         f"settings are {list(valid)}")
+    try:
+        refuse_unknown_keys(params, valid, what, "settings")
+    except ValueError as error:
+        raise ValueError(f"{owner}: {error}") from None
 
 
 def method_settings(method: str, params: Mapping | None) -> dict:

@@ -700,6 +700,25 @@ def bit_generator_of(random_state: Any) -> Any:
     return None
 
 
+def refuse_unknown_keys(given: Any, valid: Any, what: str, noun: str) -> None:
+    """Refuse, by name, each key of the dict ``given`` that ``valid`` does not hold: a key
+    that ``what`` takes no such setting of is an error, never ignored (``noun``: what the
+    valid keys are, in the message).
+
+    Examples
+    --------
+    >>> refuse_unknown_keys({"lam2": 0.1}, ("lam", "nu"), "formulation 'odl'", "parameters")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'lam2' does not apply to formulation 'odl': its parameters are ['lam', 'nu']
+    """
+    unknown = [key for key in given if key not in valid]
+    if unknown:
+        raise ValueError(f"{', '.join(map(repr, unknown))} "
+                         f"{'does' if len(unknown) == 1 else 'do'} not apply to {what}: its "
+                         f"{noun} are {list(valid)}")
+
+
 def validate_params(params: dict, constraints: dict, owner: str) -> None:
     """Check every parameter against its declared constraints.
 

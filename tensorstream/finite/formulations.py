@@ -43,7 +43,17 @@ from ..core.constraints import (
 )
 from ..core.dictionary import spectral_norm_psd
 from ..core.products import narrow_dot
-from ..core.validation import check_nonnegative_number, check_positive_number
+from ..core.validation import (
+    ARRAY,
+    BOOLEAN,
+    NONE,
+    Instance,
+    Interval,
+    check_nonnegative_number,
+    check_positive_number,
+    refuse_unknown_keys,
+    validate_params,
+)
 
 Tensor = Any
 _TINY = 1e-300
@@ -384,13 +394,36 @@ def check_formulation_params(name: str, params: Mapping | None) -> dict:
     if not isinstance(params, Mapping):
         raise TypeError(f"the parameters of formulation {name!r} must be a dict, got "
                         f"{params!r}")
-    valid = FORMULATION_PARAMS[name]
-    unknown = [key for key in params if key not in valid]
-    if unknown:
-        raise ValueError(f"{', '.join(map(repr, unknown))} "
-                         f"{'does' if len(unknown) == 1 else 'do'} not apply to formulation "
-                         f"{name!r}: its parameters are {list(valid)}")
+    refuse_unknown_keys(params, FORMULATION_PARAMS[name], f"formulation {name!r}",
+                        "parameters")
+    validate_params(dict(params), {key: _VALUES[key] for key in params}, f"formulation {name!r}")
+    if name == "ossl" and params.get("lam") is not None and _all_weighted(params.get("groups")):
+        raise ValueError("lam does not apply to formulation 'ossl' when every group carries "
+                         "its own weight (groups of (indices, weight) pairs): drop one of them")
     return dict(params)
+
+
+_POSITIVE = [Interval("real", 0, None, closed="neither")]
+_WEIGHT = [*_POSITIVE, NONE]  # None: 1/sqrt(d)
+_SQUARE = [ARRAY, Instance("a nested list", list, tuple), NONE]
+#: what each formulation parameter may be (its shape and the groups' indices are checked as
+#: the formulation is built, where the data's width is known)
+_VALUES = {"lam": _WEIGHT, "lam1": _WEIGHT, "lam2": _WEIGHT,
+           "lam3": [Interval("real", 0, None)], "M": _POSITIVE, "M_prime": _POSITIVE,
+           "nu": [Interval("real", 0, None)], "allow_negative": [BOOLEAN],
+           "groups": [Instance("a list of index lists or (indices, weight) pairs", list, tuple),
+                      NONE],
+           "laplacian": _SQUARE, "lrr_A": _SQUARE, "lrr_B": _SQUARE}
+
+
+def _all_weighted(groups: Any) -> bool:
+    """Whether every group of ``ossl`` is an ``(indices, weight)`` pair (``lam`` then weighs
+    none of them)."""
+    return bool(groups) and all(_weighted(group) for group in groups)
+
+
+def _weighted(group: Any) -> bool:
+    return isinstance(group, (tuple, list)) and len(group) == 2 and not np.isscalar(group[0])
 
 
 def make_formulation(name: str, n_features: int, *, n_components: int | None = None,
@@ -418,7 +451,7 @@ def make_formulation(name: str, n_features: int, *, n_components: int | None = N
         return default if value is None else _check_lam(value, key)
 
     nu = _check_lam(params.get("nu", 0.0), "nu", positive=False)
-    allow = _check_flag(params.get("allow_negative", False), "allow_negative")
+    allow = bool(params.get("allow_negative", False))  # checked: True or False
     if name == "odl":
         return SparseDL(nu=nu, lam=weight("lam"))
     if name == "onmf":
@@ -444,12 +477,6 @@ def make_formulation(name: str, n_features: int, *, n_components: int | None = N
     return StructuredSparseDL(nu=nu, groups=groups_, lams=lams)
 
 
-def _check_flag(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
 def _check_square(value: Any, name: str, d: int, required: bool = False) -> Any:
     if value is None:
         if required:
@@ -470,7 +497,7 @@ def _check_groups(groups: Any, k: int | None, lam: float) -> tuple[tuple, tuple]
         groups = [[j] for j in range(k)]
     members, lams = [], []
     for group in groups:
-        if isinstance(group, (tuple, list)) and len(group) == 2 and not np.isscalar(group[0]):
+        if _weighted(group):
             indices, weight = group
         else:
             indices, weight = group, lam

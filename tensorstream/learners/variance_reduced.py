@@ -19,8 +19,10 @@ One call of :meth:`VarianceReducedMF.partial_fit` is one outer iteration ("epoch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -89,8 +91,10 @@ class VarianceReducedMF(FiniteDataLearner):
         ``omrmd`` ``lam1``, ``lam2``; ``olrr`` ``lam1``, ``lam2``, ``lam3``, ``lrr_A``,
         ``lrr_B``; ``ornmf`` ``lam``, ``M``, ``M_prime``; every one ``nu`` (a ridge on the
         codes, 0); the nonnegative ones (onmf, ssodl, ornmf) ``allow_negative`` (accept
-        negative data, False). None or absent weights are ``1/sqrt(d)``. A key the formulation
-        does not take is refused by name, before anything is learned.
+        negative data, False). ``lam``, ``lam1``, ``lam2`` None or absent are ``1/sqrt(d)``;
+        absent, ``lam3`` is 1, ``M`` and ``M_prime`` 1e3. A key the formulation does not take
+        is refused by name, before anything is learned (and ``ossl``'s ``lam`` where every
+        group carries its own weight).
     method : {"vr", "sgd", "smm"}, default "vr"
         Algorithm 1, proximal SGD, or stochastic MM.
     method_params : dict, optional
@@ -212,8 +216,7 @@ class VarianceReducedMF(FiniteDataLearner):
     #: degenerate (it warns and adds a little noise: docs/svrmf.md).
     #: The paper gives no step size: pass one, ``method_params={"step_size": ...}`` (our tests
     #: use 10 on ORPCA-synth, 3 on digits-ODL).
-    paper_params = {"method": "vr", "formulation_params": None, "init": "ones",
-                    "data_scale": 1.0}
+    paper_params = {"method": "vr", "init": "ones", "data_scale": 1.0}
 
     def __init__(self, n_components: int, *, formulation: str = "odl",
                  formulation_params: dict | None = None, method: str = "vr",
@@ -275,15 +278,18 @@ class VarianceReducedMF(FiniteDataLearner):
     def _check_rules(self) -> None:
         """The dicts' keys, each refused by name where the formulation or the method takes
         no such parameter (the values are checked as the formulation is built)."""
-        try:
+        with _named("formulation_params"):
             check_formulation_params(self.formulation, self.formulation_params)
-        except ValueError as error:
-            raise ValueError(f"formulation_params: {error}") from None
+        if self.formulation == "orpca" and self.method == "smm" and \
+                "smm_steps" in (self.method_params or {}):
+            raise ValueError("method_params: 'smm_steps' does not apply to formulation "
+                             "'orpca' with method 'smm': its update is Feng's exact solve")
         self._options()
 
     def _make_formulation(self, d: int):
-        return make_formulation(self.formulation, d, n_components=self.n_components,
-                                **(self.formulation_params or {}))
+        with _named("formulation_params"):
+            return make_formulation(self.formulation, d, n_components=self.n_components,
+                                    **(self.formulation_params or {}))
 
     def _settings(self) -> dict:
         """The method's settings: ``method_params`` over their defaults."""
@@ -564,3 +570,12 @@ class VarianceReducedMF(FiniteDataLearner):
 
 
 __all__ = ["VarianceReducedMF"]
+
+
+@contextlib.contextmanager
+def _named(parameter: str) -> Iterator[None]:
+    """Errors about a dict parameter's keys and values, prefixed with its name."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        raise type(error)(f"{parameter}: {error}") from None
