@@ -54,7 +54,9 @@ def test_online_learner_is_scale_free(backend, solver):
             low_rank, outliers = _parts(model, data)
         parts[c] = low_rank / c, outliers / c, model.scale_ / c
     error = np.linalg.norm(X - parts[1.0][0] - parts[1.0][1]) / np.linalg.norm(X)
-    assert error < 0.15 and np.abs(parts[1.0][1]).max() > 0  # a fit, with outliers
+    # a fit, with outliers (0.14 / 0.16 with ADMM / PGD: the per-sample weights of "auto"
+    # reach twice the learned one, which leaves more of each outlier unexplained; was 0.07)
+    assert error < 0.2 and np.abs(parts[1.0][1]).max() > 0
     for c in (1e-8, 1e8):
         np.testing.assert_allclose(parts[c][0], parts[1.0][0], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(parts[c][1], parts[1.0][1], rtol=1e-6, atol=1e-9)

@@ -92,6 +92,11 @@ class RobustPenalties:
         sparse group lasso).
     group_size : int
         Size of the code groups (the last group may be shorter).
+    sample_alpha : tensor of shape (b,) or None
+        Each sample's own weight of ``||e||_1``, in place of ``outlier_alpha`` (finite, > 0;
+        ``outlier_alpha`` stays the weight that says whether there are outliers at all): the
+        per-sample thresholds of ``RobustOnlineNMF``'s ``outlier_alpha="auto"``. None: every
+        sample has ``outlier_alpha``.
     """
 
     outlier_alpha: float
@@ -102,6 +107,7 @@ class RobustPenalties:
     ridge: float = 0.0
     group_alpha: float = 0.0
     group_size: int = 1
+    sample_alpha: Any = None
 
     @property
     def bound(self) -> float | None:
@@ -111,6 +117,13 @@ class RobustPenalties:
     @property
     def has_outliers(self) -> bool:
         return not math.isinf(self.outlier_alpha)
+
+    def thresholds(self, ndim: int) -> Any:
+        """The l1 weight of the outliers, to broadcast over a batch of ``ndim`` dimensions:
+        ``outlier_alpha``, or ``sample_alpha`` as a ``(b, 1, ..., 1)`` tensor."""
+        if self.sample_alpha is None:
+            return self.outlier_alpha
+        return tl.reshape(self.sample_alpha, (-1,) + (1,) * (ndim - 1))
 
 
 @dataclass(frozen=True)
@@ -174,10 +187,11 @@ def outlier_step(residual: Tensor, penalties: RobustPenalties) -> Tensor:
         return tl.zeros(tl.shape(residual), **tl.context(residual))
     scale = 1.0 + penalties.outlier_l2
     bound = penalties.bound
+    threshold = penalties.thresholds(tl.ndim(residual))
     if scale != 1.0:
-        return prox_l1_box(residual / scale, penalties.outlier_alpha / scale, bound,
+        return prox_l1_box(residual / scale, threshold / scale, bound,
                            penalties.nonnegative_outliers)
-    return prox_l1_box(residual, penalties.outlier_alpha, bound, penalties.nonnegative_outliers)
+    return prox_l1_box(residual, threshold, bound, penalties.nonnegative_outliers)
 
 
 def _group_matrix(R: int, group_size: int, context: dict) -> Tensor:
@@ -230,7 +244,8 @@ def outlier_penalty(E: Tensor, penalties: RobustPenalties) -> Tensor:
     if not penalties.has_outliers:
         return 0.0
     flat = _flat(E)
-    total = penalties.outlier_alpha * tl.sum(tl.abs(flat), axis=1)
+    weight = penalties.outlier_alpha if penalties.sample_alpha is None else penalties.sample_alpha
+    total = weight * tl.sum(tl.abs(flat), axis=1)
     if penalties.outlier_l2:
         total = total + 0.5 * penalties.outlier_l2 * tl.sum(flat * flat, axis=1)
     return total
@@ -632,7 +647,7 @@ def _admm_outlier_step(X, fit, Q, dual_E, rho, shrink, penalties, mask):
     without a box or a sign: ``q = r``, see :func:`robust_code_admm`)."""
     scaled = Q if rho == 1 else rho * Q  # Q * 1 is Q to the bit
     target = scaled + X if dual_E is None else scaled + X - dual_E
-    E_new = soft_threshold(target - fit, penalties.outlier_alpha) / shrink
+    E_new = soft_threshold(target - fit, penalties.thresholds(tl.ndim(X))) / shrink
     if mask is not None:  # r is fixed at 0 on missing entries (so are q and dual_E)
         E_new = E_new * mask
     if dual_E is None:
