@@ -95,7 +95,12 @@ class RobustOnlineNMF(OnlineLearner):
         batches' residuals ``x - W h`` (a moving average of their winsorised Huber scale,
         ``residual_scale_``) and capped at 0.2 data units, where it starts: at most 0.5 data
         units of weight (the fixed default of earlier versions, measured on faces), less on
-        data the model fits closely (docs/nmf.md); None:
+        data the model fits closely (docs/nmf.md). With ``"auto"`` each sample is coded at
+        its own weight, the smaller of twice that learned weight and 4 of its own residual
+        scales (the MAD of its residuals under a rough code), and the dictionary learns from
+        the codes refit to the entries not flagged, with the model ``W h`` at the flagged
+        ones (not ``x - e``, which keeps the weight's part of every outlier:
+        docs/robustness.md, "third round"); None:
         ``outlier_alpha_scale / sqrt(F)`` with ``F`` the sample size (the paper's convention,
         for data at unit maximum with ``data_scale=1.0``); ``inf``: no outliers (plain online
         NMF with these solvers).
@@ -194,7 +199,8 @@ class RobustOnlineNMF(OnlineLearner):
     components_ : tensor of shape (n_components, n_features) (one data mode only)
     statistics_, n_steps_, n_samples_seen_ : as in :class:`OnlineCPDL`
     outlier_alpha_ : float
-        The outlier weight the learner codes with now, in the data's units.
+        The outlier weight the learner codes with now, in the data's units (with ``"auto"``,
+        the learned weight: each sample's own reaches at most twice it).
     residual_scale_ : float or None
         With ``outlier_alpha="auto"``: the learned residual scale, in the data's units. None
         for a given weight, and until the first step after ``"auto"`` was set on a learner
