@@ -731,8 +731,8 @@ def test_other_noise_models_fit():
     E = model.outliers(Z)
     flagged = np.linalg.norm(E, axis=1) > 0
     assert flagged[outliers].mean() > 0.9 and flagged[~outliers].mean() < 0.1
-    for noise in ("fro", "none"):
-        model = stream(paper_omrmd(3, random_state=0, noise=noise), data.Z[:50])
+    for noise, params in (("fro", {}), ("none", {"outlier_alpha": "auto"})):
+        model = stream(paper_omrmd(3, random_state=0, noise=noise, **params), data.Z[:50])
         assert np.all(np.isfinite(model.loadings_[0]))
 
 
@@ -1094,3 +1094,39 @@ def test_soft_threshold_is_sign_times_the_shrunk_magnitude(values, threshold):
     x = np.array(values)
     expected = np.sign(x) * np.maximum(np.abs(x) - threshold, 0.0)
     np.testing.assert_array_equal(soft_threshold(x, threshold), expected)
+
+
+@pytest.mark.parametrize("name, value", [("outlier_alpha", 0.1), ("outlier_alpha", None),
+                                         ("code_tol", 1e-3), ("code_max_iter", 5)])
+def test_noise_none_refuses_the_outlier_parameters_by_name(name, value):
+    """``noise="none"`` has no outlier part and codes by one exact solve: ``outlier_alpha``,
+    ``code_tol`` and ``code_max_iter`` mean nothing there, so another value than the default
+    is refused naming both parameters, before learning (a fitted state is left untouched)."""
+    Z = corrupted_low_rank(20, 3, 60, 0.0, random_state=0).Z
+    with pytest.raises(ValueError, match=f"{name} applies to the outlier part.*noise='none'"):
+        OnlineMaxNormMD(3, noise="none", **{name: value}).fit(Z)
+    model = OnlineMaxNormMD(3, noise="none", random_state=0).fit(Z)
+    before = np.array(model.loadings_[0]), model.n_steps_
+    with pytest.raises(ValueError, match=name):
+        model.set_params(**{name: value}).partial_fit(Z[:10])
+    np.testing.assert_array_equal(model.loadings_[0], before[0])
+    assert model.n_steps_ == before[1]
+    # with an outlier part each of them moves the result
+    moved = OnlineMaxNormMD(3, noise="l1", random_state=0, **{name: value}).fit(Z)
+    base = OnlineMaxNormMD(3, noise="l1", random_state=0).fit(Z)
+    assert np.abs(moved.loadings_[0] - base.loadings_[0]).max() > 1e-8
+
+
+@pytest.mark.parametrize("dict_step", ["bcd_subgrad", "prox_grad"])
+def test_basis_jitter_and_dict_passes_move_both_dict_steps(dict_step):
+    """``basis_jitter`` (added to the curvature of the column sweeps and to the Lipschitz
+    constant of the prox-gradient steps) and ``dict_passes`` mean something for both."""
+    Z = corrupted_low_rank(20, 3, 60, 0.1, random_state=0).Z
+
+    def basis(**params):
+        model = OnlineMaxNormMD(3, dict_step=dict_step, random_state=0, **params).fit(Z)
+        return np.asarray(model.loadings_[0])
+
+    base = basis()
+    for params in (dict(basis_jitter=1.0), dict(dict_passes=5)):
+        assert np.abs(basis(**params) - base).max() > 1e-6, params

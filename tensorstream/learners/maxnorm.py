@@ -232,6 +232,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         unexplained sample (early steps, faces' own detail) keeps 0.5; 0.5 with the other
         noise models;
         ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
+        ``noise="none"`` has no outlier part: another value than ``"auto"`` is refused.
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
         absolute nonzero entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the
@@ -267,7 +268,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     code_tol : float, default 1e-6
         A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < code_tol``.
     code_max_iter : int, default 100
-        Cap on those iterations (often reached: it is effectively a hyper-parameter).
+        Cap on those iterations (often reached: it is effectively a hyper-parameter). With
+        ``noise="none"`` the code is one exact ``r``-solve: another ``code_tol`` or
+        ``code_max_iter`` than the default is refused, as is ``outlier_alpha``.
     ball_solver : {"newton", "bisection"}, default "newton"
         How the multiplier of ``||r|| <= 1`` is found: the reference code's bisection, or
         Newton's method on the secular equation (same answer to ``ball_tol``, a few steps).
@@ -392,3 +395,18 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         "ball_tol": [Interval("real", 0, None, closed="neither")],
         "ball_max_iter": [Interval("int", 1, None)],
     }
+
+    #: What the coder's outlier part (``e``) reads, at its default: with ``noise="none"`` there
+    #: is no ``e``, and the coder makes one exact ``r``-solve (no iterations to stop or cap).
+    _OUTLIER_PARAMETERS = {"outlier_alpha": "auto", "code_tol": 1e-6, "code_max_iter": 100}
+
+    def _check_rules(self) -> None:
+        super()._check_rules()
+        if self.noise == "none":
+            for name, default in self._OUTLIER_PARAMETERS.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"{name} applies to the outlier part, which noise='none' does not "
+                        f"have (its codes are one exact solve); leave {name} at {default!r} "
+                        f"or pick noise='l1', 'l21' or 'fro', got {name}="
+                        f"{getattr(self, name)!r} with noise='none'")
