@@ -96,7 +96,7 @@ class OnlineNMF(OnlineLearner):
         :class:`OnlineCPDL`'s ``coder="pivoting"``). With missing entries the codes are always the
         exact solver's (per-sample Grams).
     code_max_iter : int, default 100
-        Iteration cap of the coder.
+        Iteration cap of the coder, per sample: ADMM iterations or pivoting rounds.
     code_tol : float or None, default None
         Tolerance of the coder, per sample. ADMM: its primal residual ``||h - u||`` and its
         change ``||u - u_prev||`` relative to ``||u||``; the exact solver: its KKT conditions
