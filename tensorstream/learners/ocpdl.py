@@ -82,6 +82,7 @@ class OnlineCPDL(OnlineLearner):
     radius_mode : {"frobenius", "column"}, default "frobenius"
         Bound the Frobenius norm of each loading's step (paper), or of each column's step
         (the reference code's variant; a loading then moves by at most ``sqrt(R)`` radii).
+        Without a ``search_radius`` another value than the default is refused.
     nonnegative : bool, default True
         Nonnegative loadings and codes (requires nonnegative data).
     column_bound : float or None, default 1.0
@@ -254,7 +255,7 @@ class OnlineCPDL(OnlineLearner):
         if self.coder == "admm" and not self.nonnegative:
             raise ValueError("coder='admm' codes nonnegative codes only; with nonnegative=False "
                              "use coder='pivoting' (or 'auto')")
-        make_radius(self.search_radius, make_weights(self.weights))
+        check_radius(self.search_radius, self.radius_mode, self.weights)
 
     def _nonnegative_data(self) -> bool:
         """Nonnegative data for a nonnegative model."""
@@ -275,3 +276,13 @@ class OnlineCPDL(OnlineLearner):
         stats = self.statistics_
         with using(self.backend_):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
+
+
+def check_radius(search_radius: Any, radius_mode: str, weights: Any) -> None:
+    """The search radius's parameters, checked: the schedule it is built from, and no
+    ``radius_mode`` but the default without a radius to measure (refused naming both)."""
+    if search_radius is None and radius_mode != "frobenius":
+        raise ValueError(f"radius_mode says how the search radius is measured; with "
+                         f"search_radius=None (unrestricted steps) leave it at 'frobenius' or "
+                         f"give a search_radius, got radius_mode={radius_mode!r}")
+    make_radius(search_radius, make_weights(weights))
