@@ -24,9 +24,10 @@ Two settings matter for completion (see docs/maxnorm.md):
 
 * ``noise="none"``: no sparse-corruption term (pure completion); with ``"l1"`` and the default
   ``outlier_alpha = 1/sqrt(p)``, ordinary rating deviations would be taken for corruptions;
-* ``variant="paper"``: the authors' column projection caps ``||L r|| <= sqrt(d)``, far below the
-  norm of a row of ratings (about ``3 sqrt(p)``), so its reconstructions are shrunk towards 0
-  (fine for subspaces, wrong for predictions). ``dict_step="prox_grad"`` keeps the
+* ``column_bound=None`` (the paper's Algorithm 4): the authors' projection of the basis columns
+  onto a ball caps ``||L r||`` (at ``sqrt(d)`` with their unit columns), below the norm of a
+  row of ratings (about ``3 sqrt(p)``), so its reconstructions are shrunk towards 0 (fine for
+  subspaces, wrong for predictions). ``dict_step="prox_grad"`` keeps the
   unprojected basis step stable.
 
 The rank is 6: the taste matrix's 5 plus the constant offset.
@@ -108,12 +109,12 @@ def main() -> None:
     runs = [
         ("OMRMC, one pass, one user per step", dict(batch_size=1, max_iter=1)),
         ("OMRMC, 3 passes, batches of 10 users", dict(batch_size=10, max_iter=3)),
-        ("same in the authors' variant (shrunk)",
-         dict(batch_size=10, max_iter=3, variant="authors", dict_step="bcd_subgrad")),
+        ("same with the authors' projection (shrunk)",
+         dict(batch_size=10, max_iter=3, column_bound="auto", dict_step="bcd_subgrad")),
     ]
     with threadpool_limits(1):  # per-user products are tiny
         for name, params in runs:
-            settings = dict(noise="none", variant="paper", dict_step="prox_grad", missing="nan",
+            settings = dict(noise="none", column_bound=None, dict_step="prox_grad", missing="nan",
                             random_state=0)
             model = OnlineMaxNormMD(6, **{**settings, **params})
             tic = time.perf_counter()
@@ -127,9 +128,9 @@ def main() -> None:
                 first_imputed = imputed
     # the values behind the mask are never read: the same fit from a mask and garbage values
     garbage = np.where(observed, X, 1e6)
-    masked = OnlineMaxNormMD(6, noise="none", variant="paper", dict_step="prox_grad",
+    masked = OnlineMaxNormMD(6, noise="none", column_bound=None, dict_step="prox_grad",
                              random_state=0, batch_size=10).fit(garbage, mask=observed)
-    nan_marked = OnlineMaxNormMD(6, noise="none", variant="paper", dict_step="prox_grad",
+    nan_marked = OnlineMaxNormMD(6, noise="none", column_bound=None, dict_step="prox_grad",
                                  random_state=0, batch_size=10, missing="nan").fit(data)
     same = np.array_equal(masked.loadings_[0], nan_marked.loadings_[0])
     print(f"mask + garbage values gives the same basis as NaN-marked data: {same}")

@@ -337,22 +337,22 @@ def test_temporaries_of_killed_saves_are_removed_by_the_next_save(tmp_path):
 
 
 def test_checkpoints_with_the_old_parameter_names_are_refused_by_name(tmp_path):
-    """Names the parameters had in development versions (column_norm_bound, inner_tol, mode,
+    """Names the parameters had in development versions (column_norm_bound, basis_sweeps,
     ...) are not translated: the file is refused, naming what differs."""
     from tensorstream import OnlineMaxNormMD
 
     Z = np.random.default_rng(0).standard_normal((30, 8))
-    model = OnlineMaxNormMD(2, variant="paper", code_tol=1e-5, random_state=0).fit(Z)
+    model = OnlineMaxNormMD(2, dict_passes=2, code_tol=1e-5, random_state=0).fit(Z)
 
     def old_names(meta):
         params = meta["params"]
         params["column_norm_bound"] = params.pop("column_bound")
-        params["mode"] = params.pop("variant")
+        params["basis_sweeps"] = params.pop("dict_passes")
 
     old = _rewritten(model.save(tmp_path / "new.npz"), tmp_path, meta_change=old_names)
     with pytest.raises(ValueError, match=r"OnlineMaxNormMD has no parameter\(s\) "
-                       r"\['column_norm_bound', 'mode'\]; it lacks the parameter\(s\) "
-                       r"\['column_bound', 'variant'\].*fit anew"):
+                       r"\['basis_sweeps', 'column_norm_bound'\]; it lacks the parameter\(s\) "
+                       r"\['column_bound', 'dict_passes'\].*fit anew"):
         load(old)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import tensorstream.algorithms.surrogate_cp as ocpdl
 from tensorstream import OnlineCPDL, load
-from tensorstream.algorithms.surrogate_cp import ADMM_BATCH, projections
+from tensorstream.algorithms.surrogate_cp import ADMM_BATCH, PIVOTING_TOL, projections
 from tensorstream.coders.lasso import sparse_code
 from tensorstream.core.dictionary import gram
 
@@ -112,7 +112,7 @@ def test_auto_codes_training_batches_by_admm_and_transform_exactly(admm_calls):
     codes = model.transform(X[:50])
     assert calls == []  # transform: the exact coder's codes
     G, P = gram(model.loadings_), projections(X[:50], model.loadings_)
-    exact, _ = sparse_code(G, P, tol=model.code_tol, max_iter=model.code_max_iter)
+    exact, _ = sparse_code(G, P, tol=PIVOTING_TOL, max_iter=model.code_max_iter)
     np.testing.assert_allclose(codes, exact, rtol=1e-10, atol=1e-12)
     model.set_params(coder="admm")
     model.transform(X[:50])
@@ -178,3 +178,34 @@ def test_admm_on_torch_equals_numpy(admm_calls):
         assert isinstance(b, torch.Tensor)
         np.testing.assert_allclose(a, b.numpy(), rtol=1e-8, atol=1e-10)
     assert len(admm_calls) == 8  # two passes of two batches (256 + 144), on each backend
+
+
+def test_code_tol_is_the_tolerance_of_both_coders(monkeypatch):
+    """``code_tol`` reaches both coders; None is each coder's own (pivoting 1e-5, ADMM 1e-2)."""
+    seen = []
+    pivoting, admm = ocpdl.sparse_code, ocpdl.nonnegative_code_admm
+    monkeypatch.setattr(ocpdl, "sparse_code",
+                        lambda *a, **k: seen.append(("pivoting", k["tol"])) or pivoting(*a, **k))
+    monkeypatch.setattr(ocpdl, "nonnegative_code_admm", lambda *a, **k: seen.append(
+        ("admm", k["residual_tol"])) or admm(*a, **k))
+    X = planted(40)
+    for coder in ("pivoting", "admm"):
+        for tol in (None, 1e-7):
+            seen.clear()
+            OnlineCPDL(3, coder=coder, code_tol=tol, batch_size=20, random_state=0).fit(
+                X, n_steps=1)
+            default = ocpdl.PIVOTING_TOL if coder == "pivoting" else ocpdl.ADMM_TOL
+            assert seen == [(coder, default if tol is None else tol)]
+
+
+def test_a_tighter_code_tol_gives_more_accurate_admm_codes():
+    """ADMM honours ``code_tol``: at 1e-8 its codes differ from those at the default 1e-2 and
+    are nearer the exact (pivoting) codes."""
+    X = planted(300)
+    model = OnlineCPDL(3, alpha=0.05, coder="admm", code_max_iter=2000, random_state=0)
+    model.fit(X, n_steps=3)
+    codes = {tol: np.asarray(model.set_params(code_tol=tol).transform(X))
+             for tol in (None, 1e-8)}
+    exact = np.asarray(model.set_params(coder="pivoting", code_tol=1e-12).transform(X))
+    errors = {tol: np.abs(H - exact).max() for tol, H in codes.items()}
+    assert errors[1e-8] < 1e-5 < errors[None], errors

@@ -47,11 +47,8 @@ from tensorstream.steps.surrogate import (
 
 def paper(cls, n_components, **params):
     """A learner at its paper's settings (``paper_params``): the spec's numbers need them.
-    ``variant="paper"`` has no column projection."""
-    settings = {**cls.paper_params, **params}
-    if params.get("variant") == "paper" and "column_bound" not in params:
-        settings["column_bound"] = None
-    return cls(n_components, **settings)
+    ``column_bound=None`` is the paper's Algorithm 4, without the column projection."""
+    return cls(n_components, **{**cls.paper_params, **params})
 
 
 def paper_omrmd(n_components, **params):
@@ -401,7 +398,7 @@ def test_paper_mode_reproduces_the_oracle_without_projection():
     stats = model.statistics_
     L, A, B, _ = oracle_run(data.Z[30:], model.loadings_[0], lam, lam, project=False,
                             A0=stats["A"] * 30, B0=stats["B"] * 30)
-    stream(model.set_params(variant="paper", column_bound=None), data.Z[30:])
+    stream(model.set_params(column_bound=None), data.Z[30:])
     assert np.linalg.norm(model.loadings_[0], axis=0).max() > 1.5  # no projection happened
     np.testing.assert_allclose(model.loadings_[0], L, rtol=1e-8, atol=1e-10)
 
@@ -595,7 +592,7 @@ def test_all_true_mask_matches_no_mask():
 def test_impute_and_outliers_with_missing_entries():
     data, _ = small_problem(seed=6, p=20, d=3, n=80, rho=0.05)
     mask = np.random.default_rng(2).random(data.Z.shape) < 0.7
-    model = stream(paper_omrmd(3, random_state=0, variant="paper"), data.Z, mask)
+    model = stream(paper_omrmd(3, random_state=0, column_bound=None), data.Z, mask)
     filled = model.impute(data.Z, mask=mask)
     np.testing.assert_array_equal(filled[mask], data.Z[mask])
     low_rank = model.inverse_transform(model.transform(data.Z, mask=mask))
@@ -674,8 +671,8 @@ def test_paper_mode_divergence_is_a_clear_error_and_keeps_state():
     """Algorithm 4 without the projection can blow up while A is rank-deficient (spec 6.9)."""
     data = corrupted_low_rank(50, 5, 300, 0.1, random_state=0)
     order = np.random.default_rng(1).permutation(300)  # an order that diverges (at t = 62)
-    model = paper_omrmd(5, random_state=0, variant="paper")
-    with pytest.raises(FloatingPointError, match="variant='authors'") as raised, \
+    model = paper_omrmd(5, random_state=0, column_bound=None)
+    with pytest.raises(FloatingPointError, match="use a column_bound") as raised, \
             np.errstate(all="ignore"):
         for t in order:
             before = copy.deepcopy(model.__dict__)
@@ -715,7 +712,7 @@ def test_default_lambdas_and_inits():
 def test_prox_grad_dict_step_without_projection_is_stable():
     data = corrupted_low_rank(50, 5, 300, 0.1, random_state=0)
     order = np.random.default_rng(1).permutation(300)  # the order that breaks paper mode
-    model = paper_omrmd(5, random_state=0, variant="paper", dict_step="prox_grad")
+    model = paper_omrmd(5, random_state=0, column_bound=None, dict_step="prox_grad")
     stream(model, data.Z[order])
     assert np.all(np.isfinite(model.loadings_[0]))
     assert expressed_variance(data.U, model.loadings_[0]) > 0.9
@@ -731,8 +728,8 @@ def test_other_noise_models_fit():
     E = model.outliers(Z)
     flagged = np.linalg.norm(E, axis=1) > 0
     assert flagged[outliers].mean() > 0.9 and flagged[~outliers].mean() < 0.1
-    for noise in ("fro", "none"):
-        model = stream(paper_omrmd(3, random_state=0, noise=noise), data.Z[:50])
+    for noise, params in (("fro", {}), ("none", {"outlier_alpha": "auto"})):
+        model = stream(paper_omrmd(3, random_state=0, noise=noise, **params), data.Z[:50])
         assert np.all(np.isfinite(model.loadings_[0]))
 
 
@@ -741,9 +738,9 @@ def test_other_noise_models_fit():
 def test_estimator_contract():
     from sklearn.base import clone
 
-    model = OnlineMaxNormMD(3, norm_alpha=0.2, variant="paper")
+    model = OnlineMaxNormMD(3, norm_alpha=0.2, column_bound=None)
     assert clone(model).get_params() == model.get_params()
-    assert repr(model) == "OnlineMaxNormMD(n_components=3, norm_alpha=0.2, variant='paper')"
+    assert repr(model) == "OnlineMaxNormMD(n_components=3, norm_alpha=0.2, column_bound=None)"
     with pytest.raises(ValueError, match="invalid parameter"):
         model.set_params(alpha=1.0)
     data = corrupted_low_rank(20, 3, 30, 0.1)
@@ -808,7 +805,6 @@ def test_bad_batches_are_refused_and_keep_state(fitted, batch, mask, error, mess
     (dict(norm_alpha=-1.0), ValueError, "norm_alpha must be >= 0|norm_alpha must be > 0"),
     (dict(outlier_alpha=0.0), ValueError, "outlier_alpha must be > 0"),
     (dict(outlier_alpha="big"), ValueError, "outlier_alpha"),
-    (dict(variant="exact"), ValueError, "variant must be one of"),
     (dict(noise="l2"), ValueError, "noise must be one of"),
     (dict(dict_step="admm"), ValueError, "dict_step"),
     (dict(ball_solver="secant"), ValueError, "ball_solver"),
@@ -943,11 +939,11 @@ def test_the_column_projection_is_load_bearing():
     at t = 1000."""
     # spec item(s): spec 002 S12
     authors = _ev_run("omrmd", 100, 10, 1000, 0.3, 0)[300]  # S2's run
-    paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"),), length=300)[300]
+    paper = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("column_bound", None),), length=300)[300]
     assert authors >= paper + 0.1
     # several sweeps per sample ("until convergence"): the unsafeguarded step reaches 1e8 after
     # one sample; the early samples are where it blows up
-    multi = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("variant", "paper"), ("dict_passes", 5)),
+    multi = _ev_run("omrmd", 100, 10, 1000, 0.3, 0, (("column_bound", None), ("dict_passes", 5)),
                     length=300)
     assert np.all(np.isfinite(list(multi.values())))
 
@@ -1094,3 +1090,39 @@ def test_soft_threshold_is_sign_times_the_shrunk_magnitude(values, threshold):
     x = np.array(values)
     expected = np.sign(x) * np.maximum(np.abs(x) - threshold, 0.0)
     np.testing.assert_array_equal(soft_threshold(x, threshold), expected)
+
+
+@pytest.mark.parametrize("name, value", [("outlier_alpha", 0.1), ("outlier_alpha", None),
+                                         ("code_tol", 1e-3), ("code_max_iter", 5)])
+def test_noise_none_refuses_the_outlier_parameters_by_name(name, value):
+    """``noise="none"`` has no outlier part and codes by one exact solve: ``outlier_alpha``,
+    ``code_tol`` and ``code_max_iter`` mean nothing there, so another value than the default
+    is refused naming both parameters, before learning (a fitted state is left untouched)."""
+    Z = corrupted_low_rank(20, 3, 60, 0.0, random_state=0).Z
+    with pytest.raises(ValueError, match=f"{name} applies to the outlier part.*noise='none'"):
+        OnlineMaxNormMD(3, noise="none", **{name: value}).fit(Z)
+    model = OnlineMaxNormMD(3, noise="none", random_state=0).fit(Z)
+    before = np.array(model.loadings_[0]), model.n_steps_
+    with pytest.raises(ValueError, match=name):
+        model.set_params(**{name: value}).partial_fit(Z[:10])
+    np.testing.assert_array_equal(model.loadings_[0], before[0])
+    assert model.n_steps_ == before[1]
+    # with an outlier part each of them moves the result
+    moved = OnlineMaxNormMD(3, noise="l1", random_state=0, **{name: value}).fit(Z)
+    base = OnlineMaxNormMD(3, noise="l1", random_state=0).fit(Z)
+    assert np.abs(moved.loadings_[0] - base.loadings_[0]).max() > 1e-8
+
+
+@pytest.mark.parametrize("dict_step", ["bcd_subgrad", "prox_grad"])
+def test_basis_jitter_and_dict_passes_move_both_dict_steps(dict_step):
+    """``basis_jitter`` (added to the curvature of the column sweeps and to the Lipschitz
+    constant of the prox-gradient steps) and ``dict_passes`` mean something for both."""
+    Z = corrupted_low_rank(20, 3, 60, 0.1, random_state=0).Z
+
+    def basis(**params):
+        model = OnlineMaxNormMD(3, dict_step=dict_step, random_state=0, **params).fit(Z)
+        return np.asarray(model.loadings_[0])
+
+    base = basis()
+    for params in (dict(basis_jitter=1.0), dict(dict_passes=5)):
+        assert np.abs(basis(**params) - base).max() > 1e-6, params

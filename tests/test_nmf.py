@@ -407,3 +407,24 @@ def test_the_components_penalty_with_missing_entries_is_refused_by_name():
         model.partial_fit(np.nan_to_num(X), mask=~np.isnan(X))
     assert "state_" not in model.__dict__
     OnlineNMF(3, missing="nan", alpha_W=0.01, alpha_H=0.0).fit(X)
+
+
+@pytest.mark.parametrize("coder", ["admm", "pivoting"])
+def test_code_tol_and_code_max_iter_reach_either_coder(monkeypatch, coder):
+    """``code_tol`` and ``code_max_iter`` mean the same for both coders (the tolerance and the
+    iteration cap of the one that runs); ``code_tol=None`` is that coder's own tolerance."""
+    import tensorstream.algorithms.nmf as nmf_algorithm
+
+    seen = []
+    pivoting, admm = nmf_algorithm.sparse_code, nmf_algorithm.nonnegative_code_admm
+    monkeypatch.setattr(nmf_algorithm, "sparse_code", lambda *a, **k: seen.append(
+        ("pivoting", k["tol"], k["max_iter"])) or pivoting(*a, **k))
+    monkeypatch.setattr(nmf_algorithm, "nonnegative_code_admm", lambda *a, **k: seen.append(
+        ("admm", k["residual_tol"], k["max_iter"])) or admm(*a, **k))
+    X = np.random.default_rng(0).random((20, 8))
+    default = {"admm": nmf_algorithm._ADMM_TOL, "pivoting": nmf_algorithm._PIVOTING_TOL}[coder]
+    for tol, cap in ((None, 100), (1e-7, 7)):
+        seen.clear()
+        OnlineNMF(2, coder=coder, code_tol=tol, code_max_iter=cap, batch_size=20,
+                  random_state=0).fit(X, n_steps=1)
+        assert seen == [(coder, default if tol is None else tol, cap)]

@@ -388,3 +388,26 @@ def test_powerlog_refuses_a_delta_that_gives_no_weight(delta):
 
     with pytest.raises(ValueError, match="delta must be a finite number"):
         PowerLog(0.75, delta)
+
+
+@pytest.mark.parametrize("learner, shape", [("OnlineCPDL", (40, 4, 3)), ("OnlineNMF", (40, 6))])
+def test_radius_mode_without_a_search_radius_is_refused_by_name(learner, shape):
+    """``radius_mode`` measures the search radius: without one (``search_radius=None``) a
+    value other than the default means nothing and is refused naming both, before learning
+    (a fitted state is left untouched); with a radius each mode moves the result."""
+    import tensorstream
+
+    cls = getattr(tensorstream, learner)
+    X = np.random.default_rng(0).random(shape)
+    with pytest.raises(ValueError, match="radius_mode.*search_radius=None"):
+        cls(2, radius_mode="column").fit(X)
+    model = cls(2, batch_size=10, max_iter=1, random_state=0).fit(X)
+    before = [np.array(U) for U in model.loadings_], model.n_steps_
+    with pytest.raises(ValueError, match="radius_mode"):
+        model.set_params(radius_mode="column").partial_fit(X[:10])
+    for U, V in zip(model.loadings_, before[0]):
+        np.testing.assert_array_equal(U, V)
+    assert model.n_steps_ == before[1]
+    runs = {mode: cls(2, batch_size=10, max_iter=1, search_radius=0.05, radius_mode=mode,
+                      random_state=0).fit(X).loadings_[0] for mode in ("frobenius", "column")}
+    assert np.abs(np.asarray(runs["frobenius"]) - np.asarray(runs["column"])).max() > 1e-8

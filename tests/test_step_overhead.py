@@ -92,13 +92,13 @@ def test_the_accelerated_dictionary_step_makes_as_many_calls_at_any_rank():
         H = rng.random((50, R))
         return _count_calls(lambda: surrogate_bcd_step(
             loadings, H.T @ H / 50, rng.random((6, 5, R)), nonnegative=True, column_bound=1.0,
-            method="fista", max_iter=3, tol=0.0))[0]
+            method="fista", n_passes=3, tol=0.0))[0]
 
     assert dictionary_step_calls(24) == dictionary_step_calls(5)
 
     def make(R):
         return OnlineCPDL(R, code_max_iter=1, random_state=0, reinit_dead_atoms=False,
-                          dict_step="fista", dict_max_iter=3, dict_tol=0.0)
+                          dict_step="fista", dict_passes=3, dict_tol=0.0)
 
     small, large = (_step_calls(make, (6, 5), R, 16) for R in (5, 24))
     assert large - small <= 8 * (24 - 5), (small, large)

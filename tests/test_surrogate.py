@@ -234,9 +234,8 @@ def test_ocpdl_fista_step_matches_across_backends_and_learns():
 @pytest.mark.parametrize("params, message", [
     (dict(dict_step="mu"), "dict_step must be one of"),
     (dict(dict_step="newton"), "dict_step"),
-    (dict(dict_tol=1e-2), "dict_tol applies to dict_step='fista' only"),
-    (dict(dict_max_iter=5, dict_step="columns"), "dict_max_iter applies to"),
-    (dict(dict_step="fista", dict_max_iter=0), "dict_max_iter"),
+    (dict(dict_tol=-1.0), "dict_tol"),
+    (dict(dict_step="fista", dict_passes=0), "dict_passes"),
 ])
 def test_ocpdl_dict_step_parameters_are_checked(params, message):
     from tensorstream import OnlineCPDL
@@ -254,3 +253,52 @@ def test_surrogate_bcd_step_rejects_an_unknown_method():
     with pytest.raises(ValueError, match="method must be 'columns' or 'fista'"):
         surrogate_bcd_step(loadings, np.eye(2), np.ones((3, 4, 2)), nonnegative=True,
                            column_bound=None, method="newton")
+
+
+def _planted_cp(n=200):
+    rng = np.random.default_rng(0)
+    factors = [rng.random((n, 3)), rng.random((6, 3)), rng.random((5, 3))]
+    return np.einsum("sr,ir,jr->sij", *factors) + 0.05 * rng.random((n, 6, 5))
+
+
+def _cp_loadings(X, **params):
+    from tensorstream import OnlineCPDL
+
+    model = OnlineCPDL(3, batch_size=20, max_iter=1, random_state=0, **params).fit(X)
+    return np.concatenate([np.ravel(U) for U in model.loadings_])
+
+
+@pytest.mark.parametrize("dict_step, defaults, moved", [
+    # None is each step's own default: one column pass, no stop; 20 FISTA iterations, 1e-3
+    ("columns", dict(dict_passes=1, dict_tol=0.0), [dict(dict_passes=3),
+                                                    dict(dict_passes=20, dict_tol=0.3)]),
+    ("fista", dict(dict_passes=20, dict_tol=1e-3), [dict(dict_passes=3), dict(dict_tol=0.0)]),
+])
+def test_ocpdl_dict_passes_and_dict_tol_mean_the_same_for_both_dict_steps(dict_step, defaults,
+                                                                          moved):
+    """``dict_passes`` (passes or iterations per mode) and ``dict_tol`` (a relative-move stop)
+    move the loadings of both dictionary steps; None is the step's own default."""
+    X = _planted_cp()
+    base = _cp_loadings(X, dict_step=dict_step)
+    np.testing.assert_array_equal(_cp_loadings(X, dict_step=dict_step, **defaults), base)
+    for params in moved:
+        assert np.abs(_cp_loadings(X, dict_step=dict_step, **params) - base).max() > 1e-3, params
+
+
+def test_column_passes_stop_at_the_relative_move():
+    """With ``tol`` the column passes stop after the first pass that moves the loading by
+    less than ``tol`` times its norm: a loose tol runs one pass, tol=0 all of them."""
+    from tensorstream.steps.surrogate import column_descent, surrogate_bcd_step
+
+    rng = np.random.default_rng(3)
+    loadings = [rng.random((6, 4))]
+    H = rng.random((30, 4))
+    A, B = H.T @ H / 30, rng.random((6, 4))
+    options = dict(nonnegative=True, column_bound=1.0)
+    one = column_descent(loadings[0], A, B, n_passes=1, **options)
+    ten = column_descent(loadings[0], A, B, n_passes=10, **options)
+    assert np.abs(one - ten).max() > 1e-6
+    loose = surrogate_bcd_step(loadings, A, B, n_passes=10, tol=10.0, **options)[0]
+    full = surrogate_bcd_step(loadings, A, B, n_passes=10, tol=0.0, **options)[0]
+    np.testing.assert_allclose(loose, one, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(full, ten, rtol=1e-12, atol=1e-14)

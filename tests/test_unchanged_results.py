@@ -129,7 +129,9 @@ def _maxnorm(backend, mode):
     from tensorstream.datasets.maxnorm import corrupted_low_rank
 
     Z = _as_backend(corrupted_low_rank(20, 3, 60, 0.1, random_state=0).Z, backend)
-    model = OnlineMaxNormMD(3, variant=mode, batch_size=2, random_state=0).fit(Z)
+    # recorded as variant=mode: "paper" was the default column bound's None (no projection)
+    bound = {"authors": "auto", "paper": None}[mode]
+    model = OnlineMaxNormMD(3, column_bound=bound, batch_size=2, random_state=0).fit(Z)
     return {"loadings": model.loadings_, "outliers": model.outliers(Z[:4])}
 
 

@@ -28,7 +28,7 @@ from .initial import checked_init
 from .surrogate_cp import SurrogateCP, coded_losses
 
 #: the coders' default tolerances (``code_tol=None``), chosen by measurement (docs/nmf.md)
-_ADMM_TOL, _HALS_TOL = 1e-2, 1e-4
+_ADMM_TOL, _PIVOTING_TOL = 1e-2, 1e-4
 
 
 PENALTY_AND_MISSING = ("alpha_H (the components' penalty; 'same' copies alpha_W) is not "
@@ -178,7 +178,7 @@ class NMFAlgorithm(SurrogateCP):
         if self.options.coder != "admm" or mask is not None:  # "pivoting"
             H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=True,
                                max_iter=self.options.code_max_iter,
-                               tol=_HALS_TOL if tol is None else tol)
+                               tol=_PIVOTING_TOL if tol is None else tol)
         else:
             H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
                                          residual_tol=_ADMM_TOL if tol is None else tol,

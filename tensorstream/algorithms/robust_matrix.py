@@ -54,7 +54,6 @@ class MaxNormOptions(RobustMatrixOptions):
     (:class:`~tensorstream.learners.maxnorm.OnlineMaxNormMD`'s parameters of the same names say
     what each means)."""
 
-    variant: str = "authors"
     noise: str = "l1"
     dict_step: str = "bcd_subgrad"
     ridge: float = 0.01
@@ -411,10 +410,10 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
     """OMRMD: coefficients in the unit ball, the basis' largest row norm penalized."""
 
     divergence_hint = ("The paper's Algorithm 4 without the column projection can blow up while "
-                       "the statistic A is rank-deficient: use variant='authors' or "
-                       "dict_step='prox_grad'")
+                       "the statistic A is rank-deficient: use a column_bound (the "
+                       "authors' projection) or dict_step='prox_grad'")
 
-    #: ``column_bound="auto"`` of the ``"authors"`` variant, in units of ``sqrt(p)`` data
+    #: ``column_bound="auto"`` of OMRMD, in units of ``sqrt(p)`` data
     #: scales: with ``||r|| <= 1``, ``||L r||`` can reach the norm of a large sample instead of
     #: shrinking every reconstruction towards zero. One ``sqrt(p)`` is about 0.7 times a typical
     #: Gaussian sample's norm (the median of ``|N(0, 1)|`` is 0.67), and at low rank the norms
@@ -424,8 +423,6 @@ class MaxNormAlgorithm(RobustMatrixAlgorithm):
     def column_bound_of(self, n_features: int) -> float | None:
         bound = self.options.column_bound
         if bound == "auto":
-            if self.options.variant != "authors":
-                return None
             return self.auto_column_bound * math.sqrt(n_features)
         return None if bound is None else float(bound)
 

@@ -26,6 +26,10 @@ from .initial import random_or_given
 ADMM_BATCH = 256
 """``coder="auto"`` codes by ADMM from this ``batch_size`` on (nonnegative codes; see
 :meth:`SurrogateCP.uses_admm`), by pivoting below it (docs/ocpdl.md, "The coder")."""
+PIVOTING_TOL, ADMM_TOL = 1e-5, 1e-2
+"""The coders' own tolerances, ``code_tol=None``: block principal pivoting's optimality test
+(:func:`~tensorstream.coders.lasso.sparse_code`) and ADMM's per-sample residual
+(:func:`~tensorstream.coders.robust.nonnegative_code_admm`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,11 +55,10 @@ class SurrogateOptions:
     batch_size: int = 32
     coder: str = "auto"
     code_max_iter: int = 300
-    code_tol: float = 1e-5
+    code_tol: float | None = None
     dict_step: str = "auto"
-    dict_passes: int = 1
-    dict_max_iter: int = 20
-    dict_tol: float = 1e-3
+    dict_passes: int | None = None
+    dict_tol: float | None = None
 
 
 class SurrogateCP(Algorithm):
@@ -97,19 +100,22 @@ class SurrogateCP(Algorithm):
         alpha, ridge = 2 * self.options.alpha, self.options.ridge
         G = gram(loadings) if mask is None else masked_gram(mask, loadings)
         P = projections(X, loadings)
+        tol = self.options.code_tol
         if mask is None and self.uses_admm():  # ADMM's objective has the 1/2: alpha / 2
             H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
+                                         residual_tol=ADMM_TOL if tol is None else tol,
                                          max_iter=self.options.code_max_iter)
         else:
             H, _ = sparse_code(G, P, alpha=alpha, ridge=ridge, nonnegative=self.nonnegative,
-                               max_iter=self.options.code_max_iter, tol=self.options.code_tol)
+                               max_iter=self.options.code_max_iter,
+                               tol=PIVOTING_TOL if tol is None else tol)
         losses, constant = coded_losses(X, G, P, H, alpha, ridge)
         return Codes(codes=H, explained=X, losses=losses, constant=constant)
 
     def uses_admm(self) -> bool:
         """Whether the codes of unmasked batches come from ADMM in the code space
         (:func:`~tensorstream.coders.robust.nonnegative_code_admm`, OnlineNMF's coder, to its
-        residual tolerance 1e-2): ``coder="admm"``, or ``"auto"`` with nonnegative codes and
+        residual tolerance ``code_tol``): ``coder="admm"``, or ``"auto"`` with nonnegative codes and
         ``batch_size`` of at least :data:`ADMM_BATCH`. The rule reads the parameter, not the
         batch, so every batch of a run (and every shard of a cluster step) codes alike."""
         coder = self.options.coder
@@ -135,7 +141,7 @@ class SurrogateCP(Algorithm):
             column_bound=self.options.column_bound, radius=self.radius_at(t),
             radius_mode=self.options.radius_mode, n_passes=self.options.dict_passes,
             method="fista" if self.options.dict_step == "fista" else "columns",
-            max_iter=self.options.dict_max_iter, tol=self.options.dict_tol)
+            tol=self.options.dict_tol)
 
     def info(self, t: int, w: float | None, n: int) -> dict:
         return {"weight": w, "radius": self.radius_at(t)}

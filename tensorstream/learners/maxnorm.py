@@ -48,7 +48,6 @@ from ._base import OnlineLearner
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
 
-VARIANTS = ("authors", "paper")
 DICT_STEPS = ("bcd_subgrad", "prox_grad")
 
 
@@ -232,25 +231,24 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         unexplained sample (early steps, faces' own detail) keeps 0.5; 0.5 with the other
         noise models;
         ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
+        ``noise="none"`` has no outlier part: another value than ``"auto"`` is refused.
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
         absolute nonzero entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the
         column bound and the coding's tolerances are in its units, so fitting ``c X`` gives
         ``c`` times the parts of ``X``. A float declares it (1.0: the paper's raw units). See
         docs/maxnorm.md.
-    variant : {"authors", "paper"}, default "authors"
-        ``"authors"`` reproduces the authors' released code, which projects every basis column
-        onto the unit ball after its update; ``"paper"`` is the paper's Algorithm 4, without it.
-        The projection is not in the paper but the method's accuracy at high corruption depends on
-        it (the expressed variance drops without it). It also caps ``||L r|| <= sqrt(d)``, so
-        reconstructions are shrunk; subspaces (``loadings_``) are unaffected.
     noise : {"l1", "l21", "fro", "none"}, default "l1"
         The penalty ``h(e)``: entrywise sparse corruption (max-norm RPCA, the paper's
         experiments), whole-sample outliers (``||e||_2``), dense ``||e||^2`` noise, or no ``e``.
     column_bound : "auto", float or None, default "auto"
-        Bound on every basis column's norm, in units of the data scale; ``"auto"`` is
-        ``2 sqrt(n_features)`` in the ``"authors"`` variant (room for a large sample's norm) and
-        None in the ``"paper"`` variant. The paper's is 1.0 (``paper_params``).
+        Bound on every basis column's norm, in units of the data scale: each column is
+        projected onto the ball after its update, as the authors' released code does (with
+        radius 1.0 in raw units, ``paper_params``). ``None`` is the paper's Algorithm 4, without
+        the projection. The projection is not in the paper but the method's accuracy at high
+        corruption depends on it (the expressed variance drops without it); it also caps
+        ``||L r||`` (``||r|| <= 1``), so reconstructions are shrunk, subspaces (``loadings_``)
+        not. ``"auto"`` is ``2 sqrt(n_features)``: room for a large sample's norm.
     dict_step : {"bcd_subgrad", "prox_grad"}, default "bcd_subgrad"
         Gauss-Seidel column sweeps with the max-norm subgradient (the paper's Algorithm 4), or
         exact proximal-gradient steps on the surrogate (stable while ``A`` is rank-deficient;
@@ -267,7 +265,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     code_tol : float, default 1e-6
         A sample's ``(r, e)`` iterations stop when ``max(||de||, ||dr||) / p < code_tol``.
     code_max_iter : int, default 100
-        Cap on those iterations (often reached: it is effectively a hyper-parameter).
+        Cap on those iterations (often reached: it is effectively a hyper-parameter). With
+        ``noise="none"`` the code is one exact ``r``-solve: another ``code_tol`` or
+        ``code_max_iter`` than the default is refused, as is ``outlier_alpha``.
     ball_solver : {"newton", "bisection"}, default "newton"
         How the multiplier of ``||r|| <= 1`` is found: the reference code's bisection, or
         Newton's method on the secular equation (same answer to ``ball_tol``, a few steps).
@@ -327,15 +327,15 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     #: The paper's settings (its Section 6), as the authors' code runs them: ``norm_alpha =
     #: outlier_alpha = 1/sqrt(p)`` and unit basis columns in the data's raw units
     #: (``data_scale=1.0``), one sample per step, U[0, 1] ``L_0``, the column projection:
-    #: ``OnlineMaxNormMD(d, **OnlineMaxNormMD.paper_params)``. With ``variant="paper"`` (the
-    #: paper's Algorithm 4 without the projection) also pass ``column_bound=None``.
+    #: ``OnlineMaxNormMD(d, **OnlineMaxNormMD.paper_params)``. The paper's Algorithm 4 without
+    #: the projection: also pass ``column_bound=None``.
     paper_params = {"norm_alpha": None, "outlier_alpha": None, "data_scale": 1.0,
-                    "column_bound": 1.0, "variant": "authors", "noise": "l1", "ridge": 0.01,
+                    "column_bound": 1.0, "noise": "l1", "ridge": 0.01,
                     "batch_size": 1, "init": "random", "weights": "balanced"}
 
     def __init__(self, n_components: int, *, norm_alpha: float | None = 1.0,
                  outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
-                 variant: str = "authors", noise: str = "l1",
+                 noise: str = "l1",
                  column_bound="auto", dict_step: str = "bcd_subgrad",
                  dict_passes: int | None = None, ridge: float = 0.01, basis_jitter: float = 1e-3,
                  code_tol: float = 1e-6, code_max_iter: int = 100,
@@ -349,7 +349,6 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         self.norm_alpha = norm_alpha
         self.outlier_alpha = outlier_alpha
         self.data_scale = data_scale
-        self.variant = variant
         self.noise = noise
         self.column_bound = column_bound
         self.dict_step = dict_step
@@ -380,7 +379,6 @@ class OnlineMaxNormMD(RobustMatrixLearner):
 
     _parameter_constraints = {
         **RobustMatrixLearner._parameter_constraints,
-        "variant": [Options(*VARIANTS)],
         "noise": [Options(*NOISE_MODELS)],
         "column_bound": [Interval("real", 0, None, closed="neither"), Options("auto"),
                               NONE],
@@ -392,3 +390,18 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         "ball_tol": [Interval("real", 0, None, closed="neither")],
         "ball_max_iter": [Interval("int", 1, None)],
     }
+
+    #: What the coder's outlier part (``e``) reads, at its default: with ``noise="none"`` there
+    #: is no ``e``, and the coder makes one exact ``r``-solve (no iterations to stop or cap).
+    _OUTLIER_PARAMETERS = {"outlier_alpha": "auto", "code_tol": 1e-6, "code_max_iter": 100}
+
+    def _check_rules(self) -> None:
+        super()._check_rules()
+        if self.noise == "none":
+            for name, default in self._OUTLIER_PARAMETERS.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"{name} applies to the outlier part, which noise='none' does not "
+                        f"have (its codes are one exact solve); leave {name} at {default!r} "
+                        f"or pick noise='l1', 'l21' or 'fro', got {name}="
+                        f"{getattr(self, name)!r} with noise='none'")

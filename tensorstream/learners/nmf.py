@@ -32,12 +32,12 @@ from typing import Any
 from ..algorithms.nmf import PENALTY_AND_MISSING, Discounted, NMFAlgorithm, NMFOptions
 from ..core.backend import using
 from ..core.validation import ARRAY, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
-from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import OnlineLearner
 from ._fitting import is_array_like
 from ._labelled import is_labelled
 from ._params import SHARED_CONSTRAINTS
+from .ocpdl import check_radius
 
 __all__ = ["OnlineNMF"]
 
@@ -96,7 +96,7 @@ class OnlineNMF(OnlineLearner):
         :class:`OnlineCPDL`'s ``coder="pivoting"``). With missing entries the codes are always the
         exact solver's (per-sample Grams).
     code_max_iter : int, default 100
-        Iteration cap of the coder.
+        Iteration cap of the coder, per sample: ADMM iterations or pivoting rounds.
     code_tol : float or None, default None
         Tolerance of the coder, per sample. ADMM: its primal residual ``||h - u||`` and its
         change ``||u - u_prev||`` relative to ``||u||``; the exact solver: its KKT conditions
@@ -193,7 +193,7 @@ class OnlineNMF(OnlineLearner):
         if self.forget_factor is not None and not isinstance(self.weights, Discounted) and (
                 self.weights not in (_WEIGHTS, "balanced")):
             raise ValueError("give either forget_factor or weights, not both")
-        make_radius(self.search_radius, make_weights(self.weights))
+        check_radius(self.search_radius, self.radius_mode, self.weights)
         if self.missing is not None and any(self._algorithm().dictionary_penalties):
             raise ValueError(PENALTY_AND_MISSING)
 

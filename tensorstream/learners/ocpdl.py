@@ -82,6 +82,7 @@ class OnlineCPDL(OnlineLearner):
     radius_mode : {"frobenius", "column"}, default "frobenius"
         Bound the Frobenius norm of each loading's step (paper), or of each column's step
         (the reference code's variant; a loading then moves by at most ``sqrt(R)`` radii).
+        Without a ``search_radius`` another value than the default is refused.
     nonnegative : bool, default True
         Nonnegative loadings and codes (requires nonnegative data).
     column_bound : float or None, default 1.0
@@ -101,34 +102,34 @@ class OnlineCPDL(OnlineLearner):
         Initial loadings: i.i.d. uniform [0, 1) entries projected on the constraint set, or
         the given ``(I_k, R)`` matrices.
     dict_step : {"auto", "columns", "fista"}, default "auto"
-        The dictionary step. ``"columns"`` (``"auto"``): ``dict_passes`` passes of exact column
-        minimisation per mode, a Gauss-Seidel sweep whose backend calls grow with the rank.
-        ``"fista"``: accelerated projected gradient on each loading, all columns at once (a
-        few matrix products per iteration, as many calls at any rank), at most
-        ``dict_max_iter`` iterations, stopped when a step moves the loading by less than
-        ``dict_tol`` times its norm. Measured on numpy (``benchmarks/bench_cp.py``,
-        ``docs/ocpdl.md``) the column sweep reached the same errors sooner, so it stays the
-        default.
-    dict_passes : int, default 1
-        Column-minimisation passes per mode and step (1: the reference code's single pass).
-    dict_max_iter : int, default 20
-        Iterations of ``dict_step="fista"`` per mode and step, at most.
-    dict_tol : float, default 1e-3
-        Relative move of a loading that stops ``dict_step="fista"``.
+        The dictionary step. ``"columns"`` (``"auto"``): passes of exact column minimisation
+        per mode, a Gauss-Seidel sweep whose backend calls grow with the rank. ``"fista"``:
+        accelerated projected gradient on each loading, all columns at once (a few matrix
+        products per iteration, as many calls at any rank). Measured on numpy
+        (``benchmarks/bench_cp.py``, ``docs/ocpdl.md``) the column sweep reached the same errors
+        sooner, so it stays the default.
+    dict_passes : int or None, default None
+        Passes of the dictionary step per mode and step, at most: column passes
+        (``"columns"``, and with missing data whatever ``dict_step``) or FISTA iterations.
+        ``None``: 1 column pass (the reference code's) or 20 FISTA iterations.
+    dict_tol : float or None, default None
+        Stops a mode's passes once one moves the loading by less than ``dict_tol`` times its
+        norm (0: every pass runs). ``None``: 0 for the column passes, ``1e-3`` for FISTA.
     code_max_iter : int, default 300
-        Maximum pivoting rounds of the coding step (exact codes take a few; the cap only
-        matters on degenerate problems).
-    code_tol : float, default 1e-5
-        Relative tolerance of the coding step's optimality test (see
-        :func:`tensorstream.coders.lasso.sparse_code`); the pivoting only (ADMM, ``coder``
-        below, stops at its own residual tolerance 1e-2). ``transform`` and ``score`` code
-        exactly at ``code_tol`` unless ``coder="admm"``.
+        Iteration cap of the coder, for each sample: pivoting rounds (exact codes take a few;
+        the cap only matters on degenerate problems) or ADMM iterations.
+    code_tol : float or None, default None
+        Tolerance of the coder, per sample. Pivoting: its optimality test, relative (see
+        :func:`tensorstream.coders.lasso.sparse_code`); ADMM: the move of its iterate relative
+        to the code (:func:`tensorstream.coders.robust.nonnegative_code_admm`). ``None``:
+        ``1e-5`` for pivoting, ``1e-2`` for ADMM. ``transform`` and ``score`` code exactly
+        (by pivoting) at ``code_tol`` unless ``coder="admm"``.
     coder : {"auto", "pivoting", "admm"}, default "auto"
         The coder. ``"pivoting"``: the exact lasso solver, block principal
-        pivoting (:func:`tensorstream.coders.lasso.sparse_code`, at ``code_tol``).
+        pivoting (:func:`tensorstream.coders.lasso.sparse_code`).
         ``"admm"``: ADMM in the code space, vectorised over the batch
         (:func:`tensorstream.coders.robust.nonnegative_code_admm`, :class:`OnlineNMF`'s coder:
-        a few ``R x R`` products per iteration, each sample to its residual tolerance 1e-2, at
+        a few ``R x R`` products per iteration, each sample to its tolerance ``code_tol``, at
         most ``code_max_iter`` iterations); nonnegative codes only. ``"auto"``: ADMM in
         training steps when the codes are nonnegative and ``batch_size >= 256``
         (:data:`~tensorstream.algorithms.surrogate_cp.ADMM_BATCH`), pivoting otherwise and in
@@ -184,8 +185,9 @@ class OnlineCPDL(OnlineLearner):
                  nonnegative: bool = True, column_bound: float | None = 1.0,
                  missing: str | None = None,
                  batch_size: int = 32, max_iter: int | str = "auto", init="random",
-                 dict_step: str = "auto", dict_passes: int = 1, dict_max_iter: int = 20,
-                 dict_tol: float = 1e-3, code_max_iter: int = 300, code_tol: float = 1e-5,
+                 dict_step: str = "auto", dict_passes: int | None = None,
+                 dict_tol: float | None = None, code_max_iter: int = 300,
+                 code_tol: float | None = None,
                  coder: str = "auto", random_state=None,
                  backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None,
@@ -204,7 +206,6 @@ class OnlineCPDL(OnlineLearner):
         self.init = init
         self.dict_step = dict_step
         self.dict_passes = dict_passes
-        self.dict_max_iter = dict_max_iter
         self.dict_tol = dict_tol
         self.code_max_iter = code_max_iter
         self.code_tol = code_tol
@@ -230,7 +231,7 @@ class OnlineCPDL(OnlineLearner):
             batch_size=self._batch_size(),
             coder=self.coder, code_max_iter=self.code_max_iter, code_tol=self.code_tol,
             dict_step=self.dict_step, dict_passes=self.dict_passes,
-            dict_max_iter=self.dict_max_iter, dict_tol=self.dict_tol))
+            dict_tol=self.dict_tol))
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS,
@@ -244,21 +245,17 @@ class OnlineCPDL(OnlineLearner):
         "column_bound": [Interval("real", 0, None, closed="neither"), NONE],
         "init": [Options("random"), SEQUENCE],
         "dict_step": [Options(*DICT_STEPS)],
-        "dict_passes": [Interval("int", 1, None)],
-        "dict_max_iter": [Interval("int", 1, None)],
-        "dict_tol": [Interval("real", 0, None)],
+        "dict_passes": [Interval("int", 1, None), NONE],
+        "dict_tol": [Interval("real", 0, None), NONE],
+        "code_tol": [Interval("real", 0, None), NONE],
         "coder": [Options("auto", "pivoting", "admm")],
     }
 
     def _check_rules(self) -> None:
-        for name, default in (("dict_max_iter", 20), ("dict_tol", 1e-3)):
-            if self.dict_step != "fista" and getattr(self, name) != default:
-                raise ValueError(f"{name} applies to dict_step='fista' only, got "
-                                 f"dict_step={self.dict_step!r}")
         if self.coder == "admm" and not self.nonnegative:
             raise ValueError("coder='admm' codes nonnegative codes only; with nonnegative=False "
                              "use coder='pivoting' (or 'auto')")
-        make_radius(self.search_radius, make_weights(self.weights))
+        check_radius(self.search_radius, self.radius_mode, self.weights)
 
     def _nonnegative_data(self) -> bool:
         """Nonnegative data for a nonnegative model."""
@@ -279,3 +276,13 @@ class OnlineCPDL(OnlineLearner):
         stats = self.statistics_
         with using(self.backend_):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
+
+
+def check_radius(search_radius: Any, radius_mode: str, weights: Any) -> None:
+    """The search radius's parameters, checked: the schedule it is built from, and no
+    ``radius_mode`` but the default without a radius to measure (refused naming both)."""
+    if search_radius is None and radius_mode != "frobenius":
+        raise ValueError(f"radius_mode says how the search radius is measured; with "
+                         f"search_radius=None (unrestricted steps) leave it at 'frobenius' or "
+                         f"give a search_radius, got radius_mode={radius_mode!r}")
+    make_radius(search_radius, make_weights(weights))

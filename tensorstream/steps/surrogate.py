@@ -212,21 +212,30 @@ def _weighted_ball_solution(g: Tensor, q: Tensor, nonnegative: bool,
     return u / max(1.0, float(tl.norm(u)) / bound)
 
 
+COLUMN_PASSES = 1
+"""The column passes per mode when ``n_passes`` is None (the reference code's single pass)."""
+FISTA_ITERATIONS, FISTA_TOL = 20, 1e-3
+"""FISTA's iterations per mode and relative-move stop when ``n_passes``, ``tol`` are None."""
+
+
 def surrogate_bcd_step(
     loadings: Sequence[Tensor], A: Tensor, B: Tensor, *, nonnegative: bool,
     column_bound: float | None, radius: float | None = None, radius_mode: str = "frobenius",
-    n_passes: int = 1, l1: float = 0.0, l2: float = 0.0, method: str = "columns",
-    max_iter: int = 20, tol: float = 1e-3,
+    n_passes: int | None = None, l1: float = 0.0, l2: float = 0.0, method: str = "columns",
+    tol: float | None = None,
 ) -> list[Tensor]:
     """One Gauss-Seidel cycle over the modes (Lyu et al., Algorithm 2, the loop over ``i``).
 
     Each mode's block statistics are recomputed with the freshest loadings of the modes before
     it. ``l1``, ``l2`` penalise every loading (see :func:`column_descent`; not with missing
-    data). ``method`` solves each block: ``"columns"`` by ``n_passes`` exact column passes
+    data). ``method`` solves each block: ``"columns"`` by exact column passes
     (:func:`column_descent`), ``"fista"`` by accelerated projected gradient on the whole
-    loading, ``max_iter`` iterations at most, stopped at the relative move ``tol``
-    (:func:`accelerated_descent`; missing data keep the column passes). Returns new loadings;
-    the inputs are not modified.
+    loading (:func:`accelerated_descent`; missing data keep the column passes). For both,
+    ``n_passes`` is the passes (FISTA: iterations) per mode at most and ``tol`` stops them
+    once one moves the loading by less than ``tol`` times its norm; None is the block
+    solver's own default (columns: :data:`COLUMN_PASSES` and no stop, every pass runs;
+    FISTA: :data:`FISTA_ITERATIONS` and :data:`FISTA_TOL`). Returns new loadings; the inputs
+    are not modified.
     """
     if method not in ("columns", "fista"):
         raise ValueError(f"method must be 'columns' or 'fista', got {method!r}")
@@ -237,20 +246,42 @@ def surrogate_bcd_step(
     for mode in range(len(new)):
         if entrywise:
             Q, B_i = entrywise_block_statistics(A, B, new, mode)
-            target = weighted_column_descent(new[mode], Q, B_i, nonnegative=nonnegative,
-                                             column_bound=column_bound, n_passes=n_passes)
+            target = _column_passes(
+                lambda U, k, Q=Q, B_i=B_i: weighted_column_descent(
+                    U, Q, B_i, nonnegative=nonnegative, column_bound=column_bound, n_passes=k),
+                new[mode], n_passes, tol)
+        elif method == "fista":
+            A_i, B_i = block_statistics(A, B, new, mode)
+            target = accelerated_descent(
+                new[mode], A_i, B_i, nonnegative=nonnegative, column_bound=column_bound,
+                l1=l1, l2=l2, max_iter=FISTA_ITERATIONS if n_passes is None else n_passes,
+                tol=FISTA_TOL if tol is None else tol)
         else:
             A_i, B_i = block_statistics(A, B, new, mode)
-            if method == "fista":
-                target = accelerated_descent(new[mode], A_i, B_i, nonnegative=nonnegative,
-                                             column_bound=column_bound, l1=l1, l2=l2,
-                                             max_iter=max_iter, tol=tol)
-            else:
-                target = column_descent(new[mode], A_i, B_i, nonnegative=nonnegative,
-                                        column_bound=column_bound, n_passes=n_passes, l1=l1,
-                                        l2=l2)
+            target = _column_passes(
+                lambda U, k, A_i=A_i, B_i=B_i: column_descent(
+                    U, A_i, B_i, nonnegative=nonnegative, column_bound=column_bound,
+                    n_passes=k, l1=l1, l2=l2),
+                new[mode], n_passes, tol)
         new[mode] = limit_step(new[mode], target, radius, radius_mode)
     return new
+
+
+def _column_passes(passes: Callable, U: Tensor, n_passes: int | None,
+                   tol: float | None) -> Tensor:
+    """``passes(U, k)`` (``k`` column passes) run ``n_passes`` times, stopped after a pass that
+    moves ``U`` by less than ``tol`` times its norm. Without a stop the passes run in one call
+    (one kernel call when compiled); the test costs one host transfer per pass."""
+    n_passes = COLUMN_PASSES if n_passes is None else n_passes
+    if not tol:
+        return passes(U, n_passes)
+    for _ in range(n_passes):
+        previous, U = U, passes(U, 1)
+        moved, size = (float(v) for v in tl.to_numpy(tl.stack([tl.norm(U - previous),
+                                                                tl.norm(U)])))
+        if moved <= tol * size:
+            break
+    return U
 
 
 def surrogate_value(A: Tensor, B: Tensor, c: float, loadings: Sequence[Tensor]) -> float:
