@@ -14,8 +14,11 @@ is the single loading ``loadings_[0]``, the coefficients are the codes, and only
 configuration (:class:`RobustMatrixAlgorithm`) differ:
 
 * ``encode``: ``(r, e)`` per sample by block coordinate descent with the ball constraint
-  (:func:`tensorstream.coders.maxnorm.robust_code`); the statistics see ``explained = z - e``, so
-  the engine's ``A = mean r r^T``, ``B = mean (z - e) r^T`` are the paper's statistics;
+  (:func:`tensorstream.coders.maxnorm.robust_code`); with a given ``outlier_alpha`` (and
+  ``paper_params``) the statistics see ``explained = z - e``, so the engine's ``A = mean r r^T``,
+  ``B = mean (z - e) r^T`` are the paper's statistics; with ``outlier_alpha="auto"`` a sample
+  whose threshold is below its cap is learned whole near the model and as the model far from
+  it (:meth:`RobustMatrixAlgorithm.explained_part`);
 * ``update``: Gauss-Seidel column sweeps with the max-norm subgradient
   (:func:`tensorstream.steps.surrogate.penalized_column_bcd`) or proximal gradient steps.
 
@@ -228,7 +231,9 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         sample's residual scale (the normal-consistent median absolute residual over its
         nonzero entries, under a rough code), so that what the basis already explains well
         gives up a small difference (a moving object on a learned background) while an
-        unexplained sample (early steps, faces' own detail) keeps 0.5; 0.5 with the other
+        unexplained sample (early steps, faces' own detail) keeps 0.5; the statistics of a
+        sample below 0.5 learn its entries whole up to 3 thresholds from the model and the
+        model beyond (a moving object leaves no streak in the basis); 0.5 with the other
         noise models;
         ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
         ``noise="none"`` has no outlier part: another value than ``"auto"`` is refused.

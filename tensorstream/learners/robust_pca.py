@@ -46,8 +46,9 @@ class OnlineRobustPCA(RobustMatrixLearner):
         ``None`` is ``1/sqrt(n_features)``, the max-norm paper's setting.
     outlier_alpha : "auto", float > 0 or None, default "auto"
         l1 weight of the sparse corruption (their ``lambda2``), in units of the data scale:
-        ``"auto"`` is per sample the smaller of 0.5 and 6 residual scales (as in
-        :class:`OnlineMaxNormMD`), ``None`` ``1/sqrt(n_features)``.
+        ``"auto"`` is per sample the smaller of 0.5 and 6 residual scales, with the
+        statistics' rule of a sample below 0.5 (both as in :class:`OnlineMaxNormMD`),
+        ``None`` ``1/sqrt(n_features)``.
     data_scale : "auto" or float, default "auto"
         As in :class:`OnlineMaxNormMD`.
     column_bound : "auto", float or None, default "auto"
