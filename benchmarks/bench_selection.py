@@ -160,7 +160,9 @@ def section_cost(args: argparse.Namespace) -> None:
 
 
 def _rung(args: argparse.Namespace) -> dict:
-    return {} if args.first_rung is None else {"first_rung": args.first_rung}
+    """select's options given on the command line (the others: select's defaults)."""
+    given = {"first_rung": args.first_rung, "n_splits": args.n_splits}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def patches(n: int, size: int, seed: int) -> np.ndarray:
@@ -203,6 +205,9 @@ def main() -> None:
     parser.add_argument("--cost-samples", type=int, default=50000)
     parser.add_argument("--first-rung", type=float,
                         help="share of the first pass before candidates are first scored "
+                             "(default: select's)")
+    parser.add_argument("--n-splits", type=int,
+                        help="learners per candidate, on disjoint shares of each batch "
                              "(default: select's)")
     parser.add_argument("--real-patches", type=int, default=5000)
     parser.add_argument("--real-ranks", default="2,4,8,12,16")
