@@ -83,8 +83,6 @@ CONVERGED = 0.02
 #: at its last rate, could reach the rule's bar
 REACH_PASSES = 2.0
 
-PAIR_SUMMARY = np.mean
-
 #: how the per-component factor match scores of a candidate are summarized
 _SUMMARIES = {"worst": np.min, "median": np.median}
 
@@ -610,7 +608,7 @@ def _pairwise_match(learners: list) -> np.ndarray:
     more than two learners, one unlucky pair moves the score less."""
     pairs = [factor_match(a.loadings_, b.loadings_)
              for i, a in enumerate(learners) for b in learners[i + 1:]]
-    return PAIR_SUMMARY(pairs, axis=0)
+    return np.mean(pairs, axis=0)
 
 
 def _nbytes(model: Any) -> int:
@@ -673,7 +671,8 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     """Keep the best candidate; the smaller ones (in parameters) than the rule's current
     choice that are within the rule's bar, or still improving fast enough to reach it; and
     the larger ones still improving fast enough to beat the choice by the rule's margin.
-    Steered by the rule: among the eligible candidates when there are any."""
+    Steered by the rule: among the eligible candidates when there are any; when only
+    candidates already dropped are eligible, nothing is dropped."""
     alive = [c for c in candidates if c.alive]
     if len(alive) < 2:
         return
@@ -681,6 +680,12 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     means = np.array([c.scores["imputation"] for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
     replicable = np.array([eligible[id(c)] for c in alive])
+    if not replicable.any() and any(eligible.values()):
+        # the ranks the data hold were all dropped while a larger rank led, and that rank
+        # no longer replicates: its candidates may still be converging (their replicability
+        # rises over the passes), so none is dropped until the rule has a choice in the
+        # running again
+        return
     pool = np.where(replicable, means, np.inf) if replicable.any() else means
     best = int(np.argmin(pool))
     se = alive[best].scores["imputation_se"]

@@ -200,6 +200,33 @@ def test_a_grouping_that_fits_worse_does_not_decide_the_rank():
     assert all(eligible.values())
 
 
+def test_halving_drops_nothing_while_only_dropped_candidates_are_at_ranks_the_data_hold():
+    """On photograph patches (two seeds of twenty), rank 4 matched below 0.8 after one pass
+    and rose above it by the third: halving, steered then by the largest candidate (no rank
+    in the running replicated), dropped rank 4 for good and the rule fell back on rank 2.
+    While the ranks the data hold are only among dropped candidates, none is dropped."""
+    from types import SimpleNamespace
+
+    from tensorstream.model_selection import _prune
+
+    def candidate(rank, error, replicability, passes=1.0, alive=True):
+        return SimpleNamespace(rank=rank, passes=passes, alive=alive,
+                               history=[(passes - 0.4, 1.01 * error), (passes, error)],
+                               scores={"imputation": error, "imputation_se": 0.002,
+                                       "replicability": replicability,
+                                       "parameters": 19 * rank})
+
+    def pruned(rank2_replicability):
+        candidates = [candidate(2, 0.067, rank2_replicability, passes=0.6, alive=False),
+                      candidate(4, 0.040, 0.75), candidate(8, 0.027, 0.67),
+                      candidate(16, 0.017, 0.63)]
+        _prune(candidates, tolerance=0.1, minimum=0.8)
+        return [c.rank for c in candidates if c.alive]
+
+    assert pruned(1.0) == [4, 8, 16]  # rank 2 holds, but dropped: the others wait
+    assert pruned(0.5) == [16]  # no rank replicates: halving as ever, the best goes on
+
+
 def test_the_table_holds_the_rank_replicability_the_rule_compares():
     """Per rank, the mean replicability of the groupings that fit best at that rank (within
     one standard error, or tolerance times, of its best imputation error)."""
