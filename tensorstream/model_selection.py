@@ -27,7 +27,9 @@ rule), at scorings after ``first_rung`` of the first pass, twice that, ... then 
 pass: the best candidate goes on; a candidate no larger (in parameters) than the rule's
 current choice goes on while its error is within the rule's bar or still falling fast
 enough to reach it (``REACH_PASSES`` more passes at its last rate); a larger one only while
-it is falling fast enough to beat the choice by the rule's margin.
+it is falling fast enough to beat the choice by the rule's margin. While the only candidates
+at ranks the data hold (see the rule) have been dropped, none is dropped: a rank still
+converging may replicate again at a later scoring.
 
 **The rule** (:attr:`Selection.chosen`): the replicability decides how many components the
 data hold, the imputation error and the size which candidate. A rank *replicates* when its
