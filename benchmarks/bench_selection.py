@@ -22,6 +22,8 @@ Usage::
     python benchmarks/bench_selection.py --sections planted --seeds 10 --noise 0.05 0.1 0.2
     python benchmarks/bench_selection.py --sections cost --cost-samples 50000
     python benchmarks/bench_selection.py --sections real --real-seeds 5 --summaries worst median
+    python benchmarks/bench_selection.py --sections real --real-seeds 10 --summaries worst \
+        --image coffee --n-splits 2                               # two learners per candidate
 
 Measured (a loaded 2-core machine, ``--threads 1``, the defaults above; ``select``'s
 defaults: three learners per candidate, ``n_splits=3``):
@@ -42,7 +44,9 @@ defaults: three learners per candidate, ``n_splits=3``):
   replicability (averaged over the groupings that fit best) ranges over the 20 seeds from
   0.81 to 0.99 (two learners: 0.71 to 1.00), the rank-8 one from 0.58 to 0.79 (two: 0.53 to
   0.86). Still close to the threshold 0.8 at its low end: another image or patch size may
-  split the seeds again. ``median`` (same 20 seeds): 1.00, every seed ``0;1;2`` rank 16, the
+  split the seeds again: on ``--image coffee``, 10 seeds, 0.80 (nine seeds ``0;1;2`` rank
+  4, one rank 8; two learners, ``--n-splits 2``: 0.36, ranks 2, 4 and 8 and a coarser
+  grouping once). ``median`` (astronaut, the 20 seeds): 1.00, every seed ``0;1;2`` rank 16, the
   grid's edge, as with two learners.
 
 Steps to these numbers (real section, 5,000 patches, ``worst``):
