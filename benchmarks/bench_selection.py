@@ -22,7 +22,7 @@ Usage::
     python benchmarks/bench_selection.py --sections planted --seeds 10 --noise 0.05 0.1 0.2
     python benchmarks/bench_selection.py --sections cost --cost-samples 50000
     python benchmarks/bench_selection.py --sections real --real-seeds 5 --summaries worst median
-    python benchmarks/bench_selection.py --sections real --real-seeds 10 --summaries worst \
+    python benchmarks/bench_selection.py --sections real --real-seeds 10 --summaries worst \\
         --image coffee --n-splits 2                               # two learners per candidate
 
 Measured (a loaded 2-core machine, ``--threads 1``, the defaults above; ``select``'s
