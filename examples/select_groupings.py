@@ -23,10 +23,10 @@ batches of patches, and chooses by its rule: the fewest parameters within one st
 The selection is repeated with several seeds (other patches, other batches): a stable choice
 is one the seeds agree on. Natural patches have no finite rank: the imputation error falls all
 the way to the largest rank tried in every grouping, and what limits the rank is
-replicability (the two halves' atoms stop matching past rank 4 to 8). How often the seeds
-agree, with the worst component's and the median component's replicability, is measured by
-``benchmarks/bench_selection.py --sections real`` (5,000 patches, 5 seeds): see the numbers
-in ``docs/model_selection.md``.
+replicability (the atoms of the learners fitted on disjoint thirds of the patches stop
+matching past rank 4). How often the seeds agree, with the worst component's and the median
+component's replicability, is measured by ``benchmarks/bench_selection.py --sections real``
+(5,000 patches, 10 or 20 seeds): see the numbers in ``docs/model_selection.md``.
 
 Run::
 

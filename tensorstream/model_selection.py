@@ -2,8 +2,8 @@
 
 :func:`select` fits every candidate (a grouping of the sample's axes times a rank) from the
 same mini-batches as they are read: one read of the data per pass serves all candidates. Each
-candidate is two learners, fitted on two disjoint halves of every batch, and scored on samples
-held out from training:
+candidate is ``n_splits`` (3) learners, each fitted on its own disjoint share of every batch,
+and scored on samples held out from training:
 
 * **held-out error**: the relative squared error of the held-out samples coded from all their
   entries (``sum ||x - x_hat||^2 / sum ||x||^2`` over the held-out samples, a ratio of
@@ -11,8 +11,10 @@ held out from training:
 * **imputation error**: the same, on a fixed random share of each held-out sample's entries
   hidden from the coder (``mask``) and predicted from the others: unlike the held-out error, it
   rises again when a model fits noise, so it is the score the rule uses;
-* **replicability**: the two halves' factors matched one to one (Hungarian assignment on the
-  factor match score, the product over modes of the columns' absolute cosines), per component;
+* **replicability**: for each pair of learners, their factors matched one to one (Hungarian
+  assignment on the factor match score, the product over modes of the columns' absolute
+  cosines), the scores sorted from best to worst; per component, the mean over the pairs
+  (with three learners and three pairs, one unlucky fit moves it less than with two);
 * time spent fitting, and the bytes of the fitted state.
 
 Every candidate still in the running after ``n_passes`` goes on, pass by pass, until its
@@ -25,7 +27,9 @@ rule), at scorings after ``first_rung`` of the first pass, twice that, ... then 
 pass: the best candidate goes on; a candidate no larger (in parameters) than the rule's
 current choice goes on while its error is within the rule's bar or still falling fast
 enough to reach it (``REACH_PASSES`` more passes at its last rate); a larger one only while
-it is falling fast enough to beat the choice by the rule's margin.
+it is falling fast enough to beat the choice by the rule's margin. While the only candidates
+at ranks the data hold (see the rule) have been dropped, none is dropped: a rank still
+converging may replicate again at a later scoring.
 
 **The rule** (:attr:`Selection.chosen`): the replicability decides how many components the
 data hold, the imputation error and the size which candidate. A rank *replicates* when its
@@ -117,12 +121,12 @@ def _unit_columns(U: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass
 class _Candidate:
-    """One grouping at one rank: the learners of the two halves and what they cost."""
+    """One grouping at one rank: the learners of the disjoint shares and what they cost."""
 
     grouping: str
     modes: Any
     rank: int
-    halves: list
+    learners: list
     seconds: float = 0.0
     passes: float = 0.0
     alive: bool = True
@@ -146,7 +150,8 @@ class Selection:
         ``min_replicability``),
         ``passes`` (how many passes the candidate ran: until dropped, converged or
         ``max_passes``) and ``finalist`` (not dropped: the rule's pool). ``attrs["rule"]``
-        says how ``chosen`` was found.
+        says how ``chosen`` was found, ``attrs["n_splits"]`` how many learners each
+        candidate had.
     chosen : dict
         ``{"grouping": text, "modes": as given, "n_components": int}`` by the rule of
         :mod:`tensorstream.model_selection`.
@@ -195,7 +200,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
            max_passes: int | None = None, batch_size: int | None = None,
            holdout: float = 0.1, max_holdout: int = 1000, hidden: float = 0.2,
            prune: bool = True, first_rung: float = 0.1, min_replicability: float = 0.8,
-           replicability: str = "worst", tolerance: float = 0.1, client: Any = None,
+           replicability: str = "worst", tolerance: float = 0.1, n_splits: int = 3,
+           client: Any = None,
            random_state: int = 0, verbose: bool = False) -> Selection:
     """Score every grouping x rank online and choose one by the documented rule.
 
@@ -226,7 +232,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         right rank converges more slowly than a larger one). ``max_passes=n_passes`` stops
         every candidate after ``n_passes``.
     batch_size : int, optional
-        Samples per mini-batch (each half gets half of it); default the learner's.
+        Samples per mini-batch (each learner gets its ``1 / n_splits`` share of it);
+        default the learner's.
     holdout : float, default 0.1
         Share of the samples held out for scoring, at most ``max_holdout`` samples.
     hidden : float, default 0.2
@@ -249,6 +256,12 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     tolerance : float, default 0.1
         Errors within ``tolerance`` times the best also count as tied with it (besides those
         within one standard error).
+    n_splits : int, default 3
+        Learners per candidate, each fitted on its own share of every batch (every
+        ``n_splits``-th sample): the errors are their mean, the replicability the mean over
+        their pairs. Three learners (three pairs) make the replicability, and so the chosen
+        rank, vary less from one draw of the data to another than two (one pair), at about
+        ``n_splits / 2`` times the cost of two.
     client : dask.distributed.Client, optional
         Run the candidates in parallel on the cluster's workers (each reads the same batches,
         so the answer is the sequential one).
@@ -264,13 +277,13 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     """
     max_passes = 3 * n_passes if max_passes is None else max_passes
     _check_choices(modes, n_components, n_passes, holdout, hidden, min_replicability,
-                   tolerance, first_rung, max_passes, replicability)
+                   tolerance, first_rung, max_passes, replicability, n_splits)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or _learner_batch(learner)
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
-    held = _HeldOut(*source.held_out(holdout, max_holdout, hidden), source)
-    candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), seed)
-                                                             for seed in (0, 1)])
+    held = _HeldOut(*source.held_out(holdout, max_holdout, hidden, n_splits), source)
+    candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), share)
+                                                             for share in range(n_splits)])
                   for m in modes for r in n_components]
     # a rung of a few steps would score candidates that have barely started
     first_rung = min(1.0, max(first_rung, MIN_RUNG_STEPS / source.n_batches(batch_size)))
@@ -280,7 +293,8 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         if not training:
             break  # every candidate in the running has converged
         if client is None:
-            _train_pass(training, source.pass_batches(batch_size, *rung), source, verbose)
+            _train_pass(training, source.pass_batches(batch_size, *rung, n_splits), source,
+                        verbose)
         else:
             _train_on_cluster(client, training, source, rung, batch_size)
         for c in training:
@@ -290,12 +304,14 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             c.converged = c.passes >= n_passes and _improvement(c) <= CONVERGED
         if prune:
             _prune(candidates, tolerance, min_replicability)
-    return _result(candidates, list(modes), sorted({int(r) for r in n_components}),
-                   min_replicability, tolerance, replicability)
+    result = _result(candidates, list(modes), sorted({int(r) for r in n_components}),
+                     min_replicability, tolerance, replicability)
+    result.table.attrs["n_splits"] = n_splits
+    return result
 
 
 def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
-                   tolerance, first_rung, max_passes, replicability) -> None:
+                   tolerance, first_rung, max_passes, replicability, n_splits) -> None:
     if isinstance(modes, str) or not isinstance(modes, Sequence) or not modes:
         raise ValueError(f"modes: give a list of candidate groupings, e.g. ['0,1;2', '0;1;2'], "
                          f"got {modes!r}")
@@ -316,6 +332,9 @@ def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,
     if not isinstance(max_passes, int) or max_passes < n_passes:
         raise ValueError(f"max_passes must be an integer of at least n_passes ({n_passes}), "
                          f"got {max_passes!r}")
+    if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) \
+            or n_splits < 2:  # replicability compares two learners at least
+        raise ValueError(f"n_splits must be an integer of at least 2, got {n_splits!r}")
     if replicability not in _SUMMARIES:
         raise ValueError(f"replicability must be one of {sorted(_SUMMARIES)}, got "
                          f"{replicability!r}")
@@ -339,11 +358,11 @@ def _grouping_text(modes: Any) -> str:
     return format_groups(groups)
 
 
-def _clone(learner: Any, rank: int, half: int) -> Any:
+def _clone(learner: Any, rank: int, share: int) -> Any:
     params = learner.get_params()
     params["n_components"] = rank
     if "random_state" in params and params["random_state"] is None:
-        params["random_state"] = half  # deterministic: the halves' own seeds
+        params["random_state"] = share  # deterministic: the shares' own seeds
     return type(learner)(**params)
 
 
@@ -425,7 +444,8 @@ class _Source:
             return self.data.isel({self.sample_dim: rows})
         return take_rows(self.data, rows)
 
-    def held_out(self, share: float, most: int, hidden: float) -> tuple[Any, Any]:
+    def held_out(self, share: float, most: int, hidden: float,
+                 n_splits: int = 2) -> tuple[Any, Any]:
         """The held-out samples (loaded) and the mask of their observed entries."""
         if not self.array:
             held = self.data[0]
@@ -433,9 +453,9 @@ class _Source:
             n = self.n_samples()
             order = self.rng.permutation(n)
             n_held = max(1, min(most, int(round(share * n))))
-            if n - n_held < 2:
+            if n - n_held < n_splits:
                 raise ValueError(f"data: {n} samples are too few to hold {n_held} out and "
-                                 f"fit two halves")
+                                 f"fit {n_splits} learners on disjoint shares")
             self.train = order[n_held:]
             held = self.take(order[:n_held])
         held = held.load() if self.labelled else held
@@ -445,14 +465,15 @@ class _Source:
             observed = xr.DataArray(observed, dims=held.dims, coords=held.coords)
         return held, observed
 
-    def pass_batches(self, batch_size: int, p: int, lo: float = 0.0,
-                     hi: float = 1.0) -> Iterable:
-        """The batches of pass ``p`` from share ``lo`` to ``hi`` of it, each split in two
-        halves of alternate samples."""
+    def pass_batches(self, batch_size: int, p: int, lo: float = 0.0, hi: float = 1.0,
+                     n_splits: int = 2) -> Iterable:
+        """The batches of pass ``p`` from share ``lo`` to ``hi`` of it, each dealt into
+        ``n_splits`` disjoint shares (every ``n_splits``-th sample)."""
         if not self.array:
             batches = self.data[1:]
             for batch in batches[round(lo * len(batches)):round(hi * len(batches))]:
-                yield batch[0::2], batch[1::2]
+                if len(batch) >= n_splits:  # every learner gets a sample at least
+                    yield tuple(batch[i::n_splits] for i in range(n_splits))
             return
         # each pass's order from the seed and the pass alone: a worker that runs a pass
         # (client=) draws the order the sequential run draws
@@ -460,8 +481,8 @@ class _Source:
         starts = range(0, len(order), batch_size)
         for start in starts[round(lo * len(starts)):round(hi * len(starts))]:
             rows = order[start:start + batch_size]
-            if len(rows) >= 2:
-                yield self.take(rows[0::2]), self.take(rows[1::2])
+            if len(rows) >= n_splits:
+                yield tuple(self.take(rows[i::n_splits]) for i in range(n_splits))
 
     def fit_kwargs(self, modes: Any) -> dict:
         if self.labelled:
@@ -476,18 +497,18 @@ def _train_pass(alive: list, batches: Iterable, source: _Source, verbose: bool) 
         from tqdm.auto import tqdm
 
         progress = tqdm(desc=f"select ({len(alive)} candidates)", unit="batch")
-    for halves in batches:
+    for shares in batches:
         for c in alive:
-            _step(c, halves, source)
+            _step(c, shares, source)
         if progress is not None:
             progress.update(1)
     if progress is not None:
         progress.close()
 
 
-def _step(c: _Candidate, halves: tuple, source: _Source) -> None:
+def _step(c: _Candidate, shares: tuple, source: _Source) -> None:
     start = time.perf_counter()
-    for learner, batch in zip(c.halves, halves):
+    for learner, batch in zip(c.learners, shares, strict=True):
         kwargs = source.fit_kwargs(c.modes) if "state_" not in learner.__dict__ else {}
         learner.partial_fit(batch, **kwargs)
     c.seconds += time.perf_counter() - start
@@ -512,13 +533,13 @@ def _train_on_cluster(client: Any, alive: list, source: _Source, rung: tuple,
     futures = client.map(_train_alone, alive, [source] * len(alive), [rung] * len(alive),
                          [batch_size] * len(alive), pure=False)
     for c, trained in zip(alive, client.gather(futures)):
-        c.halves, c.seconds = trained.halves, trained.seconds
+        c.learners, c.seconds = trained.learners, trained.seconds
 
 
 def _train_alone(c: _Candidate, source: _Source, rung: tuple,
                  batch_size: int) -> _Candidate:
-    for halves in source.pass_batches(batch_size, *rung):
-        _step(c, halves, source)
+    for shares in source.pass_batches(batch_size, *rung, len(c.learners)):
+        _step(c, shares, source)
     return c
 
 
@@ -569,18 +590,27 @@ class _HeldOut:
 
 
 def _scores(c: _Candidate, held: _HeldOut, summary: Any) -> dict:
-    """Held-out and imputation errors and their standard errors (of the two halves' mean
-    squared errors per sample),
-    replicability per component and summarized, the state's bytes."""
+    """Held-out and imputation errors and their standard errors (of the learners' mean
+    squared errors per sample), replicability per component and summarized, the state's
+    bytes (of one learner)."""
     scores = {}
     for name, masked in (("heldout", False), ("imputation", True)):
-        errors = np.mean([held.squared_errors(m, masked) for m in c.halves], axis=0)
+        errors = np.mean([held.squared_errors(m, masked) for m in c.learners], axis=0)
         scores[name], scores[f"{name}_se"] = held.relative(errors, masked)
-    components = factor_match(c.halves[0].loadings_, c.halves[1].loadings_)
+    components = _pairwise_match(c.learners)
     return {**scores, "components": components,
             "replicability": float(summary(components)),
-            "bytes": sum(_nbytes(m) for m in c.halves) // 2,
-            "parameters": c.rank * sum(int(U.shape[0]) for U in c.halves[0].loadings_)}
+            "bytes": sum(_nbytes(m) for m in c.learners) // len(c.learners),
+            "parameters": c.rank * sum(int(U.shape[0]) for U in c.learners[0].loadings_)}
+
+
+def _pairwise_match(learners: list) -> np.ndarray:
+    """The factor match scores of every pair of learners (each sorted from best to worst
+    component), averaged over the pairs: the ``i``-th best match of a pair, on average. With
+    more than two learners, one unlucky pair moves the score less."""
+    pairs = [factor_match(a.loadings_, b.loadings_)
+             for i, a in enumerate(learners) for b in learners[i + 1:]]
+    return np.mean(pairs, axis=0)
 
 
 def _nbytes(model: Any) -> int:
@@ -643,7 +673,8 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     """Keep the best candidate; the smaller ones (in parameters) than the rule's current
     choice that are within the rule's bar, or still improving fast enough to reach it; and
     the larger ones still improving fast enough to beat the choice by the rule's margin.
-    Steered by the rule: among the eligible candidates when there are any."""
+    Steered by the rule: among the eligible candidates when there are any; when only
+    candidates already dropped are eligible, nothing is dropped."""
     alive = [c for c in candidates if c.alive]
     if len(alive) < 2:
         return
@@ -651,6 +682,12 @@ def _prune(candidates: list, tolerance: float, minimum: float) -> None:
     means = np.array([c.scores["imputation"] for c in alive])
     sizes = np.array([c.scores["parameters"] for c in alive])
     replicable = np.array([eligible[id(c)] for c in alive])
+    if not replicable.any() and any(eligible.values()):
+        # the ranks the data hold were all dropped while a larger rank led, and that rank
+        # no longer replicates: its candidates may still be converging (their replicability
+        # rises over the passes), so none is dropped until the rule has a choice in the
+        # running again
+        return
     pool = np.where(replicable, means, np.inf) if replicable.any() else means
     best = int(np.argmin(pool))
     se = alive[best].scores["imputation_se"]

@@ -200,6 +200,33 @@ def test_a_grouping_that_fits_worse_does_not_decide_the_rank():
     assert all(eligible.values())
 
 
+def test_halving_drops_nothing_while_only_dropped_candidates_are_at_ranks_the_data_hold():
+    """On photograph patches (two seeds of twenty), rank 4 matched below 0.8 after one pass
+    and rose above it by the third: halving, steered then by the largest candidate (no rank
+    in the running replicated), dropped rank 4 for good and the rule fell back on rank 2.
+    While the ranks the data hold are only among dropped candidates, none is dropped."""
+    from types import SimpleNamespace
+
+    from tensorstream.model_selection import _prune
+
+    def candidate(rank, error, replicability, passes=1.0, alive=True):
+        return SimpleNamespace(rank=rank, passes=passes, alive=alive,
+                               history=[(passes - 0.4, 1.01 * error), (passes, error)],
+                               scores={"imputation": error, "imputation_se": 0.002,
+                                       "replicability": replicability,
+                                       "parameters": 19 * rank})
+
+    def pruned(rank2_replicability):
+        candidates = [candidate(2, 0.067, rank2_replicability, passes=0.6, alive=False),
+                      candidate(4, 0.040, 0.75), candidate(8, 0.027, 0.67),
+                      candidate(16, 0.017, 0.63)]
+        _prune(candidates, tolerance=0.1, minimum=0.8)
+        return [c.rank for c in candidates if c.alive]
+
+    assert pruned(1.0) == [4, 8, 16]  # rank 2 holds, but dropped: the others wait
+    assert pruned(0.5) == [16]  # no rank replicates: halving as ever, the best goes on
+
+
 def test_the_table_holds_the_rank_replicability_the_rule_compares():
     """Per rank, the mean replicability of the groupings that fit best at that rank (within
     one standard error, or tolerance times, of its best imputation error)."""
@@ -282,11 +309,62 @@ def test_a_dask_client_gives_the_same_answer():
     ({"first_rung": 0}, ValueError, "first_rung must be in"),
     ({"n_passes": 3, "max_passes": 2}, ValueError, "max_passes must be an integer of at least"),
     ({"replicability": "mean"}, ValueError, "replicability must be one of"),
+    ({"n_splits": 1}, ValueError, "n_splits must be an integer of at least 2"),
+    ({"n_splits": 2.0}, ValueError, "n_splits must be an integer of at least 2"),
 ])
 def test_bad_choices_are_named(kwargs, error, message):
     settings = {"modes": ["0;1;2"], "n_components": [2], **kwargs}
     with pytest.raises(error, match=message):
         select(OnlineCPDL(2), planted(0, n=100), **settings)
+
+
+def test_every_learner_of_a_candidate_learns_from_its_own_share_of_each_batch():
+    """``n_splits`` learners per candidate: each batch is dealt into that many disjoint
+    shares (every ``n_splits``-th sample), which together are the whole batch."""
+    from tensorstream.model_selection import _Source
+
+    X = planted(0, n=200)
+    source = _Source.of(X, None, None, 0)
+    source.held_out(0.1, 1000, 0.2, n_splits=3)
+    seen = []
+    for shares in source.pass_batches(64, 0, n_splits=3):
+        assert len(shares) == 3
+        assert max(len(s) for s in shares) - min(len(s) for s in shares) <= 1
+        seen.extend(row.tobytes() for share in shares for row in share)
+    assert len(seen) == len(set(seen)) == len(source.train)  # disjoint, and all of them
+    listed = list(_Source.of([X[:20], X[20:27], X[27:29]], None, None, 0).pass_batches(
+        64, 0, n_splits=3))
+    assert [tuple(len(s) for s in shares) for shares in listed] == [(3, 2, 2)]  # 2 < 3: skipped
+
+
+def test_the_replicability_of_several_learners_is_the_mean_over_their_pairs():
+    """With three learners, a candidate's per-component replicability is the i-th best
+    match of each of the three pairs, averaged: one learner unlike the two others lowers
+    it by less than it lowers the pair it is in."""
+    from types import SimpleNamespace
+
+    from tensorstream.model_selection import _pairwise_match
+
+    rng = np.random.default_rng(1)
+    loadings = [rng.random((5, 3)), rng.random((4, 3))]
+    odd = [U + rng.random(U.shape) for U in loadings]
+    learners = [SimpleNamespace(loadings_=lds) for lds in (loadings, loadings, odd)]
+    pairs = [factor_match(loadings, loadings), factor_match(loadings, odd),
+             factor_match(loadings, odd)]
+    np.testing.assert_allclose(_pairwise_match(learners), np.mean(pairs, axis=0))
+    assert pairs[1].min() < _pairwise_match(learners).min() < 1.0
+    np.testing.assert_allclose(_pairwise_match(learners[:2]), 1.0)  # two: the one pair
+
+
+def test_three_learners_per_candidate_select_deterministically():
+    X = planted(0, n=600)
+    kwargs = {"modes": GROUPINGS[:2], "n_components": [2, 3], "n_passes": 1, "n_splits": 3}
+    first, again = run(X, **kwargs), run(X, **kwargs)
+    xr.testing.assert_identical(first.table.drop_vars("fit_seconds"),
+                                again.table.drop_vars("fit_seconds"))
+    assert first.table.attrs["n_splits"] == 3
+    two = run(X, **{**kwargs, "n_splits": 2})  # other shares: other fits
+    assert not np.allclose(two.table["imputation_error"], first.table["imputation_error"])
 
 
 def test_factor_match_matches_components_one_to_one():
