@@ -44,6 +44,13 @@ def test_select_writes_csv(patches, tmp_path):
     assert lines[0].startswith("grouping,rank,imputation_error") and len(lines) == 3
 
 
+def test_select_takes_the_learners_per_candidate(patches, tmp_path):
+    out = tmp_path / "selection.nc"
+    assert main(["select", str(patches), "--modes", "axis1;axis2;axis3", "--n-components", "2",
+                 "--passes", "1", "--splits", "2", "--out", str(out)]) == 0
+    assert xr.open_dataset(out).attrs["n_splits"] == 2
+
+
 @pytest.mark.parametrize("options, message", [
     (["--modes", "axis1;axis2;axis9", "--n-components", "2"], "unknown dim 'axis9'"),
     (["--modes", "axis1;axis2;axis3", "--n-components", "a:b"], "--n-components: expected"),
@@ -58,6 +65,7 @@ def test_select_writes_csv(patches, tmp_path):
      "--param alpah does not apply to --model ocpdl"),
     (["--modes", "axis1;axis2;axis3", "--n-components", "2", "--param", "n_components=3"],
      "give the candidate ranks as --n-components"),
+    (["--modes", "axis1;axis2;axis3", "--n-components", "2", "--splits", "1"], "--splits"),
 ])
 def test_bad_options_are_named(patches, capsys, options, message):
     assert main(["select", str(patches), *options]) == 1

@@ -54,6 +54,9 @@ def add_select(commands: Any) -> None:
                         help="a learner parameter, e.g. alpha=0.1 (repeatable)")
     select.add_argument("--passes", type=int, default=3, metavar="N",
                         help="passes over the data (default 3)")
+    select.add_argument("--splits", type=int, default=3, metavar="N",
+                        help="learners per candidate, each on its own share of every batch, "
+                             "whose factors are matched for replicability (default 3)")
     select.add_argument("--batch-size", type=int, metavar="N",
                         help="samples per mini-batch (default: the learner's)")
     select.add_argument("--tolerance", type=float, default=0.1, metavar="T",
@@ -100,6 +103,8 @@ def run_select(args: argparse.Namespace) -> int:
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
     params = add_params(params, args.param, cls, args.model, _option)
+    if args.splits < 2:  # replicability matches the factors of two learners at least
+        raise CLIError(f"--splits must be at least 2, got {args.splits}")
     if "n_components" in params:  # select tries every rank of --n-components
         raise CLIError("--param n_components: give the candidate ranks as --n-components")
     learner = cls(n_components=ranks[0], **params)
@@ -109,7 +114,7 @@ def run_select(args: argparse.Namespace) -> int:
         raise CLIError(f"--sample-dim is required: {da.name!r} has dims {list(da.dims)}")
     result = select(learner, da, sample_dim=sample_dim, modes=args.modes, n_components=ranks,
                     n_passes=args.passes, tolerance=args.tolerance, random_state=args.seed,
-                    verbose=args.progress)
+                    n_splits=args.splits, verbose=args.progress)
     _write(result, args)
     chosen = result.chosen
     print(f"chosen: --modes \"{chosen['grouping']}\" --n-components {chosen['n_components']}"
