@@ -280,6 +280,9 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
                    tolerance, first_rung, max_passes, replicability, n_splits)
     source = _Source.of(data, sample_dim, var, random_state)
     batch_size = batch_size or _learner_batch(learner)
+    if source.array and batch_size < n_splits:  # every learner takes a share of each batch
+        raise ValueError(f"batch_size ({batch_size}) must be at least n_splits ({n_splits}): "
+                         f"each of a candidate's learners learns from its share of a batch")
     source.check_groupings(modes, learner)  # a bad grouping is named before any fit
     held = _HeldOut(*source.held_out(holdout, max_holdout, hidden, n_splits), source)
     candidates = [_Candidate(_grouping_text(m), m, int(r), [_clone(learner, int(r), share)
@@ -297,6 +300,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
                         verbose)
         else:
             _train_on_cluster(client, training, source, rung, batch_size)
+        _check_trained(training, n_splits)
         for c in training:
             c.passes = rung[0] + rung[2]
             c.scores = _scores(c, held, summary)
@@ -308,6 +312,16 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
                      min_replicability, tolerance, replicability)
     result.table.attrs["n_splits"] = n_splits
     return result
+
+
+def _check_trained(training: list, n_splits: int) -> None:
+    """Refuse, naming ``n_splits``, a pass after which a learner has learned nothing: batches
+    (of a list or stream) smaller than ``n_splits`` are skipped, as each learner needs a
+    sample of every batch it learns from."""
+    if any(not learner._fitted for c in training for learner in c.learners):
+        raise ValueError(f"no batch of the data holds n_splits ({n_splits}) samples: each of "
+                         f"a candidate's learners needs one of every batch; give larger "
+                         f"batches or a smaller n_splits")
 
 
 def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,

@@ -728,8 +728,8 @@ def test_other_noise_models_fit():
     E = model.outliers(Z)
     flagged = np.linalg.norm(E, axis=1) > 0
     assert flagged[outliers].mean() > 0.9 and flagged[~outliers].mean() < 0.1
-    for noise, params in (("fro", {}), ("none", {"outlier_alpha": "auto"})):
-        model = stream(paper_omrmd(3, random_state=0, noise=noise, **params), data.Z[:50])
+    for noise in ("fro", "none"):  # the paper's settings (outlier_alpha=None) with either
+        model = stream(paper_omrmd(3, random_state=0, noise=noise), data.Z[:50])
         assert np.all(np.isfinite(model.loadings_[0]))
 
 
@@ -1092,7 +1092,7 @@ def test_soft_threshold_is_sign_times_the_shrunk_magnitude(values, threshold):
     np.testing.assert_array_equal(soft_threshold(x, threshold), expected)
 
 
-@pytest.mark.parametrize("name, value", [("outlier_alpha", 0.1), ("outlier_alpha", None),
+@pytest.mark.parametrize("name, value", [("outlier_alpha", 0.1), ("outlier_alpha", 0.3),
                                          ("code_tol", 1e-3), ("code_max_iter", 5)])
 def test_noise_none_refuses_the_outlier_parameters_by_name(name, value):
     """``noise="none"`` has no outlier part and codes by one exact solve: ``outlier_alpha``,
@@ -1126,3 +1126,14 @@ def test_basis_jitter_and_dict_passes_move_both_dict_steps(dict_step):
     base = basis()
     for params in (dict(basis_jitter=1.0), dict(dict_passes=5)):
         assert np.abs(basis(**params) - base).max() > 1e-6, params
+
+
+def test_matrix_completion_takes_the_papers_settings():
+    """The paper's settings with ``noise="none"`` (OMRMC, completion without an outlier
+    part) run: the paper's ``outlier_alpha=None`` is not refused as set by hand."""
+    Z = corrupted_low_rank(20, 3, 60, 0.0, random_state=0).Z
+    mask = np.random.default_rng(0).random(Z.shape) < 0.8
+    settings = {**OnlineMaxNormMD.paper_params, "noise": "none"}
+    model = OnlineMaxNormMD(3, **settings, random_state=0)
+    model.fit(Z, mask=mask)
+    assert np.all(np.isfinite(model.loadings_[0]))

@@ -311,6 +311,7 @@ def test_a_dask_client_gives_the_same_answer():
     ({"replicability": "mean"}, ValueError, "replicability must be one of"),
     ({"n_splits": 1}, ValueError, "n_splits must be an integer of at least 2"),
     ({"n_splits": 2.0}, ValueError, "n_splits must be an integer of at least 2"),
+    ({"n_splits": 5, "batch_size": 4}, ValueError, r"batch_size \(4\) must be at least n_splits"),
 ])
 def test_bad_choices_are_named(kwargs, error, message):
     settings = {"modes": ["0;1;2"], "n_components": [2], **kwargs}
@@ -433,3 +434,12 @@ def test_a_learner_with_the_automatic_batch_selects_as_with_its_default_batch():
     default = select(OnlineCPDL(3, random_state=0), X, **settings)
     xr.testing.assert_identical(auto.table.drop_vars("fit_seconds"),
                                 default.table.drop_vars("fit_seconds"))
+
+
+def test_batches_too_small_to_share_are_named():
+    """A list of batches each smaller than ``n_splits`` left every learner unfitted, and
+    ``select`` ended in 'not fitted yet', naming neither: it names ``n_splits``."""
+    X = planted(0, n=60)
+    batches = [X[i:i + 2] for i in range(0, 60, 2)]
+    with pytest.raises(ValueError, match=r"no batch of the data holds n_splits \(3\)"):
+        select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"], n_components=[2])

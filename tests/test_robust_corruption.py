@@ -84,7 +84,7 @@ def test_every_robust_learner_removes_sparse_corruption(kind, cls, backend):
 #: trade-off is open in issue 31 and docs/robustness.md. Strict: a fix that passes says so.
 #: batch_size="auto" (batches of 75 on these 1,500 patches) brought block-bright to +1.01
 #: (17.05 dB against 16.04: it passes, by 0.01 dB) and stripes to +0.89. The per-sample
-#: weights and robust statistics of "auto" (docs/_robust_nmf_notes.md) leave block-bright at
+#: weights and robust statistics of "auto" (docs/robustness.md, "third round") leave block-bright at
 #: +1.01 and move stripes to +0.66 (14.07 dB).
 TRADED = {("stripes", "strong")}
 

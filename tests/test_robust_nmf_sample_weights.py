@@ -1,6 +1,6 @@
 """RobustOnlineNMF's ``outlier_alpha="auto"``: every sample coded at its own outlier weight, and
 the dictionary learned from robust statistics (``tensorstream/algorithms/robust_nmf.py``,
-``docs/_robust_nmf_notes.md``)."""
+``docs/robustness.md``, "third round")."""
 
 import importlib.util
 

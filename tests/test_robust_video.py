@@ -9,7 +9,7 @@ With a fixed outlier threshold (0.5 data scales) the object leaked into the back
 frame's residual scale, 0.84 (OR-PCA) and 0.77-0.81 (OMRMD); since the statistics of a frame
 the basis explains leave the object out (``RobustMatrixAlgorithm.explained_part``), 0.90-0.92
 and 0.79-0.83. ``background(X)``, the benchmark's measure, is tested in
-``tests/test_video_foreground.py``."""
+the tests at the end of this file."""
 
 import functools
 from pathlib import Path

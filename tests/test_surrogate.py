@@ -283,6 +283,10 @@ def test_ocpdl_dict_passes_and_dict_tol_mean_the_same_for_both_dict_steps(dict_s
     np.testing.assert_array_equal(_cp_loadings(X, dict_step=dict_step, **defaults), base)
     for params in moved:
         assert np.abs(_cp_loadings(X, dict_step=dict_step, **params) - base).max() > 1e-3, params
+    if dict_step == "columns":  # the stop itself moves them: 20 passes with it and without
+        stopped = _cp_loadings(X, dict_step="columns", dict_passes=20, dict_tol=0.3)
+        unstopped = _cp_loadings(X, dict_step="columns", dict_passes=20, dict_tol=0.0)
+        assert np.abs(stopped - unstopped).max() > 1e-3
 
 
 def test_column_passes_stop_at_the_relative_move():

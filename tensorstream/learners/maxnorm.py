@@ -30,6 +30,7 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import fields
 from typing import Any
 
@@ -396,17 +397,22 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         "ball_max_iter": [Interval("int", 1, None)],
     }
 
-    #: What the coder's outlier part (``e``) reads, at its default: with ``noise="none"`` there
-    #: is no ``e``, and the coder makes one exact ``r``-solve (no iterations to stop or cap).
-    _OUTLIER_PARAMETERS = {"outlier_alpha": "auto", "code_tol": 1e-6, "code_max_iter": 100}
+    #: What the coder's outlier part (``e``) reads: with ``noise="none"`` there is no ``e``, and
+    #: the coder makes one exact ``r``-solve (no iterations to stop or cap).
+    _OUTLIER_PARAMETERS = ("outlier_alpha", "code_tol", "code_max_iter")
 
     def _check_rules(self) -> None:
         super()._check_rules()
-        if self.noise == "none":
-            for name, default in self._OUTLIER_PARAMETERS.items():
-                if getattr(self, name) != default:
-                    raise ValueError(
-                        f"{name} applies to the outlier part, which noise='none' does not "
-                        f"have (its codes are one exact solve); leave {name} at {default!r} "
-                        f"or pick noise='l1', 'l21' or 'fro', got {name}="
-                        f"{getattr(self, name)!r} with noise='none'")
+        if self.noise != "none":
+            return
+        defaults = {name: parameter.default for name, parameter in
+                    inspect.signature(type(self).__init__).parameters.items()}
+        for name in self._OUTLIER_PARAMETERS:
+            # its default, or the paper's (matrix completion: paper_params with noise="none")
+            left = (defaults[name], self.paper_params.get(name, defaults[name]))
+            if getattr(self, name) not in left:
+                raise ValueError(
+                    f"{name} applies to the outlier part, which noise='none' does not "
+                    f"have (its codes are one exact solve); leave {name} at {defaults[name]!r} "
+                    f"or pick noise='l1', 'l21' or 'fro', got {name}="
+                    f"{getattr(self, name)!r} with noise='none'")
