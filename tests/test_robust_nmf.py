@@ -349,7 +349,8 @@ def test_outlier_extensions_hold_after_every_step():
         model.partial_fit(data.X[start:start + 6])
         _, R = model.last_decomposition_
         assert R.min() >= 0 and R.max() <= 0.5
-    model = RobustOnlineNMF(5, outlier_bound=None, solver="pgd", accelerated=True, group_alpha=0.01,
+    model = RobustOnlineNMF(5, outlier_bound=None, solver="pgd",
+                            solver_params={"accelerated": True}, group_alpha=0.01,
                             group_size=2, alpha=0.001, random_state=0).fit(data.X)
     assert np.all(np.isfinite(model.loadings_[0]))
 
@@ -597,9 +598,10 @@ def test_bad_masks_are_refused(fitted):
     (dict(outlier_bound=0.0), ValueError, "outlier_bound must be > 0"),
     (dict(outlier_bound=-2.0), ValueError, "outlier_bound must be > 0"),
     (dict(solver="sgd"), ValueError, "solver"),
-    (dict(kappa=0.0), ValueError, "kappa"),
-    (dict(kappa=1.5), ValueError, "kappa"),
-    (dict(rho=0.0), ValueError, "rho"),
+    (dict(solver="pgd", solver_params={"kappa": 0.0}), ValueError, "kappa"),
+    (dict(solver="pgd", solver_params={"kappa": 1.5}), ValueError, "kappa"),
+    (dict(solver_params={"rho": 0.0}), ValueError, "rho"),
+    (dict(solver_params=[("rho", 2.0)]), TypeError, "solver_params"),
     (dict(constraint="box"), ValueError, "constraint"),
     (dict(constraint="elasticnet", gamma1=0.0, gamma2=0.0), ValueError, "gamma"),
     (dict(code_max_iter=0), ValueError, "code_max_iter"),
@@ -607,7 +609,7 @@ def test_bad_masks_are_refused(fitted):
     (dict(code_init="random"), ValueError, "code_init"),
     (dict(outlier_init="ones"), ValueError, "outlier_init"),
     (dict(group_size=0), ValueError, "group_size"),
-    (dict(accelerated="yes"), TypeError, "accelerated"),
+    (dict(solver="pgd", solver_params={"accelerated": "yes"}), TypeError, "accelerated"),
     (dict(init="nndsvda"), ValueError, "init"),
     (dict(init=np.ones((2, 20))), ValueError, "init must have shape"),
     (dict(weights="fast"), ValueError, "weights"),
@@ -730,7 +732,8 @@ def test_admm_rho_barely_matters_with_tight_inner_solves(ct_data):
     # spec item(s): spec 000 E10
     finals = {}
     for rho in (1.0, 10.0):
-        model = RobustOnlineNMF(49, rho=rho, code_tol=1e-6, code_max_iter=1000, random_state=2)
+        model = RobustOnlineNMF(49, solver_params={"rho": rho}, code_tol=1e-6,
+                                code_max_iter=1000, random_state=2)
         _stream(model, ct_data.X)
         finals[rho] = model.surrogate_value()
     assert finals[10.0] <= 1.05 * finals[1.0]
