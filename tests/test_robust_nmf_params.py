@@ -112,3 +112,31 @@ def test_dict_passes_and_dict_tol_move_both_dictionary_steps(X, solver, params):
     default = _online(X, solver=solver)
     other = _online(X, solver=solver, **params)
     assert not np.allclose(default.components_, other.components_)
+
+
+def test_solver_params_round_trip_checkpoints_and_the_command_line(X, tmp_path):
+    """A checkpoint keeps ``solver_params`` and resumes with it; ``--param`` reads it as a
+    dict literal."""
+    from tensorstream import load
+    from tensorstream.cli import main
+
+    params = dict(solver="pgd", solver_params={"kappa": 0.5, "accelerated": True})
+    straight = RobustOnlineNMF(3, batch_size=10, random_state=0, **params)
+    interrupted = RobustOnlineNMF(3, batch_size=10, random_state=0, **params)
+    for start in range(0, 40, 10):
+        straight.partial_fit(X[start:start + 10])
+        if start < 20:
+            interrupted.partial_fit(X[start:start + 10])
+    resumed = load(interrupted.save(tmp_path / "robust.npz"))
+    assert resumed.get_params()["solver_params"] == params["solver_params"]
+    for start in (20, 30):
+        resumed.partial_fit(X[start:start + 10])
+    np.testing.assert_array_equal(resumed.components_, straight.components_)
+
+    np.save(tmp_path / "x.npy", X)
+    checkpoint = tmp_path / "run.npz"
+    assert main(["fit", str(tmp_path / "x.npy"), "--model", "robust-nmf", "--n-components",
+                 "3", "--batch-size", "10", "--steps", "2", "--quiet", "--param", "solver=pgd",
+                 "--param", "solver_params={'kappa': 0.5}", "--checkpoint", str(checkpoint),
+                 "--out", str(tmp_path / "f.nc")]) == 0
+    assert load(checkpoint).get_params()["solver_params"] == {"kappa": 0.5}
