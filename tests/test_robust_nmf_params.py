@@ -140,3 +140,25 @@ def test_solver_params_round_trip_checkpoints_and_the_command_line(X, tmp_path):
                  "--param", "solver_params={'kappa': 0.5}", "--checkpoint", str(checkpoint),
                  "--out", str(tmp_path / "f.nc")]) == 0
     assert load(checkpoint).get_params()["solver_params"] == {"kappa": 0.5}
+
+
+@pytest.mark.parametrize("make, name, value", [
+    (_online, "outlier_bound", 0.05), (_online, "outlier_l2", 0.1),
+    (_online, "nonnegative_outliers", True), (_online, "outlier_init", "uniform"),
+    (_batch, "outlier_bound", 0.05)])
+def test_outlier_settings_without_outliers_are_refused_naming_both(X, make, name, value):
+    """``outlier_alpha=inf`` has no outlier part: what only it reads is refused there (the box
+    at inf is no box, as None), and each one moves the result with outliers."""
+    _refused(make(X), X, {"outlier_alpha": float("inf"), name: value},
+             rf"{name}={value!r} with outlier_alpha=inf")
+    make(X, outlier_alpha=float("inf"), outlier_bound=float("inf"))
+    with_outliers = dict(outlier_alpha=0.05)
+    assert not np.allclose(make(X, **with_outliers).outliers(X),
+                           make(X, **with_outliers, **{name: value}).outliers(X))
+
+
+def test_group_size_without_the_group_lasso_is_refused_naming_both(X):
+    _refused(_online(X), X, {"group_size": 2}, r"group_size=2 with group_alpha=0")
+    grouped = dict(group_alpha=0.05)
+    assert not np.allclose(_online(X, **grouped).transform(X),
+                           _online(X, **grouped, group_size=3).transform(X))

@@ -97,6 +97,39 @@ def check_outlier_alpha_scale(outlier_alpha: Any, outlier_alpha_scale: float) ->
             f"with outlier_alpha={outlier_alpha!r}")
 
 
+#: What only the outlier part reads, at its default: ``outlier_alpha=inf`` has none (the
+#: coders start and stay at ``e = 0``), so another value of these means nothing there.
+OUTLIER_DEFAULTS = {"outlier_bound": None, "nonnegative_outliers": False, "outlier_l2": 0.0,
+                    "outlier_init": "gross"}
+
+
+def check_outlier_part(outlier_alpha: Any, params: Mapping) -> None:
+    """Refuse ``params`` (names of :data:`OUTLIER_DEFAULTS`: their values) other than their
+    defaults with ``outlier_alpha=inf``, which turns the outliers off (``outlier_bound=inf``
+    is no box, as None)."""
+    if outlier_alpha is None or isinstance(outlier_alpha, str) or \
+            not math.isinf(float(outlier_alpha)):
+        return
+    for name, value in params.items():
+        default = OUTLIER_DEFAULTS[name]
+        if value == default or (name == "outlier_bound" and value == math.inf):
+            continue
+        raise ValueError(
+            f"{name} applies to the outliers, which outlier_alpha=inf turns off (no outlier "
+            f"part): leave {name} at {default!r} or give a finite outlier_alpha, got "
+            f"{name}={value!r} with outlier_alpha=inf")
+
+
+def check_group_size(group_alpha: float, group_size: int) -> None:
+    """Refuse ``group_size`` other than 1 without the group lasso (``group_alpha=0``), whose
+    groups it sizes."""
+    if group_alpha == 0 and group_size != 1:
+        raise ValueError(
+            f"group_size sizes the groups of the group lasso, which group_alpha=0 turns off: "
+            f"leave group_size at 1 or give group_alpha > 0, got group_size={group_size!r} "
+            f"with group_alpha={group_alpha!r}")
+
+
 def check_constraint_weights(constraint: str, gamma1: float, gamma2: float) -> None:
     """Refuse ``gamma1``, ``gamma2`` other than their defaults (0, 2) with a constraint set
     other than ``"elasticnet"``, whose weights they are; and ``"elasticnet"`` with both 0."""

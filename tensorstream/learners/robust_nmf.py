@@ -40,7 +40,9 @@ from ..algorithms.robust_nmf import (
     RobustNMFAlgorithm,
     RobustNMFOptions,
     check_constraint_weights,
+    check_group_size,
     check_outlier_alpha_scale,
+    check_outlier_part,
     solver_settings,
 )
 from ..core.backend import using
@@ -106,7 +108,8 @@ class RobustOnlineNMF(OnlineLearner):
         docs/robustness.md, "third round"); None:
         ``outlier_alpha_scale / sqrt(F)`` with ``F`` the sample size (the paper's convention,
         for data at unit maximum with ``data_scale=1.0``); ``inf``: no outliers (plain online
-        NMF with these solvers).
+        NMF with these solvers; ``outlier_bound``, ``outlier_l2``, ``nonnegative_outliers``
+        and ``outlier_init`` other than their defaults are refused there, naming both).
     outlier_alpha_scale : float, default 1.0
         Multiple of the ``"auto"`` or the paper's ``outlier_alpha`` (None): ``1/sqrt(F)`` is
         too small for large or sparse samples (a video frame of 3,072 pixels needs about 3).
@@ -157,7 +160,8 @@ class RobustOnlineNMF(OnlineLearner):
         learner: ``alpha=a`` here is ``alpha=a`` of ``OnlineCPDL``).
     group_alpha, group_size : float, int, default 0.0, 1
         Group lasso on consecutive groups of ``group_size`` codes (with ``alpha``: the
-        sparse group lasso).
+        sparse group lasso); ``group_size`` other than 1 with ``group_alpha=0`` is refused,
+        naming both.
     outlier_l2 : float, default 0.0
         Tikhonov penalty ``nu2/2 ||e||^2`` (eq. 39: with ``ridge`` it makes ``(h, e)`` unique).
     nonnegative_outliers : bool, default False
@@ -316,6 +320,10 @@ class RobustOnlineNMF(OnlineLearner):
         solver_settings(self.solver, self.solver_params)
         check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
         check_constraint_weights(self.constraint, self.gamma1, self.gamma2)
+        check_outlier_part(self.outlier_alpha, {
+            "outlier_bound": self.outlier_bound, "outlier_l2": self.outlier_l2,
+            "nonnegative_outliers": self.nonnegative_outliers, "outlier_init": self.outlier_init})
+        check_group_size(self.group_alpha, self.group_size)
         make_weights(self.weights)
 
     def _algorithm(self) -> RobustNMFAlgorithm:

@@ -17,6 +17,7 @@ from ..algorithms.robust_nmf import (
     BATCH_SOLVER_PARAMS,
     _default_outlier_alpha,
     check_outlier_alpha_scale,
+    check_outlier_part,
     coding_start,
     dictionary_projection,
     first_batch_scale,
@@ -73,10 +74,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     ----------
     n_components : int
     outlier_alpha, outlier_alpha_scale, outlier_bound, data_scale
-        As in :class:`RobustOnlineNMF` (``data_scale="auto"``: the mean absolute entry of
-        ``X``; the factorization runs on ``X / scale_``, and its results are scaled back;
-        ``outlier_alpha="auto"`` is the fixed 0.5 data units, there being no stream of
-        residuals to learn a scale from).
+        As in :class:`RobustOnlineNMF` (``outlier_bound`` other than None or inf with
+        ``outlier_alpha=inf`` is refused, naming both; ``data_scale="auto"``: the mean
+        absolute entry of ``X``; the factorization runs on ``X / scale_``, and its results
+        are scaled back; ``outlier_alpha="auto"`` is the fixed 0.5 data units, there being no
+        stream of residuals to learn a scale from).
     solver : {"pgd", "admm"}, default "pgd"
         BPGD or BADMM (above), for :meth:`transform` too (OPGD or OADMM).
     solver_params : dict or None, default None
@@ -180,6 +182,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def _check_rules(self) -> None:
         self._solver_settings()
         check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
+        check_outlier_part(self.outlier_alpha, {"outlier_bound": self.outlier_bound})
 
     def _solver_settings(self) -> dict:
         """The solver's settings: ``solver_params`` over their defaults."""
