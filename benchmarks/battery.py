@@ -357,6 +357,11 @@ def dict_keys(subject: Subject, param: str) -> tuple[str, ...]:
         from tensorstream.algorithms.variance_reduced import METHOD_PARAMS
 
         return tuple(METHOD_PARAMS[model.method])
+    if param == "solver_params":
+        from tensorstream.algorithms.robust_nmf import BATCH_SOLVER_PARAMS, SOLVER_PARAMS
+
+        table = BATCH_SOLVER_PARAMS if subject.name.endswith("-batch") else SOLVER_PARAMS
+        return tuple(table[model.solver])
     return ()
 
 

@@ -23,11 +23,12 @@ from tensorstream.learners.robust_pca import OnlineRobustPCA, RobustPCA
 
 #: (learner, the old names of its parameters: the new names)
 CASES = [
-    (lambda: RobustOnlineNMF(3, outlier_alpha=0.4, outlier_alpha_scale=1.5, outlier_bound=5.0,
+    (lambda: RobustOnlineNMF(3, outlier_alpha=None, outlier_alpha_scale=1.5, outlier_bound=5.0,
                              alpha=0.01, ridge=0.02, group_alpha=0.03, group_size=2,
                              batch_size=10, random_state=0),
      {"lam": "outlier_alpha", "lam_scale": "outlier_alpha_scale", "M": "outlier_bound",
-      "code_l1": "alpha", "code_l2": "ridge", "code_group": "group_alpha"}),
+      "code_l1": "alpha", "code_l2": "ridge", "code_group": "group_alpha",
+      "dict_max_iter": "dict_passes"}),
     (lambda: RobustNMF(3, outlier_alpha=0.4, outlier_bound=5.0, code_tol=1e-5,
                        code_max_iter=300, max_iter=5, random_state=0),
      {"lam": "outlier_alpha", "M": "outlier_bound", "transform_tol": "code_tol",

@@ -82,7 +82,8 @@ def oadmm_run(ct_data):
 @pytest.fixture(scope="module")
 def proxy_run(ct_data):
     """The spec's proxy: the same code without outliers (lam = inf)."""
-    model = RobustOnlineNMF(49, solver="admm", outlier_alpha=np.inf, random_state=2)
+    model = RobustOnlineNMF(49, solver="admm", outlier_alpha=np.inf, outlier_bound=None,
+                            random_state=2)
     H, _, _, _ = _stream(model, ct_data.X)
     return model, H
 
@@ -155,7 +156,8 @@ def test_paper_mode_opgd_is_no_worse_than_its_outlier_free_proxy(ct_data):
     H, R, _, _ = _stream(model, X)
     W = model.loadings_[0]
     assert W.min() >= 0 and np.linalg.norm(W, axis=0).max() <= 1 + 1e-12
-    proxy = RobustOnlineNMF(49, solver="pgd", outlier_alpha=np.inf, random_state=2)
+    proxy = RobustOnlineNMF(49, solver="pgd", outlier_alpha=np.inf, outlier_bound=None,
+                            random_state=2)
     H_proxy, _, _, _ = _stream(proxy, X)
     assert psnr(X_clean, H @ W.T) >= psnr(X_clean, H_proxy @ proxy.loadings_[0].T) - 1
 
@@ -349,7 +351,8 @@ def test_outlier_extensions_hold_after_every_step():
         model.partial_fit(data.X[start:start + 6])
         _, R = model.last_decomposition_
         assert R.min() >= 0 and R.max() <= 0.5
-    model = RobustOnlineNMF(5, outlier_bound=None, solver="pgd", accelerated=True, group_alpha=0.01,
+    model = RobustOnlineNMF(5, outlier_bound=None, solver="pgd",
+                            solver_params={"accelerated": True}, group_alpha=0.01,
                             group_size=2, alpha=0.001, random_state=0).fit(data.X)
     assert np.all(np.isfinite(model.loadings_[0]))
 
@@ -451,7 +454,9 @@ def test_no_outliers_matches_the_proxy():
     data = synthetic_outlier_data(n_samples=2000, nu=0.0, random_state=13)
     results = []
     for lam in (None, np.inf):
-        model = RobustOnlineNMF(49, outlier_alpha=lam, random_state=2)
+        # no box without outliers (the paper's box has nothing to bound there)
+        model = RobustOnlineNMF(49, outlier_alpha=lam, outlier_bound=1.0 if lam is None else None,
+                                random_state=2)
         H, _, _, _ = _stream(model, data.X)
         results.append(psnr(data.X_clean, H @ model.loadings_[0].T))
     assert abs(results[0] - results[1]) <= 1.0
@@ -597,9 +602,10 @@ def test_bad_masks_are_refused(fitted):
     (dict(outlier_bound=0.0), ValueError, "outlier_bound must be > 0"),
     (dict(outlier_bound=-2.0), ValueError, "outlier_bound must be > 0"),
     (dict(solver="sgd"), ValueError, "solver"),
-    (dict(kappa=0.0), ValueError, "kappa"),
-    (dict(kappa=1.5), ValueError, "kappa"),
-    (dict(rho=0.0), ValueError, "rho"),
+    (dict(solver="pgd", solver_params={"kappa": 0.0}), ValueError, "kappa"),
+    (dict(solver="pgd", solver_params={"kappa": 1.5}), ValueError, "kappa"),
+    (dict(solver_params={"rho": 0.0}), ValueError, "rho"),
+    (dict(solver_params=[("rho", 2.0)]), TypeError, "solver_params"),
     (dict(constraint="box"), ValueError, "constraint"),
     (dict(constraint="elasticnet", gamma1=0.0, gamma2=0.0), ValueError, "gamma"),
     (dict(code_max_iter=0), ValueError, "code_max_iter"),
@@ -607,7 +613,7 @@ def test_bad_masks_are_refused(fitted):
     (dict(code_init="random"), ValueError, "code_init"),
     (dict(outlier_init="ones"), ValueError, "outlier_init"),
     (dict(group_size=0), ValueError, "group_size"),
-    (dict(accelerated="yes"), TypeError, "accelerated"),
+    (dict(solver="pgd", solver_params={"accelerated": "yes"}), TypeError, "accelerated"),
     (dict(init="nndsvda"), ValueError, "init"),
     (dict(init=np.ones((2, 20))), ValueError, "init must have shape"),
     (dict(weights="fast"), ValueError, "weights"),
@@ -704,7 +710,7 @@ def test_robustness_holds_under_heavier_outliers():
     for (nu, nu_tilde), floor in (((0.8, 0.2), 30), ((0.9, 0.3), 28)):
         data = synthetic_outlier_data(nu=nu, nu_tilde=nu_tilde, random_state=1)
         robust = RobustOnlineNMF(49, random_state=2)
-        proxy = RobustOnlineNMF(49, outlier_alpha=np.inf, random_state=2)
+        proxy = RobustOnlineNMF(49, outlier_alpha=np.inf, outlier_bound=None, random_state=2)
         H, R, _, _ = _stream(robust, data.X)
         H_proxy, _, _, _ = _stream(proxy, data.X)
         gain = psnr(data.X_clean, H @ robust.loadings_[0].T) - psnr(
@@ -730,7 +736,8 @@ def test_admm_rho_barely_matters_with_tight_inner_solves(ct_data):
     # spec item(s): spec 000 E10
     finals = {}
     for rho in (1.0, 10.0):
-        model = RobustOnlineNMF(49, rho=rho, code_tol=1e-6, code_max_iter=1000, random_state=2)
+        model = RobustOnlineNMF(49, solver_params={"rho": rho}, code_tol=1e-6,
+                                code_max_iter=1000, random_state=2)
         _stream(model, ct_data.X)
         finals[rho] = model.surrogate_value()
     assert finals[10.0] <= 1.05 * finals[1.0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from ..core.constraints import (
     project_simplex_columns,
 )
 from ..core.dictionary import reconstruct
+from ..core.validation import BOOLEAN, Interval, refuse_unknown_keys, validate_params
 from ..engine import Codes
 from ..engine.loop import usable_scale
 from ..schedules import make_weights
@@ -44,6 +45,105 @@ from .robust_matrix import residual_scales
 from .surrogate_cp import SurrogateCP
 
 CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
+
+#: The settings each solver takes (``RobustOnlineNMF``'s ``solver_params`` keys), with their
+#: defaults: PGD's step fraction ``kappa`` (steps ``kappa / ||W||_2^2`` on the codes,
+#: ``kappa / ||A||_F`` on the dictionary) and FISTA on the codes (``accelerated``, the
+#: paper's Section IV-A1); ADMM's penalty ``rho`` (``rho1 = rho2 = rho3``). A step size and
+#: a penalty are not one quantity, so each solver has its own keys.
+SOLVER_PARAMS = {"pgd": {"kappa": 0.7, "accelerated": False}, "admm": {"rho": 1.0}}
+#: The batch ``RobustNMF``'s (BPGD and its ``transform`` take no accelerated step).
+BATCH_SOLVER_PARAMS = {"pgd": {"kappa": 0.7}, "admm": {"rho": 1.0}}
+_SOLVER_PARAM_CONSTRAINTS = {"kappa": [Interval("real", 0, 1, closed="right")],
+                             "rho": [Interval("real", 0, None, closed="neither")],
+                             "accelerated": [BOOLEAN]}
+
+
+def solver_settings(solver: str, params: Mapping | None,
+                    defaults: Mapping = SOLVER_PARAMS) -> dict:
+    """The settings of ``solver``: ``defaults[solver]`` updated by ``params`` (a learner's
+    ``solver_params``); a key of the other solver is refused by name, never ignored.
+
+    Examples
+    --------
+    >>> solver_settings("pgd", {"kappa": 0.5})
+    {'kappa': 0.5, 'accelerated': False}
+    >>> solver_settings("admm", {"kappa": 0.5})
+    Traceback (most recent call last):
+    ...
+    ValueError: solver_params: 'kappa' does not apply to solver='admm': its settings are ['rho']
+    """
+    params = {} if params is None else params
+    if not isinstance(params, Mapping):
+        raise TypeError(f"solver_params must be a dict or None, got {params!r}")
+    try:
+        refuse_unknown_keys(params, defaults[solver], f"solver={solver!r}", "settings")
+    except ValueError as error:
+        raise ValueError(f"solver_params: {error}") from None
+    validate_params(dict(params), _SOLVER_PARAM_CONSTRAINTS, "solver_params")
+    return {**defaults[solver], **params}
+
+
+def check_outlier_alpha_scale(outlier_alpha: Any, outlier_alpha_scale: float) -> None:
+    """Refuse ``outlier_alpha_scale`` other than 1 with a given ``outlier_alpha`` (a float or
+    inf): it multiplies the weight that ``"auto"`` or None choose, and a given weight is
+    used as it is."""
+    if outlier_alpha_scale != 1.0 and not (outlier_alpha is None or
+                                           isinstance(outlier_alpha, str)):
+        raise ValueError(
+            f"outlier_alpha_scale multiplies the weight outlier_alpha='auto' or None chooses; "
+            f"a given outlier_alpha is used as it is: give the weight itself or leave "
+            f"outlier_alpha_scale at 1.0, got outlier_alpha_scale={outlier_alpha_scale!r} "
+            f"with outlier_alpha={outlier_alpha!r}")
+
+
+#: What only the outlier part reads, at its default: ``outlier_alpha=inf`` has none (the
+#: coders start and stay at ``e = 0``), so another value of these means nothing there.
+OUTLIER_DEFAULTS = {"outlier_bound": None, "nonnegative_outliers": False, "outlier_l2": 0.0,
+                    "outlier_init": "gross"}
+
+
+def check_outlier_part(outlier_alpha: Any, params: Mapping) -> None:
+    """Refuse ``params`` (names of :data:`OUTLIER_DEFAULTS`: their values) other than their
+    defaults with ``outlier_alpha=inf``, which turns the outliers off (``outlier_bound=inf``
+    is no box, as None)."""
+    if outlier_alpha is None or isinstance(outlier_alpha, str) or \
+            not math.isinf(float(outlier_alpha)):
+        return
+    for name, value in params.items():
+        default = OUTLIER_DEFAULTS[name]
+        if value == default or (name == "outlier_bound" and value == math.inf):
+            continue
+        raise ValueError(
+            f"{name} applies to the outliers, which outlier_alpha=inf turns off (no outlier "
+            f"part): leave {name} at {default!r} or give a finite outlier_alpha, got "
+            f"{name}={value!r} with outlier_alpha=inf")
+
+
+def check_group_size(group_alpha: float, group_size: int) -> None:
+    """Refuse ``group_size`` other than 1 without the group lasso (``group_alpha=0``), whose
+    groups it sizes."""
+    if group_alpha == 0 and group_size != 1:
+        raise ValueError(
+            f"group_size sizes the groups of the group lasso, which group_alpha=0 turns off: "
+            f"leave group_size at 1 or give group_alpha > 0, got group_size={group_size!r} "
+            f"with group_alpha={group_alpha!r}")
+
+
+def check_constraint_weights(constraint: str, gamma1: float, gamma2: float) -> None:
+    """Refuse ``gamma1``, ``gamma2`` other than their defaults (0, 2) with a constraint set
+    other than ``"elasticnet"``, whose weights they are; and ``"elasticnet"`` with both 0."""
+    if constraint == "elasticnet":
+        if gamma1 == gamma2 == 0:
+            raise ValueError("constraint='elasticnet' needs gamma1 > 0 or gamma2 > 0")
+        return
+    for name, value, default in (("gamma1", gamma1, 0.0), ("gamma2", gamma2, 2.0)):
+        if value != default:
+            raise ValueError(
+                f"{name} is a weight of the elastic-net set, which constraint={constraint!r} "
+                f"does not use: leave {name} at {default!r} or pick "
+                f"constraint='elasticnet', got {name}={value!r} with "
+                f"constraint={constraint!r}")
 
 
 #: ``outlier_alpha="auto"`` in residual scales: a residual beyond 2.5 times the model's
@@ -235,7 +335,8 @@ def dictionary_projection(constraint: str, gamma1: float = 0.0,
 class RobustNMFOptions:
     """The options of :class:`RobustNMFAlgorithm`
     (:class:`~tensorstream.learners.robust_nmf.RobustOnlineNMF`'s parameters of the same names
-    say what each means)."""
+    say what each means; ``kappa``, ``accelerated`` and ``rho`` are its ``solver_params``, of
+    which only the chosen solver's are read)."""
 
     n_components: int
     init: Any = "random"
@@ -264,7 +365,7 @@ class RobustNMFOptions:
     dict_l1: float = 0.0
     dict_l2: float = 0.0
     dict_tol: float = 1e-4
-    dict_max_iter: int = 200
+    dict_passes: int = 200
 
 
 class RobustNMFAlgorithm(SurrogateCP):
@@ -499,7 +600,7 @@ class RobustNMFAlgorithm(SurrogateCP):
             loadings, statistics["A"] / unit, statistics["B"] / unit, statistics["c"] / unit,
             solver=p.solver,
             project=dictionary_projection(p.constraint, p.gamma1, p.gamma2), l1=p.dict_l1,
-            l2=p.dict_l2, kappa=p.kappa, rho=p.rho, tol=p.dict_tol, max_iter=p.dict_max_iter,
+            l2=p.dict_l2, kappa=p.kappa, rho=p.rho, tol=p.dict_tol, max_iter=p.dict_passes,
             radius=None, radius_mode="frobenius")
         return new
 

@@ -39,6 +39,11 @@ from ..algorithms.robust_nmf import (
     CONSTRAINTS,
     RobustNMFAlgorithm,
     RobustNMFOptions,
+    check_constraint_weights,
+    check_group_size,
+    check_outlier_alpha_scale,
+    check_outlier_part,
+    solver_settings,
 )
 from ..core.backend import using
 from ..core.dictionary import reconstruct
@@ -71,8 +76,8 @@ ROBUST_CONSTRAINTS = {
     "outlier_bound": [Interval("real", 0, None, closed="neither"),
           Instance("inf (unbounded outliers)", check=lambda value: value == float("inf")), NONE],
     "solver": [Options("pgd", "admm")],
-    "kappa": [Interval("real", 0, 1, closed="right")],
-    "rho": [Interval("real", 0, None, closed="neither")],
+    # its keys and their values: algorithms.robust_nmf.solver_settings, per solver
+    "solver_params": [Instance("a dict", dict), NONE],
     "init": [Options("random"), ARRAY, SEQUENCE],
 }
 
@@ -103,11 +108,13 @@ class RobustOnlineNMF(OnlineLearner):
         docs/robustness.md, "third round"); None:
         ``outlier_alpha_scale / sqrt(F)`` with ``F`` the sample size (the paper's convention,
         for data at unit maximum with ``data_scale=1.0``); ``inf``: no outliers (plain online
-        NMF with these solvers).
+        NMF with these solvers; ``outlier_bound``, ``outlier_l2``, ``nonnegative_outliers``
+        and ``outlier_init`` other than their defaults are refused there, naming both).
     outlier_alpha_scale : float, default 1.0
-        Multiple of the ``"auto"`` or the paper's ``outlier_alpha`` (ignored for a given
-        float): ``1/sqrt(F)`` is too small for large or sparse samples (a video frame of 3,072
-        pixels needs about 3).
+        Multiple of the ``"auto"`` or the paper's ``outlier_alpha`` (None): ``1/sqrt(F)`` is
+        too small for large or sparse samples (a video frame of 3,072 pixels needs about 3).
+        A given ``outlier_alpha`` (a float or inf) is used as it is: a value other than 1.0
+        with it is refused, naming both.
     outlier_bound : float or None, default None
         Box ``|e_i| <= outlier_bound`` in units of the data scale (the paper's ``M = 1`` for
         data scaled to unit maximum, in ``paper_params``); None or inf: no box. A box leaves
@@ -123,24 +130,28 @@ class RobustOnlineNMF(OnlineLearner):
         ``X``. A float declares it (1.0: the raw units of the paper).
     solver : {"admm", "pgd"}, default "admm"
         OADMM or OPGD, for both the coding and the dictionary step.
-    kappa : float, default 0.7
-        PGD step fractions (``kappa / ||W||_2^2`` for ``h``, ``kappa / ||A||_F`` for ``W``).
-    rho : float, default 1.0
-        ADMM penalties (``rho1 = rho2 = rho3``).
-    accelerated : bool, default False
-        FISTA on the codes (``solver="pgd"`` only; the accelerated PGD of the paper's
-        Section IV-A1).
+    solver_params : dict or None, default None
+        The chosen solver's settings, each over its default (None: all at their defaults);
+        a key of the other solver is refused by name:
+
+        - ``"pgd"``: ``kappa`` (0.7), the step fractions (``kappa / ||W||_2^2`` for ``h``,
+          ``kappa / ||A||_F`` for ``W``), ``0 < kappa <= 1``; ``accelerated`` (False), FISTA
+          on the codes (the accelerated PGD of the paper's Section IV-A1).
+        - ``"admm"``: ``rho`` (1.0), the ADMM penalties (``rho1 = rho2 = rho3``), ``> 0``.
     code_tol, code_max_iter : float, int, default 1e-3, 20
         The paper's stopping rule of the coding step, per sample (relative objective change).
         The cap is the cost of a step: 20 iterations (the paper's 50 in ``paper_params``)
         coded clean faces and digits (K = 25) as well, at 0.1-0.3 dB, in half the time.
-    dict_tol, dict_max_iter : float, int, default 1e-4, 200
-        The paper's stopping rule of the dictionary step.
+    dict_tol, dict_passes : float, int, default 1e-4, 200
+        The paper's stopping rule of the dictionary step: its PGD or ADMM iterations per
+        step stop once the surrogate's relative change falls below ``dict_tol``, at most
+        ``dict_passes`` of them.
     constraint : {"l2ball", "nonneg", "simplex", "elasticnet"}, default "l2ball"
         The dictionary's set: ``C``, ``C1``, ``C2`` or ``C3`` of the paper (for tensor samples:
         of each loading's columns).
     gamma1, gamma2 : float, default 0.0, 2.0
-        The elastic-net ball ``C3`` (the defaults make it ``C``).
+        The elastic-net ball ``C3`` of ``constraint="elasticnet"`` (the defaults make it
+        ``C``); other values with another constraint set are refused, naming both.
     dict_l1, dict_l2 : float, default 0.0
         Elastic-net penalty ``dict_l1 ||W||_1 + dict_l2/2 ||W||_F^2`` on the dictionary.
     alpha, ridge : float, default 0.0
@@ -149,7 +160,8 @@ class RobustOnlineNMF(OnlineLearner):
         learner: ``alpha=a`` here is ``alpha=a`` of ``OnlineCPDL``).
     group_alpha, group_size : float, int, default 0.0, 1
         Group lasso on consecutive groups of ``group_size`` codes (with ``alpha``: the
-        sparse group lasso).
+        sparse group lasso); ``group_size`` other than 1 with ``group_alpha=0`` is refused,
+        naming both.
     outlier_l2 : float, default 0.0
         Tikhonov penalty ``nu2/2 ||e||^2`` (eq. 39: with ``ridge`` it makes ``(h, e)`` unique).
     nonnegative_outliers : bool, default False
@@ -231,9 +243,9 @@ class RobustOnlineNMF(OnlineLearner):
 
     def __init__(self, n_components: int, *, outlier_alpha: float | str | None = "auto",
                  outlier_alpha_scale: float = 1.0, outlier_bound: float | None = None,
-                 data_scale: float | str = "auto", solver: str = "admm", kappa: float = 0.7,
-                 rho: float = 1.0, accelerated: bool = False, code_tol: float = 1e-3,
-                 code_max_iter: int = 20, dict_tol: float = 1e-4, dict_max_iter: int = 200,
+                 data_scale: float | str = "auto", solver: str = "admm",
+                 solver_params: dict | None = None, code_tol: float = 1e-3,
+                 code_max_iter: int = 20, dict_tol: float = 1e-4, dict_passes: int = 200,
                  constraint: str = "l2ball", gamma1: float = 0.0, gamma2: float = 2.0,
                  dict_l1: float = 0.0, dict_l2: float = 0.0, alpha: float = 0.0,
                  ridge: float = 0.0, group_alpha: float = 0.0, group_size: int = 1,
@@ -250,13 +262,11 @@ class RobustOnlineNMF(OnlineLearner):
         self.outlier_bound = outlier_bound
         self.data_scale = data_scale
         self.solver = solver
-        self.kappa = kappa
-        self.rho = rho
-        self.accelerated = accelerated
+        self.solver_params = solver_params
         self.code_tol = code_tol
         self.code_max_iter = code_max_iter
         self.dict_tol = dict_tol
-        self.dict_max_iter = dict_max_iter
+        self.dict_passes = dict_passes
         self.constraint = constraint
         self.gamma1 = gamma1
         self.gamma2 = gamma2
@@ -287,9 +297,8 @@ class RobustOnlineNMF(OnlineLearner):
 
     _parameter_constraints = {
         **SHARED_CONSTRAINTS, **ROBUST_CONSTRAINTS,
-        "accelerated": [BOOLEAN],
         "dict_tol": [Interval("real", 0, None)],
-        "dict_max_iter": [Interval("int", 1, None)],
+        "dict_passes": [Interval("int", 1, None)],
         "constraint": [Options(*CONSTRAINTS)],
         "gamma1": [Interval("real", 0, None)],
         "gamma2": [Interval("real", 0, None)],
@@ -308,8 +317,13 @@ class RobustOnlineNMF(OnlineLearner):
     }
 
     def _check_rules(self) -> None:
-        if self.constraint == "elasticnet" and self.gamma1 == self.gamma2 == 0:
-            raise ValueError("constraint='elasticnet' needs gamma1 > 0 or gamma2 > 0")
+        solver_settings(self.solver, self.solver_params)
+        check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
+        check_constraint_weights(self.constraint, self.gamma1, self.gamma2)
+        check_outlier_part(self.outlier_alpha, {
+            "outlier_bound": self.outlier_bound, "outlier_l2": self.outlier_l2,
+            "nonnegative_outliers": self.nonnegative_outliers, "outlier_init": self.outlier_init})
+        check_group_size(self.group_alpha, self.group_size)
         make_weights(self.weights)
 
     def _algorithm(self) -> RobustNMFAlgorithm:
@@ -321,12 +335,12 @@ class RobustOnlineNMF(OnlineLearner):
             outlier_bound=self.outlier_bound, nonnegative_outliers=self.nonnegative_outliers,
             outlier_l2=self.outlier_l2, alpha=self.alpha, ridge=self.ridge,
             group_alpha=self.group_alpha, group_size=self.group_size,
-            data_scale=self.data_scale, solver=self.solver, kappa=self.kappa, rho=self.rho,
-            accelerated=self.accelerated, code_init=self.code_init,
+            data_scale=self.data_scale, solver=self.solver,
+            **solver_settings(self.solver, self.solver_params), code_init=self.code_init,
             outlier_init=self.outlier_init, code_tol=self.code_tol,
             code_max_iter=self.code_max_iter, constraint=self.constraint, gamma1=self.gamma1,
             gamma2=self.gamma2, dict_l1=self.dict_l1, dict_l2=self.dict_l2,
-            dict_tol=self.dict_tol, dict_max_iter=self.dict_max_iter))
+            dict_tol=self.dict_tol, dict_passes=self.dict_passes))
 
     def _nonnegative_data(self) -> bool:
         return True

@@ -14,10 +14,14 @@ import tensorly as tl
 
 from ..algorithms.nmf import loadings_from_init
 from ..algorithms.robust_nmf import (
+    BATCH_SOLVER_PARAMS,
     _default_outlier_alpha,
+    check_outlier_alpha_scale,
+    check_outlier_part,
     coding_start,
     dictionary_projection,
     first_batch_scale,
+    solver_settings,
 )
 from ..algorithms.robust_nmf_batch import badmm, bpgd
 from ..coders.robust import RobustPenalties, project_outliers, robust_code
@@ -55,8 +59,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     increases). ``solver="admm"``: the splitting ``H = U``, ``E = Q``, ``W = Psi``, one pass of
     eqs. (S-12)-(S-20) per iteration (not monotone); the feasible ``(Psi, U, Q)`` are returned.
     The step sizes and penalties are the online learner's (``kappa / ||W||_2^2``,
-    ``kappa / ||H^T H||_F``, ``rho``). Only the parameter contract of the online learners is
-    shared; this estimator holds the whole data.
+    ``kappa / ||H^T H||_F``, ``rho``: ``solver_params``). Only the parameter contract of the
+    online learners is shared; this estimator holds the whole data.
 
     The default is BPGD, run until the objective's relative change between iterations falls
     below ``1e-4`` (scikit-learn's ``NMF`` has the same default tolerance) or for 1,000
@@ -69,13 +73,18 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     Parameters
     ----------
     n_components : int
-    outlier_alpha, outlier_alpha_scale, outlier_bound, data_scale, kappa, rho
-        As in :class:`RobustOnlineNMF` (``data_scale="auto"``: the mean absolute entry of
-        ``X``; the factorization runs on ``X / scale_``, and its results are scaled back;
-        ``outlier_alpha="auto"`` is the fixed 0.5 data units, there being no stream of
-        residuals to learn a scale from).
+    outlier_alpha, outlier_alpha_scale, outlier_bound, data_scale
+        As in :class:`RobustOnlineNMF` (``outlier_bound`` other than None or inf with
+        ``outlier_alpha=inf`` is refused, naming both; ``data_scale="auto"``: the mean
+        absolute entry of ``X``; the factorization runs on ``X / scale_``, and its results
+        are scaled back; ``outlier_alpha="auto"`` is the fixed 0.5 data units, there being no
+        stream of residuals to learn a scale from).
     solver : {"pgd", "admm"}, default "pgd"
-        BPGD or BADMM (above).
+        BPGD or BADMM (above), for :meth:`transform` too (OPGD or OADMM).
+    solver_params : dict or None, default None
+        The chosen solver's settings over their defaults, as in :class:`RobustOnlineNMF`
+        (a key of the other solver is refused by name): ``"pgd"``: ``kappa`` (0.7);
+        ``"admm"``: ``rho`` (1.0). BPGD has no accelerated step.
     max_iter : int, default 1000
         Iterations.
     tol : float, default 1e-4
@@ -135,8 +144,8 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
 
     def __init__(self, n_components: int, *, outlier_alpha: float | str | None = "auto",
                  outlier_alpha_scale: float = 1.0, outlier_bound: float | None = None,
-                 data_scale: float | str = "auto", solver: str = "pgd", kappa: float = 0.7,
-                 rho: float = 1.0, max_iter: int = 1000, tol: float = 1e-4,
+                 data_scale: float | str = "auto", solver: str = "pgd",
+                 solver_params: dict | None = None, max_iter: int = 1000, tol: float = 1e-4,
                  max_time: float | None = None, code_tol: float = 1e-6,
                  code_max_iter: int = 1000, init="random", random_state=None,
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
@@ -147,8 +156,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         self.outlier_bound = outlier_bound
         self.data_scale = data_scale
         self.solver = solver
-        self.kappa = kappa
-        self.rho = rho
+        self.solver_params = solver_params
         self.max_iter = max_iter
         self.tol = tol
         self.max_time = max_time
@@ -170,6 +178,15 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         "code_tol": [Interval("real", 0, None)],
         "code_max_iter": [Interval("int", 1, None)],
     }
+
+    def _check_rules(self) -> None:
+        self._solver_settings()
+        check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
+        check_outlier_part(self.outlier_alpha, {"outlier_bound": self.outlier_bound})
+
+    def _solver_settings(self) -> dict:
+        """The solver's settings: ``solver_params`` over their defaults."""
+        return solver_settings(self.solver, self.solver_params, BATCH_SOLVER_PARAMS)
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         fitted = "components_" in self.__dict__
@@ -243,7 +260,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
             if not all(bool(tl.all(tl.abs(T) < float("inf"))) for T in (W, H, E)):
                 raise ValueError("X: the factorization overflowed to NaN or infinite factors: "
                                  "the values are too large for its arithmetic (rescale the "
-                                 "data) or the steps too long (kappa, rho)")
+                                 "data) or the steps too long (solver_params)")
             for info in history:
                 info["objective"] *= scale * scale
             components = tl.transpose(W)  # on the data's backend, not the global one
@@ -266,8 +283,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                      callback=None if self.callback is None else
                      lambda info: self._called_back(info, backend))
         if self.solver == "admm":
-            return badmm(X, W, H, E, penalties, project=project, rho=self.rho, **stops)
-        return bpgd(X, W, H, E, penalties, project=project, kappa=self.kappa, **stops)
+            return badmm(X, W, H, E, penalties, project=project, **self._solver_settings(),
+                         **stops)
+        return bpgd(X, W, H, E, penalties, project=project, **self._solver_settings(), **stops)
 
     def _called_back(self, info: dict, backend: str) -> bool:
         """The user's callback on ``info``, on the data's backend: True stops the run."""
@@ -292,7 +310,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         """:meth:`decompose` of an ``X`` already :meth:`_checked`."""
         scale = self.scale_
         penalties = self._penalties(X.shape[1])
-        options = {"rho": self.rho} if self.solver == "admm" else {"kappa": self.kappa}
+        options = self._solver_settings()
 
         def code(X: Any, components: Any) -> tuple[Any, Any]:
             H0, E0 = coding_start(X / scale, self.n_components, "uniform", "gross")
