@@ -94,3 +94,27 @@ def test_faces_with_weak_corruption(kind, floor):
     Xc = BENCH.corrupt(X, kind, "weak", (25, 25))
     model = RobustOnlineNMF(25, random_state=0).fit(Xc)
     assert BENCH.psnr(to_numpy(model.denoise(Xc)), X) > floor
+
+
+def test_outlier_alpha_scale_moves_the_per_sample_weights_too():
+    """``outlier_alpha_scale`` multiplied only the cap: where every sample's weight was its
+    residuals' own term the scale changed nothing."""
+    from tensorstream import RobustOnlineNMF
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 4)) @ rng.random((4, 30)) + 0.05 * rng.random((200, 30))
+    X[rng.random(X.shape) < 0.05] += 1.2
+    # before: 279 entries flagged at both scales, equal components
+    fits = [RobustOnlineNMF(4, outlier_alpha_scale=a, batch_size=20, max_iter=2,
+                            random_state=0).fit(X) for a in (5.0, 8.0)]
+    assert np.abs(np.asarray(fits[0].components_) - np.asarray(fits[1].components_)).max() > 1e-4
+
+
+def test_an_outlier_weight_that_overflows_learns_without_outliers():
+    """``outlier_alpha_scale=1e308`` makes the weight infinite (no outliers): the step took
+    the robust statistics' path and failed on ``None * 1.1``."""
+    from tensorstream import RobustOnlineNMF
+
+    X = np.random.default_rng(1).random((60, 12))
+    model = RobustOnlineNMF(3, outlier_alpha_scale=1e308, batch_size=20, random_state=0).fit(X)
+    assert np.all(np.asarray(model.outliers(X)) == 0)

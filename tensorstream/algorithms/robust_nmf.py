@@ -185,7 +185,7 @@ _RESIDUAL_SCALE_FLOOR = 1e-6
 #: weak blocks, fitted: 0.19 data units on average on the clean half, 0.27 on the corrupted
 #: half, the cap 0.30).
 #: Measured on every weak and strong cell of ``benchmarks/bench_robust.py`` with the robust
-#: statistics of :meth:`RobustNMFAlgorithm.robust_statistics` (``docs/_robust_nmf_notes.md``):
+#: statistics of :meth:`RobustNMFAlgorithm.robust_statistics` (docs/robustness.md, "third round"):
 #: +0.85 dB on average, from -0.51 to +3.6 dB per cell; 3 residual scales cost clean faces
 #: 0.4 dB, 5 and 6 lost more on strong blocks; without the robust statistics the per-sample
 #: weight changed nothing (the cap of 0.5 data units was below 4 residual scales).
@@ -525,7 +525,9 @@ class RobustNMFAlgorithm(SurrogateCP):
         if mask is not None:
             held = held * tl.reshape(tl.tensor(mask, **tl.context(flat)), (b, -1))
         cap = penalties.outlier_alpha
-        scales = residual_scales(residuals, held) * SAMPLE_RESIDUAL_SCALES
+        # outlier_alpha_scale moves both terms: the cap came with it (_default_outlier_alpha)
+        factor = SAMPLE_RESIDUAL_SCALES * float(self.options.outlier_alpha_scale)
+        scales = residual_scales(residuals, held) * factor
         return tl.clip(scales, _RESIDUAL_SCALE_FLOOR * cap, cap)
 
     def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,
@@ -535,6 +537,10 @@ class RobustNMFAlgorithm(SurrogateCP):
         With ``"auto"`` the sums are the robust statistics of :meth:`robust_statistics`."""
         if coded.work is None:
             return super().batch_sums(X, coded, mask, loadings, scale)
+        if coded.work.sample_alpha is None:  # no outliers (a weight that overflowed to inf)
+            residuals = X / scale - reconstruct(loadings, coded.codes / scale)
+            return {**super().batch_sums(X, coded, mask, loadings, scale),
+                    **residual_sums(residuals, mask, self.residual_scale)}
         coded, residual = self.robust_statistics(X, coded, mask, loadings, scale)
         return {**super().batch_sums(X, coded, mask, loadings, scale), **residual}
 

@@ -384,7 +384,9 @@ class RobustOnlineNMF(OnlineLearner):
     # -- results -------------------------------------------------------------------------------
 
     def surrogate_value(self) -> float:
-        """The paper's surrogate ``f~_t(W_t)`` (eq. 11, plus the dictionary's penalty)."""
+        """The surrogate ``f~_t(W_t)`` of the statistics learned (plus the dictionary's
+        penalty): the paper's (eq. 11) with a given ``outlier_alpha``; with ``"auto"`` the
+        statistics are those of the refit codes and the model at flagged entries."""
         stats = self.statistics_
         with using(self.backend_):
             # the dictionary penalties are in units of the data scale, squared like the loss
@@ -446,7 +448,9 @@ class RobustOnlineNMF(OnlineLearner):
 
     @property
     def outlier_alpha_(self) -> float:
-        """The outlier weight the learner codes with now, in the data's units."""
+        """The outlier weight the learner codes with now, in the data's units; with
+        ``outlier_alpha="auto"`` the learned weight, of which each sample's own is at most
+        twice (the smaller of that cap and its own residuals' scale)."""
         state = self._fitted_state()
         algorithm = self._algorithm().at_state(state)
         n_features = int(np.prod([U.shape[0] for U in state.loadings]))
