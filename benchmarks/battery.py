@@ -345,53 +345,54 @@ FREE = {"callback", "init", "groups", "laplacian", "lrr_A", "lrr_B", "code_step"
         "search_radius"}
 
 
-def dict_keys(subject: Subject, param: str) -> tuple[str, ...]:
-    """The keys that the dict parameter ``param`` takes as the small learner is configured
-    (its formulation's, its method's): each is tried with every bad value, in a dict."""
+def dict_keys(subject: Subject, param: str) -> list[tuple[dict, tuple[str, ...]]]:
+    """``(flag, keys)``: the keys that the dict parameter ``param`` takes, with the setting of
+    the parameter that chooses them (``flag``): the small learner's formulation's and method's;
+    every solver's for ``solver_params``. Each key is tried with every bad value, in a dict."""
     model = subject.make()
     if param == "formulation_params":
         from tensorstream.finite.formulations import FORMULATION_PARAMS
 
-        return FORMULATION_PARAMS[model.formulation]
+        return [({}, FORMULATION_PARAMS[model.formulation])]
     if param == "method_params":
         from tensorstream.algorithms.variance_reduced import METHOD_PARAMS
 
-        return tuple(METHOD_PARAMS[model.method])
+        return [({}, tuple(METHOD_PARAMS[model.method]))]
     if param == "solver_params":
-        from tensorstream.algorithms.robust_nmf import BATCH_SOLVER_PARAMS, SOLVER_PARAMS
-
-        table = BATCH_SOLVER_PARAMS if subject.name.endswith("-batch") else SOLVER_PARAMS
-        return tuple(table[model.solver])
-    return ()
+        table = subject.cls._solver_params  # the learner's own: the batch one has fewer
+        return [({"solver": solver}, tuple(keys)) for solver, keys in table.items()]
+    return []
 
 
-def tried_values(subject: Subject, quick: bool) -> list[tuple[str, str, Any, str]]:
-    """``(param, label, value, must)`` for every parameter and bad value (for a dict
-    parameter, every key of it, the bad value in a one-key dict)."""
+def tried_values(subject: Subject, quick: bool) -> list[tuple[str, str, Any, str, dict]]:
+    """``(param, label, value, must, flag)`` for every parameter and bad value (for a dict
+    parameter, every key of it, the bad value in a one-key dict, ``flag`` the setting that
+    makes the key apply)."""
     names = [p for p in subject.cls._param_names() if p != "n_components"]
     tried = []
     for param in names + ["n_components"]:  # n_components last: the others use 2
-        keys = dict_keys(subject, param)
+        keyed = dict_keys(subject, param)
         for label, (value, must) in bad_values(quick).items():
-            if keys:
-                tried += [(param, f"{{{key!r}: {label}}}", {key: value},
+            if keyed:
+                tried += [(param, f"{{{key!r}: {label}}}" + "".join(
+                              f" ({k}={v!r})" for k, v in flag.items()), {key: value},
                            "either" if key in FREE and must == "refuse" and label != "nan"
-                           else must) for key in keys]
+                           else must, flag) for flag, keys in keyed for key in keys]
                 continue
             if param in FREE and must == "refuse" and label != "nan":
                 must = "either"
-            tried.append((param, label, value, must))
+            tried.append((param, label, value, must, {}))
     return tried
 
 
 def run_params(subject: Subject, backend: str, record: Callable, quick: bool) -> None:
     X = on(backend, clean())
-    for param, label, value, must in tried_values(subject, quick):
+    for param, label, value, must, flag in tried_values(subject, quick):
         if param == "callback":
             continue  # called with the learner: anything callable is up to the user
         model = None
         with contextlib.suppress(Exception):
-            model = subject.make(**{param: value})
+            model = subject.make(**flag, **{param: value})
         if model is None:
             record("params", f"{param}={label} constructor", "the constructor raised; it "
                    "must only store parameters (scikit-learn)")
@@ -402,7 +403,7 @@ def run_params(subject: Subject, backend: str, record: Callable, quick: bool) ->
         update = "partial_fit" if hasattr(subject.cls, "partial_fit") else "fit"
         model = fitted(subject, backend)
         try:
-            model.set_params(**{param: value})
+            model.set_params(**flag, **{param: value})
         except (ValueError, TypeError):
             record("params", f"{param}={label} set_params", None)
             continue

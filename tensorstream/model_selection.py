@@ -300,7 +300,12 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
                         verbose)
         else:
             _train_on_cluster(client, training, source, rung, batch_size)
-        _check_trained(training, n_splits)
+        if not _trained(training):  # a list's batches so far too small to share
+            if rung[2] < 1.0:
+                continue  # the rest of the pass may hold larger ones
+            raise ValueError(f"no batch of the data holds n_splits ({n_splits}) samples: each "
+                             f"of a candidate's learners needs one of every batch; give "
+                             f"larger batches or a smaller n_splits")
         for c in training:
             c.passes = rung[0] + rung[2]
             c.scores = _scores(c, held, summary)
@@ -314,14 +319,10 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     return result
 
 
-def _check_trained(training: list, n_splits: int) -> None:
-    """Refuse, naming ``n_splits``, a pass after which a learner has learned nothing: batches
-    (of a list or stream) smaller than ``n_splits`` are skipped, as each learner needs a
-    sample of every batch it learns from."""
-    if any(not learner._fitted for c in training for learner in c.learners):
-        raise ValueError(f"no batch of the data holds n_splits ({n_splits}) samples: each of "
-                         f"a candidate's learners needs one of every batch; give larger "
-                         f"batches or a smaller n_splits")
+def _trained(training: list) -> bool:
+    """Whether every learner of the candidates has learned: batches (of a list or stream)
+    smaller than ``n_splits`` are skipped, as each learner needs a sample of every batch."""
+    return all(learner._fitted for c in training for learner in c.learners)
 
 
 def _check_choices(modes, n_components, n_passes, holdout, hidden, minimum,

@@ -443,3 +443,13 @@ def test_batches_too_small_to_share_are_named():
     batches = [X[i:i + 2] for i in range(0, 60, 2)]
     with pytest.raises(ValueError, match=r"no batch of the data holds n_splits \(3\)"):
         select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"], n_components=[2])
+
+
+def test_small_first_batches_are_skipped_not_refused():
+    """Batches too small to share come first, larger ones later: the first rung, which saw
+    only the small ones, was refused as if no batch could be shared."""
+    X = planted(0, n=460)
+    batches = [X[:60]] + [X[60 + i:61 + i] for i in range(100)] + \
+        [X[160 + 30 * i:190 + 30 * i] for i in range(10)]
+    result = select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"], n_components=[2])
+    assert result.chosen["n_components"] == 2

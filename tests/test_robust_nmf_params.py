@@ -162,3 +162,18 @@ def test_group_size_without_the_group_lasso_is_refused_naming_both(X):
     grouped = dict(group_alpha=0.05)
     assert not np.allclose(_online(X, **grouped).transform(X),
                            _online(X, **grouped, group_size=3).transform(X))
+
+
+@pytest.mark.parametrize("name", ["RobustOnlineNMF", "RobustNMF"])
+def test_the_papers_settings_without_outliers_are_taken(name):
+    """``{**paper_params, "outlier_alpha": inf}`` (the paper's settings, plain NMF with these
+    solvers) was refused on the paper's own box and start: a rule refuses only what is set by
+    hand, neither the default nor the paper's value."""
+    import math
+
+    import tensorstream
+
+    cls = getattr(tensorstream, name)
+    X = np.random.default_rng(0).random((40, 10))
+    model = cls(3, **{**cls.paper_params, "outlier_alpha": math.inf}, random_state=0).fit(X)
+    assert np.all(np.asarray(model.outliers(X)) == 0)

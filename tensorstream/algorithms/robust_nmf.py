@@ -76,8 +76,10 @@ def solver_settings(solver: str, params: Mapping | None,
     params = {} if params is None else params
     if not isinstance(params, Mapping):
         raise TypeError(f"solver_params must be a dict or None, got {params!r}")
+    what = f"solver={solver!r}" + (" of the batch RobustNMF" if defaults is BATCH_SOLVER_PARAMS
+                                    else "")
     try:
-        refuse_unknown_keys(params, defaults[solver], f"solver={solver!r}", "settings")
+        refuse_unknown_keys(params, defaults[solver], what, "settings")
     except ValueError as error:
         raise ValueError(f"solver_params: {error}") from None
     validate_params(dict(params), _SOLVER_PARAM_CONSTRAINTS, "solver_params")
@@ -97,26 +99,24 @@ def check_outlier_alpha_scale(outlier_alpha: Any, outlier_alpha_scale: float) ->
             f"with outlier_alpha={outlier_alpha!r}")
 
 
-#: What only the outlier part reads, at its default: ``outlier_alpha=inf`` has none (the
-#: coders start and stay at ``e = 0``), so another value of these means nothing there.
-OUTLIER_DEFAULTS = {"outlier_bound": None, "nonnegative_outliers": False, "outlier_l2": 0.0,
-                    "outlier_init": "gross"}
+#: What only the outlier part reads: ``outlier_alpha=inf`` has none (the coders start and stay
+#: at ``e = 0``), so another value of these than their default (or the paper's) means nothing.
+OUTLIER_PARAMETERS = ("outlier_bound", "nonnegative_outliers", "outlier_l2", "outlier_init")
 
 
-def check_outlier_part(outlier_alpha: Any, params: Mapping) -> None:
-    """Refuse ``params`` (names of :data:`OUTLIER_DEFAULTS`: their values) other than their
-    defaults with ``outlier_alpha=inf``, which turns the outliers off (``outlier_bound=inf``
-    is no box, as None)."""
+def check_outlier_part(outlier_alpha: Any, set_by_hand: Mapping) -> None:
+    """Refuse the parameters of :data:`OUTLIER_PARAMETERS` in ``set_by_hand`` (those set to
+    another value than their default and the paper's) with ``outlier_alpha=inf``, which turns
+    the outliers off (``outlier_bound=inf`` is no box, as None)."""
     if outlier_alpha is None or isinstance(outlier_alpha, str) or \
             not math.isinf(float(outlier_alpha)):
         return
-    for name, value in params.items():
-        default = OUTLIER_DEFAULTS[name]
-        if value == default or (name == "outlier_bound" and value == math.inf):
+    for name, value in set_by_hand.items():
+        if name == "outlier_bound" and value == math.inf:
             continue
         raise ValueError(
             f"{name} applies to the outliers, which outlier_alpha=inf turns off (no outlier "
-            f"part): leave {name} at {default!r} or give a finite outlier_alpha, got "
+            f"part): leave {name} at its default or give a finite outlier_alpha, got "
             f"{name}={value!r} with outlier_alpha=inf")
 
 
@@ -130,20 +130,20 @@ def check_group_size(group_alpha: float, group_size: int) -> None:
             f"with group_alpha={group_alpha!r}")
 
 
-def check_constraint_weights(constraint: str, gamma1: float, gamma2: float) -> None:
-    """Refuse ``gamma1``, ``gamma2`` other than their defaults (0, 2) with a constraint set
-    other than ``"elasticnet"``, whose weights they are; and ``"elasticnet"`` with both 0."""
+def check_constraint_weights(constraint: str, gamma1: float, gamma2: float,
+                             set_by_hand: Mapping) -> None:
+    """Refuse ``gamma1``, ``gamma2`` in ``set_by_hand`` (set to another value than their
+    defaults) with a constraint set other than ``"elasticnet"``, whose weights they are; and
+    ``"elasticnet"`` with both 0."""
     if constraint == "elasticnet":
         if gamma1 == gamma2 == 0:
             raise ValueError("constraint='elasticnet' needs gamma1 > 0 or gamma2 > 0")
         return
-    for name, value, default in (("gamma1", gamma1, 0.0), ("gamma2", gamma2, 2.0)):
-        if value != default:
-            raise ValueError(
-                f"{name} is a weight of the elastic-net set, which constraint={constraint!r} "
-                f"does not use: leave {name} at {default!r} or pick "
-                f"constraint='elasticnet', got {name}={value!r} with "
-                f"constraint={constraint!r}")
+    for name, value in set_by_hand.items():
+        raise ValueError(
+            f"{name} is a weight of the elastic-net set, which constraint={constraint!r} "
+            f"does not use: leave {name} at its default or pick constraint='elasticnet', "
+            f"got {name}={value!r} with constraint={constraint!r}")
 
 
 #: ``outlier_alpha="auto"`` in residual scales: a residual beyond 2.5 times the model's

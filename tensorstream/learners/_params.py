@@ -223,6 +223,15 @@ class CheckedParameters(OutputAPI):
     def _check_rules(self) -> None:
         """Rules between parameters that constraints on one parameter cannot say."""
 
+    def _set_by_hand(self, *names: str) -> dict:
+        """Of ``names``, the parameters set to another value than their default and than the
+        paper's (``paper_params``): what a rule may refuse where it means nothing (the
+        defaults read from the signature, so the rule cannot drift from them)."""
+        defaults = _init_defaults(type(self))
+        paper = getattr(self, "paper_params", {})
+        return {name: getattr(self, name) for name in names
+                if getattr(self, name) not in (defaults[name], paper.get(name, defaults[name]))}
+
 
 #: per learner, the parameter values validated last: kept beside the learner, not in it, so
 #: that a cache is no part of its state (a refused call leaves ``__dict__`` exactly as it was;
@@ -271,6 +280,13 @@ def _init_parameter_names(cls: type) -> tuple[str, ...]:
     signature = inspect.signature(cls.__init__)
     return tuple(p.name for p in signature.parameters.values()
                  if p.name != "self" and p.kind != p.VAR_KEYWORD)
+
+
+@functools.cache
+def _init_defaults(cls: type) -> dict:
+    """The defaults of ``cls.__init__``'s parameters, read once per class."""
+    return {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values()
+            if p.name != "self" and p.kind != p.VAR_KEYWORD}
 
 
 def _is_default(value: Any, default: Any) -> bool:

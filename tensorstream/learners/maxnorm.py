@@ -30,7 +30,6 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import fields
 from typing import Any
 
@@ -237,7 +236,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         model beyond (a moving object leaves no streak in the basis); 0.5 with the other
         noise models;
         ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
-        ``noise="none"`` has no outlier part: another value than ``"auto"`` is refused.
+        ``noise="none"`` has no outlier part: another value than ``"auto"`` (or the paper's
+        None, so that ``paper_params`` serve matrix completion) is refused.
     data_scale : "auto" or float, default "auto"
         The unit of the data: ``"auto"`` is the first batch's mean of the samples' median
         absolute nonzero entries (``scale_``, kept in checkpoints); ``outlier_alpha``, the
@@ -405,14 +405,10 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         super()._check_rules()
         if self.noise != "none":
             return
-        defaults = {name: parameter.default for name, parameter in
-                    inspect.signature(type(self).__init__).parameters.items()}
-        for name in self._OUTLIER_PARAMETERS:
-            # its default, or the paper's (matrix completion: paper_params with noise="none")
-            left = (defaults[name], self.paper_params.get(name, defaults[name]))
-            if getattr(self, name) not in left:
-                raise ValueError(
-                    f"{name} applies to the outlier part, which noise='none' does not "
-                    f"have (its codes are one exact solve); leave {name} at {defaults[name]!r} "
-                    f"or pick noise='l1', 'l21' or 'fro', got {name}="
-                    f"{getattr(self, name)!r} with noise='none'")
+        # the defaults or the paper's values pass (matrix completion: paper_params with
+        # noise="none")
+        for name, value in self._set_by_hand(*self._OUTLIER_PARAMETERS).items():
+            raise ValueError(
+                f"{name} applies to the outlier part, which noise='none' does not have (its "
+                f"codes are one exact solve); leave {name} at its default or pick noise="
+                f"'l1', 'l21' or 'fro', got {name}={value!r} with noise='none'")

@@ -37,6 +37,8 @@ import numpy as np
 
 from ..algorithms.robust_nmf import (
     CONSTRAINTS,
+    OUTLIER_PARAMETERS,
+    SOLVER_PARAMS,
     RobustNMFAlgorithm,
     RobustNMFOptions,
     check_constraint_weights,
@@ -101,18 +103,21 @@ class RobustOnlineNMF(OnlineLearner):
         ``residual_scale_``) and capped at 0.2 data units, where it starts: at most 0.5 data
         units of weight (the fixed default of earlier versions, measured on faces), less on
         data the model fits closely (docs/nmf.md). With ``"auto"`` each sample is coded at
-        its own weight, the smaller of twice that learned weight and 4 of its own residual
-        scales (the MAD of its residuals under a rough code), and the dictionary learns from
+        its own weight, the smaller of twice that learned weight and ``4 * outlier_alpha_scale``
+        of its own residual scales (the MAD of its residuals under a rough code), and the
+        dictionary learns from
         the codes refit to the entries not flagged, with the model ``W h`` at the flagged
         ones (not ``x - e``, which keeps the weight's part of every outlier:
         docs/robustness.md, "third round"); None:
         ``outlier_alpha_scale / sqrt(F)`` with ``F`` the sample size (the paper's convention,
         for data at unit maximum with ``data_scale=1.0``); ``inf``: no outliers (plain online
         NMF with these solvers; ``outlier_bound``, ``outlier_l2``, ``nonnegative_outliers``
-        and ``outlier_init`` other than their defaults are refused there, naming both).
+        and ``outlier_init`` other than their defaults or the paper's are refused there,
+        naming both).
     outlier_alpha_scale : float, default 1.0
         Multiple of the ``"auto"`` or the paper's ``outlier_alpha`` (None): ``1/sqrt(F)`` is
-        too small for large or sparse samples (a video frame of 3,072 pixels needs about 3).
+        too small for large or sparse samples (a video frame of 3,072 pixels needs about 3);
+        with ``"auto"`` it multiplies each sample's own weight too.
         A given ``outlier_alpha`` (a float or inf) is used as it is: a value other than 1.0
         with it is refused, naming both.
     outlier_bound : float or None, default None
@@ -237,6 +242,9 @@ class RobustOnlineNMF(OnlineLearner):
     #: The paper's settings (its Section VII-B1): ``outlier_alpha = 1/sqrt(F)``, the box
     #: ``outlier_bound = 1`` and raw units, for data scaled to unit maximum
     #: (``RobustOnlineNMF(K, **paper_params)``).
+    #: each solver's settings (``solver_params`` keys) and their defaults
+    _solver_params = SOLVER_PARAMS
+
     paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
                     "data_scale": 1.0, "solver": "admm", "batch_size": 5, "weights": "balanced",
                     "max_iter": 1, "code_max_iter": 50, "outlier_init": "zero"}
@@ -317,12 +325,11 @@ class RobustOnlineNMF(OnlineLearner):
     }
 
     def _check_rules(self) -> None:
-        solver_settings(self.solver, self.solver_params)
+        solver_settings(self.solver, self.solver_params, self._solver_params)
         check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
-        check_constraint_weights(self.constraint, self.gamma1, self.gamma2)
-        check_outlier_part(self.outlier_alpha, {
-            "outlier_bound": self.outlier_bound, "outlier_l2": self.outlier_l2,
-            "nonnegative_outliers": self.nonnegative_outliers, "outlier_init": self.outlier_init})
+        check_constraint_weights(self.constraint, self.gamma1, self.gamma2,
+                                 self._set_by_hand("gamma1", "gamma2"))
+        check_outlier_part(self.outlier_alpha, self._set_by_hand(*OUTLIER_PARAMETERS))
         check_group_size(self.group_alpha, self.group_size)
         make_weights(self.weights)
 
@@ -336,7 +343,8 @@ class RobustOnlineNMF(OnlineLearner):
             outlier_l2=self.outlier_l2, alpha=self.alpha, ridge=self.ridge,
             group_alpha=self.group_alpha, group_size=self.group_size,
             data_scale=self.data_scale, solver=self.solver,
-            **solver_settings(self.solver, self.solver_params), code_init=self.code_init,
+            **solver_settings(self.solver, self.solver_params, self._solver_params),
+            code_init=self.code_init,
             outlier_init=self.outlier_init, code_tol=self.code_tol,
             code_max_iter=self.code_max_iter, constraint=self.constraint, gamma1=self.gamma1,
             gamma2=self.gamma2, dict_l1=self.dict_l1, dict_l2=self.dict_l2,
@@ -450,7 +458,8 @@ class RobustOnlineNMF(OnlineLearner):
     def outlier_alpha_(self) -> float:
         """The outlier weight the learner codes with now, in the data's units; with
         ``outlier_alpha="auto"`` the learned weight, of which each sample's own is at most
-        twice (the smaller of that cap and its own residuals' scale)."""
+        twice (the smaller of that cap and ``4 * outlier_alpha_scale`` of its own residual
+        scales)."""
         state = self._fitted_state()
         algorithm = self._algorithm().at_state(state)
         n_features = int(np.prod([U.shape[0] for U in state.loadings]))

@@ -139,6 +139,9 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     _array_parameters = ("init",)
 
     #: The paper's settings (as :attr:`RobustOnlineNMF.paper_params`).
+    #: each solver's settings (``solver_params`` keys): BPGD takes no accelerated step
+    _solver_params = BATCH_SOLVER_PARAMS
+
     paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
                     "data_scale": 1.0, "solver": "admm", "tol": 0.0}
 
@@ -182,11 +185,11 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
     def _check_rules(self) -> None:
         self._solver_settings()
         check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
-        check_outlier_part(self.outlier_alpha, {"outlier_bound": self.outlier_bound})
+        check_outlier_part(self.outlier_alpha, self._set_by_hand("outlier_bound"))
 
     def _solver_settings(self) -> dict:
         """The solver's settings: ``solver_params`` over their defaults."""
-        return solver_settings(self.solver, self.solver_params, BATCH_SOLVER_PARAMS)
+        return solver_settings(self.solver, self.solver_params, self._solver_params)
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         fitted = "components_" in self.__dict__
