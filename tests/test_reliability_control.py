@@ -7,6 +7,7 @@ import copy
 import gc
 import os
 import pickle
+import signal
 import threading
 import time
 import warnings
@@ -383,12 +384,20 @@ def test_a_lone_stale_lock_file_is_swept(tmp_path):
 def test_deferred_interrupt_raises_after_the_block():
     """Ctrl-C inside the steps that must not be cut in half arrives after them."""
     finished = []
-    with pytest.raises(KeyboardInterrupt):
-        with atomic.deferred_interrupt():
-            _thread.interrupt_main()
-            for _ in range(1000):  # the handler runs between these bytecodes
-                pass
-            finished.append(True)
+    # Python's own Ctrl-C handler whatever the process had (this test failed once in a full
+    # parallel run of a fresh clone, and passed alone: an xdist worker's handler, or a signal
+    # handled late, are the suspects), and time enough for the handler to run in the block
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with atomic.deferred_interrupt():
+                _thread.interrupt_main()
+                deadline = time.monotonic() + 0.2
+                while time.monotonic() < deadline:  # the handler runs between these bytecodes
+                    pass
+                finished.append(True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert finished == [True]
 
 
