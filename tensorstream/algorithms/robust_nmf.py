@@ -343,13 +343,9 @@ class RobustNMFOptions:
     weights: Any = 0.5
     outlier_alpha: float | str | None = "auto"
     outlier_alpha_scale: float = 1.0
-    outlier_bound: float | None = None
-    nonnegative_outliers: bool = False
-    outlier_l2: float = 0.0
-    alpha: float = 0.0
-    ridge: float = 0.0
-    group_alpha: float = 0.0
-    group_size: int = 1
+    #: the coding step's penalties but its outlier weight, which :meth:`RobustNMFAlgorithm.
+    #: penalties` sets from ``outlier_alpha`` and ``outlier_alpha_scale``
+    penalties: RobustPenalties = RobustPenalties(outlier_bound=None)
     data_scale: float | str = "auto"
     solver: str = "admm"
     kappa: float = 0.7
@@ -412,14 +408,10 @@ class RobustNMFAlgorithm(SurrogateCP):
         return statistics
 
     def penalties(self, n_features: int) -> RobustPenalties:
+        """The coding step's penalties, with the outlier weight the rule gives now."""
         p = self.options
-        return RobustPenalties(
-            outlier_alpha=_default_outlier_alpha(p.outlier_alpha, p.outlier_alpha_scale,
-                                                 n_features, self.residual_scale),
-            outlier_bound=p.outlier_bound,
-            nonnegative_outliers=bool(p.nonnegative_outliers), outlier_l2=p.outlier_l2,
-            alpha=p.alpha, ridge=p.ridge, group_alpha=p.group_alpha,
-            group_size=int(p.group_size))
+        return dataclasses.replace(p.penalties, outlier_alpha=_default_outlier_alpha(
+            p.outlier_alpha, p.outlier_alpha_scale, n_features, self.residual_scale))
 
     def scale_sums(self, X: Any, mask: Any = None) -> tuple[float, float] | None:
         """The first batch's mean absolute (observed) entry, as a sum and a count (None when

@@ -75,7 +75,7 @@ class RobustPenalties:
 
     Parameters
     ----------
-    outlier_alpha : float
+    outlier_alpha : float, default inf
         Weight of ``||e||_1`` (> 0); ``math.inf`` forbids outliers (``e = 0``: plain NMF coding).
     outlier_bound : float or None
         Box ``|e_i| <= outlier_bound``; ``None`` (or ``inf``) for no box.
@@ -99,7 +99,7 @@ class RobustPenalties:
         sample has ``outlier_alpha``.
     """
 
-    outlier_alpha: float
+    outlier_alpha: float = math.inf
     outlier_bound: float | None = 1.0
     nonnegative_outliers: bool = False
     outlier_l2: float = 0.0

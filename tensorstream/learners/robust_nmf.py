@@ -47,6 +47,7 @@ from ..algorithms.robust_nmf import (
     check_outlier_part,
     solver_settings,
 )
+from ..coders.robust import RobustPenalties
 from ..core.backend import using
 from ..core.dictionary import reconstruct
 from ..core.validation import ARRAY, BOOLEAN, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
@@ -339,9 +340,11 @@ class RobustOnlineNMF(OnlineLearner):
         return RobustNMFAlgorithm(RobustNMFOptions(
             n_components=self.n_components, init=self.init, weights=self.weights,
             outlier_alpha=self.outlier_alpha, outlier_alpha_scale=self.outlier_alpha_scale,
-            outlier_bound=self.outlier_bound, nonnegative_outliers=self.nonnegative_outliers,
-            outlier_l2=self.outlier_l2, alpha=self.alpha, ridge=self.ridge,
-            group_alpha=self.group_alpha, group_size=self.group_size,
+            penalties=RobustPenalties(
+                outlier_bound=self.outlier_bound,
+                nonnegative_outliers=bool(self.nonnegative_outliers), outlier_l2=self.outlier_l2,
+                alpha=self.alpha, ridge=self.ridge, group_alpha=self.group_alpha,
+                group_size=int(self.group_size)),
             data_scale=self.data_scale, solver=self.solver,
             **solver_settings(self.solver, self.solver_params, self._solver_params),
             code_init=self.code_init,
