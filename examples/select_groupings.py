@@ -20,6 +20,10 @@ batches of patches, and chooses by its rule: the fewest parameters within one st
 (or 10%) of the best imputation error of held-out entries, at the ranks that replicate
 (averaged over the groupings that fit best at each rank; see ``docs/model_selection.md``).
 
+The patches are given as a labelled ``xarray.DataArray`` of dims ``(patch, y, x,
+channel)``: the candidate groupings are written with the dims' names (``"y,x;channel"``), and
+the table and the choice come back in them.
+
 The selection is repeated with several seeds (other patches, other batches): a stable choice
 is one the seeds agree on. Natural patches have no finite rank: the imputation error falls all
 the way to the largest rank tried in every grouping, and what limits the rank is
@@ -41,21 +45,24 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 from tensorstream import OnlineCPDL
 from tensorstream.datasets import load_image
 from tensorstream.model_selection import select
 from tensorstream.streams import RandomPatches
 
-GROUPINGS = {"y;x;channel": "0;1;2", "y,x;channel": "0,1;2", "y,x,channel": "0,1,2"}
+GROUPINGS = ["y;x;channel", "y,x;channel", "y,x,channel"]
 
 
 def select_once(image: np.ndarray, n: int, size: int, ranks: list[int], seed: int,
                 passes: int) -> object:
     # n patches at random places (uniform over the image's corners), drawn with this seed
     patches = RandomPatches(image, (size, size), batch_size=n, random_state=seed).next_batch()
+    labelled = xr.DataArray(patches, dims=("patch", "y", "x", "channel"),
+                            coords={"channel": ["red", "green", "blue"]}, name="patches")
     learner = OnlineCPDL(ranks[0], batch_size=64, random_state=seed)
-    return select(learner, patches, modes=list(GROUPINGS.values()), n_components=ranks,
+    return select(learner, labelled, sample_dim="patch", modes=GROUPINGS, n_components=ranks,
                   n_passes=passes, random_state=seed)
 
 
@@ -72,27 +79,22 @@ def main(argv: list[str] | None = None) -> dict:
 
     image, source = load_image(args.image)
     ranks = [int(r) for r in args.ranks.split(",")]
-    names = {v: k for k, v in GROUPINGS.items()}
     print(f"image: {source}; {args.patches} patches of {args.size}x{args.size}x3; "
           f"ranks {ranks}; {args.passes} passes")
     choices = []
     for seed in range(args.seeds):
         start = time.perf_counter()
         result = select_once(image, args.patches, args.size, ranks, seed, args.passes)
-        chosen = (names[result.chosen["grouping"]], result.chosen["n_components"])
+        chosen = (result.chosen["grouping"], result.chosen["n_components"])
         choices.append(chosen)
         print(f"seed {seed}: chosen {chosen[0]} rank {chosen[1]} "
               f"({time.perf_counter() - start:.1f} s)")
         if seed == 0:
-            table = result.table.assign_coords(grouping=[names[g] for g in
-                                                         result.table.grouping.values])
-            print(table[["imputation_error", "replicability", "passes"]]
+            print(result.table[["imputation_error", "replicability", "passes"]]
                   .to_dataframe().round(4).to_string())
             import matplotlib
 
             matplotlib.use("Agg")
-            result.table = table
-            result.chosen = {**result.chosen, "grouping": chosen[0]}
             axes = result.plot()
             path = Path(args.out) / "select_groupings.png"
             path.parent.mkdir(parents=True, exist_ok=True)
