@@ -25,10 +25,10 @@ from ..engine import Codes
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import penalty_value, surrogate_bcd_step
 from .initial import checked_init
-from .surrogate_cp import SurrogateCP, coded_losses
+from .surrogate_cp import ADMM_TOL, SurrogateCP, coded_losses
 
 #: the coders' default tolerances (``code_tol=None``), chosen by measurement (docs/nmf.md)
-_ADMM_TOL, _PIVOTING_TOL = 1e-2, 1e-4
+_PIVOTING_TOL = 1e-4  # the ADMM coder's own: surrogate_cp.ADMM_TOL
 
 
 PENALTY_AND_MISSING = ("alpha_H (the components' penalty; 'same' copies alpha_W) is not "
@@ -181,7 +181,7 @@ class NMFAlgorithm(SurrogateCP):
                                tol=_PIVOTING_TOL if tol is None else tol)
         else:
             H, _ = nonnegative_code_admm(G, P, l1=alpha / 2, l2=ridge,
-                                         residual_tol=_ADMM_TOL if tol is None else tol,
+                                         residual_tol=ADMM_TOL if tol is None else tol,
                                          max_iter=self.options.code_max_iter)
         losses, constant = coded_losses(X, G, P, H, alpha, ridge)
         return Codes(codes=H, explained=X, losses=0.5 * losses, constant=constant)

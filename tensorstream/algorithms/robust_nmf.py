@@ -364,6 +364,15 @@ class RobustNMFOptions:
     dict_passes: int = 200
 
 
+def _surrogate_constant(X: Any, explained: Any, H: Any, E: Any, penalties: RobustPenalties,
+                        scale: float) -> float:
+    """The engine's surrogate constant of a batch at unit data scale (twice the paper's
+    ``c_t``: the mean of ``||explained||^2`` plus twice the penalties), in the data's units."""
+    sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
+    extra = outlier_penalty(E, penalties) + code_penalty(H, penalties)
+    return float(tl.mean(sq_norms + 2 * extra)) * (scale * scale)
+
+
 class RobustNMFAlgorithm(SurrogateCP):
     """Online NMF with outliers (ONMFO) as a configuration of the engine: robust codes and
     outliers (PGD or ADMM), the surrogate statistics of ``X - E``, and the dictionary step of
@@ -460,11 +469,10 @@ class RobustNMFAlgorithm(SurrogateCP):
                 X, loadings, cap, H0, E0, mask))
         coding = self._code(X, loadings, penalties, H0, E0, mask)
         H, E = coding.codes, coding.outliers
-        explained = X - E
-        sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
-        extra = outlier_penalty(E, penalties) + code_penalty(H, penalties)
-        # engine scale: twice the paper's c_t; back to the data's units (losses: squared)
-        constant = float(tl.mean(sq_norms + 2 * extra)) * (scale * scale)
+        robust = self.residual_scale is not None and self.learns_residual_scale
+        # the robust statistics (batch_sums) compute their own constant: none here for them
+        constant = 0.0 if robust and penalties.sample_alpha is not None else \
+            _surrogate_constant(X, X - E, H, E, penalties, scale)
         E = E * scale
         losses = coding.losses * (scale * scale)
         largest = float(tl.max(tl.abs(raw))) if tl.shape(raw)[0] else 0.0
@@ -473,7 +481,7 @@ class RobustNMFAlgorithm(SurrogateCP):
             # can absorb such a batch at a finite loss, so say that the arithmetic overflows
             losses = losses + float("inf")
         work = None
-        if self.residual_scale is not None and self.learns_residual_scale:
+        if robust:
             # what batch_sums needs again: the penalties each sample was coded with
             work = penalties
         return Codes(codes=H * scale, explained=raw - E, losses=losses, constant=constant,
@@ -567,9 +575,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         if mask is not None:
             E = E * tl.tensor(mask, **tl.context(E))
         explained = tl.where(E == 0, X, fit)  # X (and so this) is 0 on missing entries
-        sq_norms = tl.sum(tl.reshape(explained * explained, (X.shape[0], -1)), axis=1)
-        extra = outlier_penalty(E, penalties) + code_penalty(H, penalties)
-        constant = float(tl.mean(sq_norms + 2 * extra)) * (scale * scale)
+        constant = _surrogate_constant(X, explained, H, E, penalties, scale)
         robust = Codes(codes=H * scale, explained=explained * scale, losses=coded.losses,
                        constant=constant, outliers=E * scale)
         # x - W h at the refit codes, outliers included (winsorised where they begin)

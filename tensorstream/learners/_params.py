@@ -190,8 +190,7 @@ class CheckedParameters(OutputAPI):
         return self
 
     def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in
-                    inspect.signature(type(self).__init__).parameters.values()}
+        defaults = _init_defaults(type(self))
         shown = [f"{k}={v!r}" for k, v in self.get_params().items()
                  if not _is_default(v, defaults.get(k, inspect.Parameter.empty))]
         return f"{type(self).__name__}({', '.join(shown)})"
@@ -277,14 +276,12 @@ class _ParameterValues:
 def _init_parameter_names(cls: type) -> tuple[str, ...]:
     """The parameters of ``cls.__init__``, read once per class (``get_params`` runs at every
     step, and reading a signature costs more than a tiny step's arithmetic)."""
-    signature = inspect.signature(cls.__init__)
-    return tuple(p.name for p in signature.parameters.values()
-                 if p.name != "self" and p.kind != p.VAR_KEYWORD)
+    return tuple(_init_defaults(cls))
 
 
 @functools.cache
 def _init_defaults(cls: type) -> dict:
-    """The defaults of ``cls.__init__``'s parameters, read once per class."""
+    """The parameters of ``cls.__init__`` and their defaults, in order, read once per class."""
     return {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values()
             if p.name != "self" and p.kind != p.VAR_KEYWORD}
 

@@ -193,7 +193,7 @@ class OnlineNMF(OnlineLearner):
         if self.forget_factor is not None and not isinstance(self.weights, Discounted) and (
                 self.weights not in (_WEIGHTS, "balanced")):
             raise ValueError("give either forget_factor or weights, not both")
-        check_radius(self.search_radius, self.radius_mode, self.weights)
+        check_radius(self.search_radius, self.weights, self._set_by_hand("radius_mode"))
         if self.missing is not None and any(self._algorithm().dictionary_penalties):
             raise ValueError(PENALTY_AND_MISSING)
 

@@ -255,7 +255,7 @@ class OnlineCPDL(OnlineLearner):
         if self.coder == "admm" and not self.nonnegative:
             raise ValueError("coder='admm' codes nonnegative codes only; with nonnegative=False "
                              "use coder='pivoting' (or 'auto')")
-        check_radius(self.search_radius, self.radius_mode, self.weights)
+        check_radius(self.search_radius, self.weights, self._set_by_hand("radius_mode"))
 
     def _nonnegative_data(self) -> bool:
         """Nonnegative data for a nonnegative model."""
@@ -278,11 +278,12 @@ class OnlineCPDL(OnlineLearner):
             return surrogate_value(stats["A"], stats["B"], stats["c"], self.loadings_)
 
 
-def check_radius(search_radius: Any, radius_mode: str, weights: Any) -> None:
+def check_radius(search_radius: Any, weights: Any, set_by_hand: dict) -> None:
     """The search radius's parameters, checked: the schedule it is built from, and no
-    ``radius_mode`` but the default without a radius to measure (refused naming both)."""
-    if search_radius is None and radius_mode != "frobenius":
+    ``radius_mode`` set by hand (``set_by_hand``) without a radius to measure (refused naming
+    both)."""
+    if search_radius is None and "radius_mode" in set_by_hand:
         raise ValueError(f"radius_mode says how the search radius is measured; with "
-                         f"search_radius=None (unrestricted steps) leave it at 'frobenius' or "
-                         f"give a search_radius, got radius_mode={radius_mode!r}")
+                         f"search_radius=None (unrestricted steps) leave it at its default or "
+                         f"give a search_radius, got radius_mode={set_by_hand['radius_mode']!r}")
     make_radius(search_radius, make_weights(weights))

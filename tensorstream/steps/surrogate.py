@@ -273,15 +273,15 @@ def _column_passes(passes: Callable, U: Tensor, n_passes: int | None,
     moves ``U`` by less than ``tol`` times its norm. Without a stop the passes run in one call
     (one kernel call when compiled); the test costs one host transfer per pass."""
     n_passes = COLUMN_PASSES if n_passes is None else n_passes
-    if not tol:
+    if not tol or n_passes == 1:  # nothing after a last pass to stop
         return passes(U, n_passes)
-    for _ in range(n_passes):
+    for _ in range(n_passes - 1):
         previous, U = U, passes(U, 1)
         moved, size = (float(v) for v in tl.to_numpy(tl.stack([tl.norm(U - previous),
                                                                 tl.norm(U)])))
         if moved <= tol * size:
-            break
-    return U
+            return U
+    return passes(U, 1)
 
 
 def surrogate_value(A: Tensor, B: Tensor, c: float, loadings: Sequence[Tensor]) -> float:
