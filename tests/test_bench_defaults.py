@@ -1,13 +1,10 @@
 """benchmarks/bench_defaults.py: the paper's outlier recipe, the "clearly worse" rule, and a
 smoke run of its cheapest row (El Nino as a labelled DataArray)."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scripts import load_script
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_paper_outliers_replace_10_percent_of_70_percent_of_the_samples():

@@ -2,7 +2,6 @@
 
 import csv
 import math
-from pathlib import Path
 
 import pytest
 from scripts import load_script
@@ -10,7 +9,6 @@ from scripts import load_script
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_benchmark_quick_run_writes_sane_curves(tmp_path, capsys):

@@ -427,3 +427,10 @@ def test_tampered_health_counters_are_refused_naming_the_field(tmp_path, change,
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         load(tmp_path / "bad.npz")
     load(tmp_path / "ck.npz")
+
+
+def test_a_dict_parameter_with_other_than_string_keys_is_named():
+    from tensorstream.engine.checkpoint import encode_param
+
+    with pytest.raises(TypeError, match="cannot checkpoint parameter loss_params.*only string"):
+        encode_param("loss_params", {1: 2})

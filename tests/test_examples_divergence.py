@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import math
-import pathlib
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scripts import load_script
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_planted_corpus_is_sparse_and_topics_are_disjoint():

@@ -294,7 +294,7 @@ def test_every_parameter_a_formulation_takes_changes_it(name):
         changed = make_formulation(name, d, n_components=3, **{**required, key: value})
         field = _FIELD_OF.get(key, key)
         if key == "lam" and name == "ossl":
-            field, value = "lams", (0.3, 0.3)  # the groups' weight
+            field = "lams"  # the groups' weights
         assert not np.array_equal(np.asarray(getattr(changed, field), dtype=object),
                                   np.asarray(getattr(base, field), dtype=object)), key
     others = {key for keys in FORMULATION_PARAMS.values() for key in keys}

@@ -1,12 +1,9 @@
 """The gallery's selection example on labelled climate-like data (examples/select_climate.py):
 the rule finds the planted grouping and rank, and the chosen model's factors are labelled."""
 
-from pathlib import Path
 
 import pytest
 from scripts import load_script
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_climate_example_chooses_free_maps_at_the_planted_rank(tmp_path, capsys):

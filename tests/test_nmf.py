@@ -422,7 +422,7 @@ def test_code_tol_and_code_max_iter_reach_either_coder(monkeypatch, coder):
     monkeypatch.setattr(nmf_algorithm, "nonnegative_code_admm", lambda *a, **k: seen.append(
         ("admm", k["residual_tol"], k["max_iter"])) or admm(*a, **k))
     X = np.random.default_rng(0).random((20, 8))
-    default = {"admm": nmf_algorithm._ADMM_TOL, "pivoting": nmf_algorithm._PIVOTING_TOL}[coder]
+    default = {"admm": nmf_algorithm.ADMM_TOL, "pivoting": nmf_algorithm._PIVOTING_TOL}[coder]
     for tol, cap in ((None, 100), (1e-7, 7)):
         seen.clear()
         OnlineNMF(2, coder=coder, code_tol=tol, code_max_iter=cap, batch_size=20,

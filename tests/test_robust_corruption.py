@@ -3,7 +3,6 @@
 OnlineNMF and the corrupted input); the full sizes under ``-m slow``."""
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from tensorstream.learners.robust_pca import OnlineRobustPCA
 
 pytest.importorskip("skimage")
 
-ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ["block-bright", "block-dark", "salt-pepper", "stripes", "spikes"]
 BACKENDS = ["numpy", pytest.param("pytorch", marks=pytest.mark.skipif(
     not importlib.util.find_spec("torch"), reason="needs torch"))]

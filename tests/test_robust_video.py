@@ -12,7 +12,6 @@ and 0.79-0.83. ``background(X)``, the benchmark's measure, is tested in
 the tests at the end of this file."""
 
 import functools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +29,6 @@ from tensorstream.learners.robust_pca import OnlineRobustPCA
 
 pytest.importorskip("skimage")
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 BENCH = load_script("benchmarks/bench_robust.py")
