@@ -124,6 +124,17 @@ def residual_scales(R: Any, mask: Any = None) -> Any:
     return row_medians(tl.abs(R), mask) / _MAD_CONSISTENCY
 
 
+def held_residual_scales(Z: Any, fit: Any, mask: Any = None) -> Any:
+    """Each row's :func:`residual_scales` of ``Z - fit`` over the entries the row holds
+    (nonzero, and observed where ``mask`` is given), shape ``(b,)``: a dark border or
+    background of exact zeros, which any basis fits exactly, would put the median residual at
+    0 and flag the whole image."""
+    held = tl.where(Z != 0, Z * 0 + 1, Z * 0)
+    if mask is not None:
+        held = held * mask
+    return residual_scales(Z - fit, held)
+
+
 def row_medians(values: Any, mask: Any = None) -> Any:
     """Each row's median over its observed entries (``mask > 0``; None: all), shape ``(b,)``
     (``inf`` for a row without any), in ``tl`` operations: one sort of the whole batch."""
@@ -300,12 +311,7 @@ class RobustMatrixAlgorithm(Algorithm):
         so the first steps do not call the data's own structure an outlier.
         """
         rough = robust_code(Z, basis, cap, mask=mask, max_iter=2, **options)
-        # over the entries a sample holds: a dark border or background of exact zeros, which
-        # any basis fits exactly, would put the median residual at 0 and flag the whole image
-        held = tl.where(Z != 0, Z * 0 + 1, Z * 0)
-        if mask is not None:
-            held = held * mask
-        scales = residual_scales(Z - rough.low_rank, held) * self.auto_residual_scales
+        scales = held_residual_scales(Z, rough.low_rank, mask) * self.auto_residual_scales
         # a column: each sample's threshold, broadcast over its entries
         return tl.reshape(tl.clip(scales, RESIDUAL_FLOOR, cap), (-1, 1))
 

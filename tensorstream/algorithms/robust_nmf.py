@@ -41,7 +41,7 @@ from ..engine.loop import usable_scale
 from ..schedules import make_weights
 from ..steps.surrogate import surrogate_solver_step
 from .nmf import loadings_from_init
-from .robust_matrix import residual_scales
+from .robust_matrix import held_residual_scales
 from .surrogate_cp import SurrogateCP
 
 CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
@@ -78,10 +78,7 @@ def solver_settings(solver: str, params: Mapping | None,
         raise TypeError(f"solver_params must be a dict or None, got {params!r}")
     what = f"solver={solver!r}" + (" of the batch RobustNMF" if defaults is BATCH_SOLVER_PARAMS
                                     else "")
-    try:
-        refuse_unknown_keys(params, defaults[solver], what, "settings")
-    except ValueError as error:
-        raise ValueError(f"solver_params: {error}") from None
+    refuse_unknown_keys(params, defaults[solver], what, "settings", "solver_params")
     validate_params(dict(params), _SOLVER_PARAM_CONSTRAINTS, "solver_params")
     return {**defaults[solver], **params}
 
@@ -518,16 +515,13 @@ class RobustNMFAlgorithm(SurrogateCP):
         rough = self._code(X, loadings, penalties, H0, E0, mask, max_iter=ROUGH_CODE_ITER)
         b = tl.shape(X)[0]
         flat = tl.reshape(X, (b, -1))
-        residuals = flat - tl.reshape(reconstruct(loadings, rough.codes), (b, -1))
-        # over the entries a sample holds: a border of exact zeros, which any dictionary fits
-        # exactly, would put the median residual at 0 (robust_matrix.residual_thresholds)
-        held = tl.where(flat != 0, flat * 0 + 1, flat * 0)
         if mask is not None:
-            held = held * tl.reshape(tl.tensor(mask, **tl.context(flat)), (b, -1))
+            mask = tl.reshape(tl.tensor(mask, **tl.context(flat)), (b, -1))
         cap = penalties.outlier_alpha
         # outlier_alpha_scale moves both terms: the cap came with it (_default_outlier_alpha)
         factor = SAMPLE_RESIDUAL_SCALES * float(self.options.outlier_alpha_scale)
-        scales = residual_scales(residuals, held) * factor
+        scales = held_residual_scales(
+            flat, tl.reshape(reconstruct(loadings, rough.codes), (b, -1)), mask) * factor
         return tl.clip(scales, _RESIDUAL_SCALE_FLOOR * cap, cap)
 
     def batch_sums(self, X: Any, coded: Codes, mask: Any, loadings: list,

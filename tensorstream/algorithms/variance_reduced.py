@@ -84,13 +84,6 @@ _SCHEDULE_CONSTRAINTS = {"c_tol": [Interval("real", 0, None, closed="neither")],
 AUTO_CODE_TOL = 1e-6
 
 
-def _refuse_unknown(params: Mapping, valid: Any, what: str, owner: str) -> None:
-    try:
-        refuse_unknown_keys(params, valid, what, "settings")
-    except ValueError as error:
-        raise ValueError(f"{owner}: {error}") from None
-
-
 def method_settings(method: str, params: Mapping | None) -> dict:
     """The settings of ``method``: :data:`METHOD_PARAMS`'s defaults updated by ``params``
     (the learner's ``method_params``), a key of another method (or ``auto_samples`` with a
@@ -111,7 +104,7 @@ def method_settings(method: str, params: Mapping | None) -> dict:
     if not isinstance(params, Mapping):
         raise TypeError(f"method_params must be a dict or None, got {params!r}")
     defaults = METHOD_PARAMS[method]
-    _refuse_unknown(params, defaults, f"method {method!r}", "method_params")
+    refuse_unknown_keys(params, defaults, f"method {method!r}", "settings", "method_params")
     validate_params(dict(params), _SETTING_CONSTRAINTS, "method_params")
     settings = {**defaults, **params}
     if "auto_samples" in params and settings["step_size"] != "auto":
@@ -128,7 +121,8 @@ def code_schedule(code_tol: float | Mapping) -> dict | None:
         validate_params({"code_tol": code_tol}, {"code_tol": [Interval("real", 0, None)]},
                         "VarianceReducedMF")
         return None
-    _refuse_unknown(code_tol, SCHEDULE_DEFAULTS, "the schedule of code_tol", "code_tol")
+    refuse_unknown_keys(code_tol, SCHEDULE_DEFAULTS, "the schedule of code_tol", "settings",
+                        "code_tol")
     validate_params(dict(code_tol), _SCHEDULE_CONSTRAINTS, "code_tol")
     return {**SCHEDULE_DEFAULTS, **code_tol}
 

@@ -700,10 +700,11 @@ def bit_generator_of(random_state: Any) -> Any:
     return None
 
 
-def refuse_unknown_keys(given: Any, valid: Any, what: str, noun: str) -> None:
+def refuse_unknown_keys(given: Any, valid: Any, what: str, noun: str,
+                        owner: str | None = None) -> None:
     """Refuse, by name, each key of the dict ``given`` that ``valid`` does not hold: a key
     that ``what`` takes no such setting of is an error, never ignored (``noun``: what the
-    valid keys are, in the message).
+    valid keys are, in the message; ``owner``: the parameter the dict is, its prefix).
 
     Examples
     --------
@@ -714,7 +715,7 @@ def refuse_unknown_keys(given: Any, valid: Any, what: str, noun: str) -> None:
     """
     unknown = [key for key in given if key not in valid]
     if unknown:
-        raise ValueError(f"{', '.join(map(repr, unknown))} "
+        raise ValueError(f"{owner + ': ' if owner else ''}{', '.join(map(repr, unknown))} "
                          f"{'does' if len(unknown) == 1 else 'do'} not apply to {what}: its "
                          f"{noun} are {list(valid)}")
 
