@@ -93,6 +93,7 @@ section 2, measured in one run, mean anything.
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 import warnings
 
@@ -157,7 +158,8 @@ def section_cost(args: argparse.Namespace) -> None:
     target = float(result.table["imputation_error"].sel(grouping=grouping, rank=rank))
     # the same held-out samples and hidden entries as select's (same seed, same draws)
     source = _Source.of(X, None, None, 0)
-    held = _HeldOut(*source.held_out(0.1, 1000, 0.2), source)
+    n_splits = _rung(args).get("n_splits", inspect.signature(select).parameters["n_splits"].default)
+    held = _HeldOut(*source.held_out(0.1, 1000, 0.2, n_splits), source)
     train = X[np.sort(source.train)]
     model = OnlineCPDL(rank, batch_size=64, random_state=0, max_iter=1)
     t_fit, passes, error, errors = 0.0, 0, np.inf, []

@@ -296,7 +296,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
         if not training:
             break  # every candidate in the running has converged
         if client is None:
-            _train_pass(training, source.pass_batches(batch_size, *rung, n_splits), source,
+            _train_pass(training, source.pass_batches(batch_size, *rung, n_splits=n_splits), source,
                         verbose)
         else:
             _train_on_cluster(client, training, source, rung, batch_size)
@@ -460,7 +460,7 @@ class _Source:
         return take_rows(self.data, rows)
 
     def held_out(self, share: float, most: int, hidden: float,
-                 n_splits: int = 2) -> tuple[Any, Any]:
+                 n_splits: int) -> tuple[Any, Any]:
         """The held-out samples (loaded) and the mask of their observed entries."""
         if not self.array:
             held = self.data[0]
@@ -480,8 +480,8 @@ class _Source:
             observed = xr.DataArray(observed, dims=held.dims, coords=held.coords)
         return held, observed
 
-    def pass_batches(self, batch_size: int, p: int, lo: float = 0.0, hi: float = 1.0,
-                     n_splits: int = 2) -> Iterable:
+    def pass_batches(self, batch_size: int, p: int, lo: float = 0.0, hi: float = 1.0, *,
+                     n_splits: int) -> Iterable:
         """The batches of pass ``p`` from share ``lo`` to ``hi`` of it, each dealt into
         ``n_splits`` disjoint shares (every ``n_splits``-th sample)."""
         if not self.array:
@@ -553,7 +553,7 @@ def _train_on_cluster(client: Any, alive: list, source: _Source, rung: tuple,
 
 def _train_alone(c: _Candidate, source: _Source, rung: tuple,
                  batch_size: int) -> _Candidate:
-    for shares in source.pass_batches(batch_size, *rung, len(c.learners)):
+    for shares in source.pass_batches(batch_size, *rung, n_splits=len(c.learners)):
         _step(c, shares, source)
     return c
 

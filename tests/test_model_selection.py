@@ -15,6 +15,11 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 GROUPINGS = ["0;1;2", "0,1;2", "0,1,2"]
 
 
+def _grid(values):
+    """A (grouping, rank) variable of a hand-made selection table."""
+    return (("grouping", "rank"), np.array(values, dtype=float))
+
+
 def planted(seed=0, rank=3, n=800, noise=0.1, joint_space=False):
     """Samples of shape (6, 6, 3) with CP rank ``rank`` in the modes (y, x, channel); with
     ``joint_space`` the spatial atoms are full 6 x 6 patterns (rank ``rank`` in (y.x, channel)
@@ -135,15 +140,12 @@ def test_a_replicable_candidate_dropped_by_halving_beats_finalists_that_do_not_r
     dropped: the choice is then among those, not the largest finalist (the grid's edge)."""
     from tensorstream.model_selection import _choose
 
-    def grid(values):
-        return (("grouping", "rank"), np.array(values, dtype=float))
-
     ds = xr.Dataset({
-        "imputation_error": grid([[0.059, 0.035, 0.024, 0.016]]),
-        "imputation_se": grid([[0.004, 0.003, 0.002, 0.001]]),
-        "n_parameters": grid([[38, 76, 152, 304]]),
-        "replicability": grid([[0.96, 0.85, 0.59, 0.32]]),
-        "passes": grid([[1, 1, 2, 3]])},
+        "imputation_error": _grid([[0.059, 0.035, 0.024, 0.016]]),
+        "imputation_se": _grid([[0.004, 0.003, 0.002, 0.001]]),
+        "n_parameters": _grid([[38, 76, 152, 304]]),
+        "replicability": _grid([[0.96, 0.85, 0.59, 0.32]]),
+        "passes": _grid([[1, 1, 2, 3]])},
         coords={"grouping": ["0;1;2"], "rank": [2, 4, 8, 16]})
     ds["finalist"] = ds["passes"] >= 3
     ds["rank_replicability"] = ds["replicability"].sel(grouping="0;1;2")  # one grouping
@@ -162,15 +164,12 @@ def test_the_rule_takes_the_rank_from_the_rank_replicability():
     happens to match at a rank varies from seed to seed on real data)."""
     from tensorstream.model_selection import _choose
 
-    def grid(values):
-        return (("grouping", "rank"), np.array(values, dtype=float))
-
     ds = xr.Dataset({
-        "imputation_error": grid([[0.07, 0.040, 0.025], [0.07, 0.039, 0.024]]),
-        "imputation_se": grid([[0.005, 0.003, 0.002], [0.005, 0.003, 0.002]]),
-        "n_parameters": grid([[38, 76, 152], [134, 268, 536]]),
-        "replicability": grid([[1.0, 0.75, 0.6], [0.99, 0.95, 0.55]]),
-        "passes": grid([[3, 3, 3], [3, 3, 3]])},
+        "imputation_error": _grid([[0.07, 0.040, 0.025], [0.07, 0.039, 0.024]]),
+        "imputation_se": _grid([[0.005, 0.003, 0.002], [0.005, 0.003, 0.002]]),
+        "n_parameters": _grid([[38, 76, 152], [134, 268, 536]]),
+        "replicability": _grid([[1.0, 0.75, 0.6], [0.99, 0.95, 0.55]]),
+        "passes": _grid([[3, 3, 3], [3, 3, 3]])},
         coords={"grouping": ["0;1;2", "0,1;2"], "rank": [2, 4, 8]})
     ds["finalist"] = ds["passes"] > 0
     ds["rank_replicability"] = ds["replicability"].mean("grouping")
