@@ -245,3 +245,15 @@ def test_divergence_transform_with_init_checks_the_feature_names():
                                atol=1e-3 * np.abs(init).max())
     with pytest.raises(ValueError, match="feature names should match"):
         model.transform(X[list("dcba")], init=init)
+
+
+@pytest.mark.parametrize("learner", LEARNERS, ids=lambda m: type(m).__name__)
+def test_every_argument_is_kept_as_given(learner):
+    """The shared parameters pass through the base classes' ``__init__``: each argument must
+    land on the attribute of its own name (a swapped keyword would still pass scikit-learn's
+    name-only checks)."""
+    names = list(learner.get_params(deep=False))
+    given = {name: object() for name in names}  # distinct markers: __init__ validates nothing
+    made = type(learner)(**given)
+    assert {name: getattr(made, name) for name in names} == given
+    assert set(vars(made)) == set(names)  # nothing more (scikit-learn's rule)

@@ -94,6 +94,23 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
 
     missing = None  # learners that accept missing entries make it a parameter
 
+    def __init__(self, n_components: int, *, batch_size: int | str, max_iter: int | str,
+                 init: Any, code_max_iter: int | None, code_tol: float | None,
+                 random_state: Any, backend: str | None, device: Any, verbose: bool,
+                 callback: Any, reinit_dead_atoms: bool, n_threads: int | None):
+        """Keep the parameters of the fit loop that every online learner shares; the learner's
+        ``__init__`` holds their defaults and passes them up."""
+        super().__init__(n_components, backend=backend, device=device, n_threads=n_threads)
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.init = init
+        self.code_max_iter = code_max_iter
+        self.code_tol = code_tol
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+        self.reinit_dead_atoms = reinit_dead_atoms
+
     # -- what a subclass configures ------------------------------------------------------------
 
     def _algorithm(self) -> Algorithm:

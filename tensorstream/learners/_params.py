@@ -95,6 +95,19 @@ class CheckedParameters(OutputAPI):
     _fitted_attribute = "state_"
     n_threads = DEFAULT_N_THREADS  # until __init__ sets it
 
+    def __init__(self, n_components: Any, *, backend: str | None, device: Any,
+                 n_threads: int | None):
+        """Keep the parameters every learner has, unchanged (scikit-learn's rule).
+
+        A learner's own ``__init__`` keeps its explicit signature and defaults (``get_params``
+        reads them) and passes these up, as scikit-learn's ``MiniBatchNMF`` does to
+        ``_BaseNMF``; the defaults live in the learner's signature alone.
+        """
+        self.n_components = n_components
+        self.backend = backend
+        self.device = device
+        self.n_threads = n_threads
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Check every learner's ``n_threads`` and run its public methods inside its thread
         limit, so that no learner can forget either."""

@@ -299,7 +299,10 @@ class OnlineDivergenceNMF(OnlineLearner):
                  backend: str | None = None, device: Any = None, verbose: bool = False,
                  callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self.n_components = n_components
+        super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
+                         code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
+                         backend=backend, device=device, verbose=verbose, callback=callback,
+                         reinit_dead_atoms=reinit_dead_atoms, n_threads=n_threads)
         self.loss = loss
         self.loss_params = loss_params
         self.step_a = step_a
@@ -314,21 +317,9 @@ class OnlineDivergenceNMF(OnlineLearner):
         self.dict_row_min = dict_row_min
         self.ridge = ridge
         self.normalize = normalize
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.code_max_iter = code_max_iter
-        self.code_tol = code_tol
         self.transform_tol = transform_tol
         self.transform_max_iter = transform_max_iter
         self.dict_rounds = dict_rounds
-        self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 

@@ -69,6 +69,28 @@ class RobustMatrixLearner(OnlineLearner):
 
     # -- parameters ----------------------------------------------------------------------------
 
+    def __init__(self, n_components: int, *, norm_alpha: float | None,
+                 outlier_alpha: float | str | None, data_scale: float | str, column_bound: Any,
+                 dict_passes: int | None, missing: str | None, weights: Any,
+                 batch_size: int | str, max_iter: int | str, init: Any,
+                 code_max_iter: int | None, code_tol: float, random_state: Any,
+                 backend: str | None, device: Any, verbose: bool, callback: Any,
+                 reinit_dead_atoms: bool, n_threads: int | None):
+        """Keep the parameters of the robust matrix family (the split ``L r + e``, its scale,
+        the column bound, the basis passes, masks, the weights' schedule); the learner's
+        ``__init__`` holds their defaults and passes them up with the fit loop's."""
+        super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
+                         code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
+                         backend=backend, device=device, verbose=verbose, callback=callback,
+                         reinit_dead_atoms=reinit_dead_atoms, n_threads=n_threads)
+        self.norm_alpha = norm_alpha
+        self.outlier_alpha = outlier_alpha
+        self.data_scale = data_scale
+        self.column_bound = column_bound
+        self.dict_passes = dict_passes
+        self.missing = missing
+        self.weights = weights
+
     def _algorithm(self) -> RobustMatrixAlgorithm:
         raise NotImplementedError
 
@@ -355,33 +377,20 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self.n_components = n_components
-        self.norm_alpha = norm_alpha
-        self.outlier_alpha = outlier_alpha
-        self.data_scale = data_scale
+        super().__init__(n_components, norm_alpha=norm_alpha, outlier_alpha=outlier_alpha,
+                         data_scale=data_scale, column_bound=column_bound, dict_passes=dict_passes,
+                         missing=missing, weights=weights, batch_size=batch_size, max_iter=max_iter,
+                         init=init, code_max_iter=code_max_iter, code_tol=code_tol,
+                         random_state=random_state, backend=backend, device=device, verbose=verbose,
+                         callback=callback, reinit_dead_atoms=reinit_dead_atoms,
+                         n_threads=n_threads)
         self.noise = noise
-        self.column_bound = column_bound
         self.dict_step = dict_step
-        self.dict_passes = dict_passes
         self.ridge = ridge
         self.basis_jitter = basis_jitter
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
         self.ball_solver = ball_solver
         self.ball_tol = ball_tol
         self.ball_max_iter = ball_max_iter
-        self.missing = missing
-        self.weights = weights
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
 
     def _algorithm(self) -> MaxNormAlgorithm:
         # MaxNormOptions's fields are parameters of the same names (_options)

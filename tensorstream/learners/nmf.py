@@ -144,10 +144,10 @@ class OnlineNMF(OnlineLearner):
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
-        self.n_components = n_components
-        self.init = init
-        self.batch_size = batch_size
-        self.max_iter = max_iter
+        super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
+                         code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
+                         backend=backend, device=device, verbose=verbose, callback=callback,
+                         reinit_dead_atoms=reinit_dead_atoms, n_threads=n_threads)
         self.alpha_W = alpha_W
         self.alpha_H = alpha_H
         self.l1_ratio = l1_ratio
@@ -159,15 +159,6 @@ class OnlineNMF(OnlineLearner):
         self.missing = missing
         self.dict_passes = dict_passes
         self.coder = coder
-        self.code_max_iter = code_max_iter
-        self.code_tol = code_tol
-        self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.n_threads = n_threads
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
 

@@ -192,7 +192,10 @@ class OnlineCPDL(OnlineLearner):
                  backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True, n_threads: int | None = 1):
-        self.n_components = n_components
+        super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
+                         code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
+                         backend=backend, device=device, verbose=verbose, callback=callback,
+                         reinit_dead_atoms=reinit_dead_atoms, n_threads=n_threads)
         self.alpha = alpha
         self.ridge = ridge
         self.weights = weights
@@ -201,22 +204,10 @@ class OnlineCPDL(OnlineLearner):
         self.nonnegative = nonnegative
         self.column_bound = column_bound
         self.missing = missing
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
         self.dict_step = dict_step
         self.dict_passes = dict_passes
         self.dict_tol = dict_tol
-        self.code_max_iter = code_max_iter
-        self.code_tol = code_tol
         self.coder = coder
-        self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
 
     # -- configuration -------------------------------------------------------------------------
 

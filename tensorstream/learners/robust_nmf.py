@@ -265,15 +265,16 @@ class RobustOnlineNMF(OnlineLearner):
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
-        self.n_components = n_components
+        super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
+                         code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
+                         backend=backend, device=device, verbose=verbose, callback=callback,
+                         reinit_dead_atoms=reinit_dead_atoms, n_threads=n_threads)
         self.outlier_alpha = outlier_alpha
         self.outlier_alpha_scale = outlier_alpha_scale
         self.outlier_bound = outlier_bound
         self.data_scale = data_scale
         self.solver = solver
         self.solver_params = solver_params
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
         self.dict_tol = dict_tol
         self.dict_passes = dict_passes
         self.constraint = constraint
@@ -291,16 +292,6 @@ class RobustOnlineNMF(OnlineLearner):
         self.outlier_init = outlier_init
         self.missing = missing
         self.weights = weights
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.n_threads = n_threads
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
 
     # -- parameters ----------------------------------------------------------------------------
 

@@ -153,7 +153,7 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                  code_max_iter: int = 1000, init="random", random_state=None,
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  callback=None):
-        self.n_components = n_components
+        super().__init__(n_components, backend=backend, device=device, n_threads=n_threads)
         self.outlier_alpha = outlier_alpha
         self.outlier_alpha_scale = outlier_alpha_scale
         self.outlier_bound = outlier_bound
@@ -167,9 +167,6 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
         self.code_max_iter = code_max_iter
         self.init = init
         self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.n_threads = n_threads
         self.callback = callback
 
     _parameter_constraints = {

@@ -119,26 +119,13 @@ class OnlineRobustPCA(RobustMatrixLearner):
                  verbose: bool = False,
                  callback=None, reinit_dead_atoms: bool = True,
                  n_threads: int | None = 1):
-        self.n_components = n_components
-        self.norm_alpha = norm_alpha
-        self.outlier_alpha = outlier_alpha
-        self.data_scale = data_scale
-        self.column_bound = column_bound
-        self.dict_passes = dict_passes
-        self.code_tol = code_tol
-        self.code_max_iter = code_max_iter
-        self.missing = missing
-        self.weights = weights
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.init = init
-        self.random_state = random_state
-        self.backend = backend
-        self.device = device
-        self.verbose = verbose
-        self.callback = callback
-        self.reinit_dead_atoms = reinit_dead_atoms
-        self.n_threads = n_threads
+        super().__init__(n_components, norm_alpha=norm_alpha, outlier_alpha=outlier_alpha,
+                         data_scale=data_scale, column_bound=column_bound, dict_passes=dict_passes,
+                         missing=missing, weights=weights, batch_size=batch_size, max_iter=max_iter,
+                         init=init, code_max_iter=code_max_iter, code_tol=code_tol,
+                         random_state=random_state, backend=backend, device=device, verbose=verbose,
+                         callback=callback, reinit_dead_atoms=reinit_dead_atoms,
+                         n_threads=n_threads)
 
     def _algorithm(self) -> RobustPCAAlgorithm:
         # RobustMatrixOptions's fields are parameters of the same names (_options)
@@ -223,15 +210,12 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
                  tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
                  max_iter: int = 1000, backend: str | None = None, device: Any = None,
                  n_threads: int | None = 1):
-        self.n_components = n_components
+        super().__init__(n_components, backend=backend, device=device, n_threads=n_threads)
         self.outlier_alpha = outlier_alpha
         self.tol = tol
         self.change_tol = change_tol
         self.rho = rho
         self.max_iter = max_iter
-        self.backend = backend
-        self.device = device
-        self.n_threads = n_threads
 
     _parameter_constraints = {
         "n_components": [Interval("int", 1, None), NONE],

@@ -227,7 +227,7 @@ class VarianceReducedMF(FiniteDataLearner):
                  code_max_iter: int = 100, eval_tol: float = 1e-7, eval_max_iter: int = 5000,
                  random_state=None, backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback=None, n_threads: int | None = 1):
-        self.n_components = n_components
+        super().__init__(n_components, backend=backend, device=device, n_threads=n_threads)
         self.formulation = formulation
         self.formulation_params = formulation_params
         self.method = method
@@ -244,11 +244,8 @@ class VarianceReducedMF(FiniteDataLearner):
         self.eval_tol = eval_tol
         self.eval_max_iter = eval_max_iter
         self.random_state = random_state
-        self.backend = backend
-        self.device = device
         self.verbose = verbose
         self.callback = callback
-        self.n_threads = n_threads
 
     # -- parameters ------------------------------------------------------------------------------
 
