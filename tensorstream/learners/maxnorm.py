@@ -326,12 +326,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
         ``L_0``: U[0, 1] entries (the authors' Figures 1-4), an orthonormalized Gaussian matrix
         (their large-scale runs), or the given matrix (also accepted as a list holding it).
-    random_state : int, Generator or None
-    backend : {"numpy", "pytorch", None}, default None
-    verbose : bool, default False
-    callback : callable, optional
-        ``callback(learner, info)`` after every step; returning True stops ``fit``.
-    reinit_dead_atoms, device, n_threads
+    random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
         As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes

@@ -85,7 +85,26 @@ ROBUST_CONSTRAINTS = {
 }
 
 
-class RobustOnlineNMF(OnlineLearner):
+class RobustNMFParameters:
+    """The parameters the online and the batch robust NMF share (the outliers' weight, scale
+    and bound, the data's scale, the solver), kept by one ``__init__``: the learner's own
+    passes them up with those of its base (``OnlineLearner`` or ``CheckedParameters``), which
+    this one hands on."""
+
+    def __init__(self, n_components: int, *, outlier_alpha: float | str | None,
+                 outlier_alpha_scale: float, outlier_bound: float | None,
+                 data_scale: float | str, solver: str, solver_params: dict | None,
+                 **base_parameters: Any):
+        super().__init__(n_components, **base_parameters)
+        self.outlier_alpha = outlier_alpha
+        self.outlier_alpha_scale = outlier_alpha_scale
+        self.outlier_bound = outlier_bound
+        self.data_scale = data_scale
+        self.solver = solver
+        self.solver_params = solver_params
+
+
+class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
     """Online NMF with outliers (ONMFO, Zhao & Tan): dictionary, codes and sparse outliers.
 
     Learns a nonnegative dictionary ``W`` from a stream so that every sample is ``W h + e``
@@ -265,16 +284,13 @@ class RobustOnlineNMF(OnlineLearner):
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
-        super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
+        super().__init__(n_components, outlier_alpha=outlier_alpha,
+                         outlier_alpha_scale=outlier_alpha_scale, outlier_bound=outlier_bound,
+                         data_scale=data_scale, solver=solver, solver_params=solver_params,
+                         batch_size=batch_size, max_iter=max_iter, init=init,
                          code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
                          backend=backend, device=device, verbose=verbose, callback=callback,
                          reinit_dead_atoms=reinit_dead_atoms, n_threads=n_threads)
-        self.outlier_alpha = outlier_alpha
-        self.outlier_alpha_scale = outlier_alpha_scale
-        self.outlier_bound = outlier_bound
-        self.data_scale = data_scale
-        self.solver = solver
-        self.solver_params = solver_params
         self.dict_tol = dict_tol
         self.dict_passes = dict_passes
         self.constraint = constraint

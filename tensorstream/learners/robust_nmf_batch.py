@@ -43,12 +43,12 @@ from ._checkpoints import ArrayCheckpoint
 from ._fitting import MAX_FIT_STEPS, OnlineEstimator
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
-from .robust_nmf import ROBUST_CONSTRAINTS
+from .robust_nmf import ROBUST_CONSTRAINTS, RobustNMFParameters
 
 __all__ = ["RobustNMF"]
 
 
-class RobustNMF(ArrayCheckpoint, OnlineEstimator):
+class RobustNMF(RobustNMFParameters, ArrayCheckpoint, OnlineEstimator):
     """Batch robust NMF with outliers: BPGD or BADMM (the paper's supplement S-2).
 
     Minimises ``1/2 ||X - H W^T - E||_F^2 + outlier_alpha ||E||_1`` over ``H >= 0``,
@@ -153,13 +153,10 @@ class RobustNMF(ArrayCheckpoint, OnlineEstimator):
                  code_max_iter: int = 1000, init="random", random_state=None,
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  callback=None):
-        super().__init__(n_components, backend=backend, device=device, n_threads=n_threads)
-        self.outlier_alpha = outlier_alpha
-        self.outlier_alpha_scale = outlier_alpha_scale
-        self.outlier_bound = outlier_bound
-        self.data_scale = data_scale
-        self.solver = solver
-        self.solver_params = solver_params
+        super().__init__(n_components, outlier_alpha=outlier_alpha,
+                         outlier_alpha_scale=outlier_alpha_scale, outlier_bound=outlier_bound,
+                         data_scale=data_scale, solver=solver, solver_params=solver_params,
+                         backend=backend, device=device, n_threads=n_threads)
         self.max_iter = max_iter
         self.tol = tol
         self.max_time = max_time

@@ -69,11 +69,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
         Passes over an array given to ``fit``; ``"auto"`` as in
         :func:`~tensorstream.learners._fitting.fit_passes`.
     init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
-    random_state : int, Generator or None
-    backend : {"numpy", "pytorch", None}, default None
-    verbose : bool, default False
-    callback : callable, optional
-    reinit_dead_atoms, device, n_threads
+    random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
         As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
 
     Attributes
