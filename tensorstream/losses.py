@@ -38,7 +38,7 @@ import functools
 import math
 import numbers
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import tensorly as tl
@@ -633,7 +633,26 @@ class Mahalanobis(Divergence):
 
 
 @dataclass(frozen=True)
-class BetaDivergence(Divergence):
+class _OrderFamily(Divergence):
+    """What the β and α families share: one real order (``_order_parameters``), a closed form
+    at the orders where the general formula is a limit or loses accuracy (``_closed_forms``,
+    order -> kernel), the family's general formula elsewhere (``_general_elementwise``)."""
+
+    _closed_forms: ClassVar[dict] = {}
+
+    def _elementwise(self, v, y):
+        order = getattr(self, self._order_parameters[0])
+        closed_form = self._closed_forms.get(order)
+        if closed_form is not None:
+            return closed_form(v, y)
+        return self._general_elementwise(v, y, order)
+
+    def _general_elementwise(self, v: Tensor, y: Tensor, order: float) -> Tensor:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BetaDivergence(_OrderFamily):
     """β-divergence, any real β: ``[v^β + (β-1) y^β - β v y^(β-1)] / (β(β-1))`` per entry.
 
     Exact closed forms at the limits: β = 1 is KL / I-divergence ``v log(v/y) - v + y`` (with
@@ -690,14 +709,10 @@ class BetaDivergence(Divergence):
     def curvature_bound(self) -> float | None:
         return 1.0 if self.beta == 2.0 else None
 
-    def _elementwise(self, v, y):
-        if self.beta == 1.0:
-            return _kl(v, y)
-        if self.beta == 0.0:
-            return _itakura_saito(v, y)
-        if self.beta == 2.0:
-            return _half_squared(v, y)
-        return y**self.beta * _power_family(v, y, self.beta)
+    _closed_forms: ClassVar[dict] = {1.0: _kl, 0.0: _itakura_saito, 2.0: _half_squared}
+
+    def _general_elementwise(self, v, y, beta):
+        return y**beta * _power_family(v, y, beta)
 
     def _gradient(self, v, y):
         return y ** (self.beta - 2) * (y - v)
@@ -708,7 +723,7 @@ class BetaDivergence(Divergence):
 
 
 @dataclass(frozen=True)
-class AlphaDivergence(Divergence):
+class AlphaDivergence(_OrderFamily):
     """α-divergence, any real α: ``[v^α y^(1-α) - α v + (α-1) y] / (α(α-1))`` per entry.
 
     Exact closed forms at α = 1 (KL, ``v log(v/y) - v + y``), α = 0 (dual KL,
@@ -752,14 +767,10 @@ class AlphaDivergence(Divergence):
     def needs_positive_data(self) -> bool:
         return self.alpha <= 0.0
 
-    def _elementwise(self, v, y):
-        if self.alpha == 1.0:
-            return _kl(v, y)
-        if self.alpha == 0.0:
-            return _dual_kl(v, y)
-        if self.alpha == 0.5:
-            return _hellinger(v, y)
-        return y * _power_family(v, y, self.alpha)
+    _closed_forms: ClassVar[dict] = {1.0: _kl, 0.0: _dual_kl, 0.5: _hellinger}
+
+    def _general_elementwise(self, v, y, alpha):
+        return y * _power_family(v, y, alpha)
 
     def _gradient(self, v, y):
         # (1 - r^α) / α = -L (e^(αL) - 1) / (αL): stable at α -> 0, where it is log(y/v)
