@@ -673,15 +673,24 @@ def _rank_replicability(candidates: list, tolerance: float) -> dict[int, tuple[f
     return out
 
 
+def _held_ranks(ranks: Any, replicable: Any, settled: Any) -> np.ndarray:
+    """Per rank (in any order): whether the data hold it, i.e. it replicates and no smaller
+    rank failed to (a rank that does not replicate after a whole pass, ``settled``, ends the
+    ranks the data hold: a larger one that happens to replicate is chance). The one rule of
+    the halving (:func:`_eligible`) and of the choice (:func:`_choose`)."""
+    ranks, replicable = np.asarray(ranks), np.asarray(replicable, bool)
+    failed = ranks[np.asarray(settled, bool) & ~replicable]
+    return replicable & (ranks < (failed.min() if failed.size else np.inf))
+
+
 def _eligible(candidates: list, minimum: float, tolerance: float) -> dict[int, bool]:
-    """Per candidate (by ``id``): its rank replicates (see :func:`_rank_replicability`), and
-    every smaller rank too (a rank that does not replicate after a whole pass ends the ranks
-    the data hold: a larger one that happens to replicate is chance)."""
-    ranks = _rank_replicability(candidates, tolerance)
-    failed = min((r for r, (score, settled) in ranks.items() if settled and score < minimum),
-                 default=np.inf)
-    return {id(c): c.rank in ranks and ranks[c.rank][0] >= minimum and c.rank < failed
-            for c in candidates}
+    """Per candidate (by ``id``): whether its rank is one the data hold (:func:`_held_ranks`,
+    from :func:`_rank_replicability`)."""
+    by_rank = _rank_replicability(candidates, tolerance)
+    ranks = list(by_rank)
+    held = _held_ranks(ranks, [by_rank[r][0] >= minimum for r in ranks],
+                       [by_rank[r][1] for r in ranks])
+    return {id(c): bool(dict(zip(ranks, held)).get(c.rank, False)) for c in candidates}
 
 
 def _prune(candidates: list, tolerance: float, minimum: float) -> None:
@@ -763,8 +772,9 @@ def _choose(ds: xr.Dataset, tolerance: float) -> tuple[tuple[str, int], str]:
     ranks that halving dropped."""
     # a rank replicates when its best-fitting groupings do on average; the first rank that
     # does not (after a whole pass) ends the ranks the data hold
-    failed = ~ds["rank_replicable"] & (ds["passes"] >= 1).any("grouping")
-    eligible = ds["rank_replicable"] & (failed.cumsum("rank") == 0)
+    settled = (ds["passes"] >= 1).any("grouping")
+    eligible = ds["rank_replicable"].copy(data=_held_ranks(
+        ds["rank"].values, ds["rank_replicable"].values, settled.values))
     pool = ds["finalist"] & eligible
     rule = (f"fewest parameters within one SE (or {tolerance:g} times) of the best "
             f"imputation error, among replicable ranks")

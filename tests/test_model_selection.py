@@ -452,3 +452,22 @@ def test_small_first_batches_are_skipped_not_refused():
         [X[160 + 30 * i:190 + 30 * i] for i in range(10)]
     result = select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"], n_components=[2])
     assert result.chosen["n_components"] == 2
+
+
+def test_halving_and_the_choice_hold_the_same_ranks_in_any_order():
+    """One rule (_held_ranks) for the halving and the choice: a rank the data hold replicates
+    and no smaller rank failed after a whole pass, whatever the order the ranks were listed in
+    (the choice's running sum over the listed order let rank 8 through when listed first)."""
+    from tensorstream.model_selection import _choose, _held_ranks
+
+    held = _held_ranks([8, 2, 4], replicable=[True, True, False], settled=[True, True, True])
+    assert held.tolist() == [False, True, False]
+    ds = xr.Dataset({
+        "imputation_error": _grid([[0.010, 0.059, 0.035]]),
+        "imputation_se": _grid([[0.001, 0.004, 0.003]]),
+        "n_parameters": _grid([[152, 38, 76]]),
+        "passes": _grid([[3, 3, 3]])},
+        coords={"grouping": ["0;1;2"], "rank": [8, 2, 4]})
+    ds["finalist"] = ds["passes"] >= 3
+    ds["rank_replicable"] = ("rank", [True, True, False])
+    assert _choose(ds, 0.1)[0] == ("0;1;2", 2)
