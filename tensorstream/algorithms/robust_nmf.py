@@ -83,17 +83,23 @@ def solver_settings(solver: str, params: Mapping | None,
     return {**defaults[solver], **params}
 
 
-def check_outlier_alpha_scale(outlier_alpha: Any, outlier_alpha_scale: float) -> None:
-    """Refuse ``outlier_alpha_scale`` other than 1 with a given ``outlier_alpha`` (a float or
-    inf): it multiplies the weight that ``"auto"`` or None choose, and a given weight is
-    used as it is."""
-    if outlier_alpha_scale != 1.0 and not (outlier_alpha is None or
-                                           isinstance(outlier_alpha, str)):
-        raise ValueError(
-            f"outlier_alpha_scale multiplies the weight outlier_alpha='auto' or None chooses; "
-            f"a given outlier_alpha is used as it is: give the weight itself or leave "
-            f"outlier_alpha_scale at 1.0, got outlier_alpha_scale={outlier_alpha_scale!r} "
-            f"with outlier_alpha={outlier_alpha!r}")
+def refuse_set_by_hand(set_by_hand: Mapping, role: str, way_out: str, setting: str) -> None:
+    """Refuse the parameters of ``set_by_hand`` (those set to another value than their default
+    and the paper's, read from the learner's signature) where ``setting`` leaves them nothing
+    to do: the error names the parameter, its ``role``, the ``way_out`` and the setting."""
+    for name, value in set_by_hand.items():
+        raise ValueError(f"{name} {role}: leave {name} at its default or {way_out}, got "
+                         f"{name}={value!r} with {setting}")
+
+
+def check_outlier_alpha_scale(outlier_alpha: Any, set_by_hand: Mapping) -> None:
+    """Refuse ``outlier_alpha_scale`` in ``set_by_hand`` with a given ``outlier_alpha`` (a
+    float or inf): it multiplies the weight that ``"auto"`` or None choose, and a given
+    weight is used as it is."""
+    if not (outlier_alpha is None or isinstance(outlier_alpha, str)):
+        refuse_set_by_hand(set_by_hand, "multiplies the weight outlier_alpha='auto' or None "
+                           "chooses; a given outlier_alpha is used as it is",
+                           "give the weight itself", f"outlier_alpha={outlier_alpha!r}")
 
 
 #: What only the outlier part reads: ``outlier_alpha=inf`` has none (the coders start and stay
@@ -108,23 +114,19 @@ def check_outlier_part(outlier_alpha: Any, set_by_hand: Mapping) -> None:
     if outlier_alpha is None or isinstance(outlier_alpha, str) or \
             not math.isinf(float(outlier_alpha)):
         return
-    for name, value in set_by_hand.items():
-        if name == "outlier_bound" and value == math.inf:
-            continue
-        raise ValueError(
-            f"{name} applies to the outliers, which outlier_alpha=inf turns off (no outlier "
-            f"part): leave {name} at its default or give a finite outlier_alpha, got "
-            f"{name}={value!r} with outlier_alpha=inf")
+    refuse_set_by_hand({name: value for name, value in set_by_hand.items()
+                        if not (name == "outlier_bound" and value == math.inf)},
+                       "applies to the outliers, which outlier_alpha=inf turns off (no outlier "
+                       "part)", "give a finite outlier_alpha", "outlier_alpha=inf")
 
 
-def check_group_size(group_alpha: float, group_size: int) -> None:
-    """Refuse ``group_size`` other than 1 without the group lasso (``group_alpha=0``), whose
-    groups it sizes."""
-    if group_alpha == 0 and group_size != 1:
-        raise ValueError(
-            f"group_size sizes the groups of the group lasso, which group_alpha=0 turns off: "
-            f"leave group_size at 1 or give group_alpha > 0, got group_size={group_size!r} "
-            f"with group_alpha={group_alpha!r}")
+def check_group_size(group_alpha: float, set_by_hand: Mapping) -> None:
+    """Refuse ``group_size`` in ``set_by_hand`` without the group lasso (``group_alpha=0``),
+    whose groups it sizes."""
+    if group_alpha == 0:
+        refuse_set_by_hand(set_by_hand, "sizes the groups of the group lasso, which "
+                           "group_alpha=0 turns off", "give group_alpha > 0",
+                           f"group_alpha={group_alpha!r}")
 
 
 def check_constraint_weights(constraint: str, gamma1: float, gamma2: float,
@@ -136,11 +138,9 @@ def check_constraint_weights(constraint: str, gamma1: float, gamma2: float,
         if gamma1 == gamma2 == 0:
             raise ValueError("constraint='elasticnet' needs gamma1 > 0 or gamma2 > 0")
         return
-    for name, value in set_by_hand.items():
-        raise ValueError(
-            f"{name} is a weight of the elastic-net set, which constraint={constraint!r} "
-            f"does not use: leave {name} at its default or pick constraint='elasticnet', "
-            f"got {name}={value!r} with constraint={constraint!r}")
+    refuse_set_by_hand(set_by_hand, f"is a weight of the elastic-net set, which "
+                       f"constraint={constraint!r} does not use", "pick constraint='elasticnet'",
+                       f"constraint={constraint!r}")
 
 
 #: ``outlier_alpha="auto"`` in residual scales: a residual beyond 2.5 times the model's

@@ -334,11 +334,11 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
 
     def _check_rules(self) -> None:
         solver_settings(self.solver, self.solver_params, self._solver_params)
-        check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
+        check_outlier_alpha_scale(self.outlier_alpha, self._set_by_hand("outlier_alpha_scale"))
         check_constraint_weights(self.constraint, self.gamma1, self.gamma2,
                                  self._set_by_hand("gamma1", "gamma2"))
         check_outlier_part(self.outlier_alpha, self._set_by_hand(*OUTLIER_PARAMETERS))
-        check_group_size(self.group_alpha, self.group_size)
+        check_group_size(self.group_alpha, self._set_by_hand("group_size"))
         make_weights(self.weights)
 
     def _algorithm(self) -> RobustNMFAlgorithm:

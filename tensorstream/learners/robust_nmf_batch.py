@@ -178,7 +178,7 @@ class RobustNMF(RobustNMFParameters, ArrayCheckpoint, OnlineEstimator):
 
     def _check_rules(self) -> None:
         self._solver_settings()
-        check_outlier_alpha_scale(self.outlier_alpha, self.outlier_alpha_scale)
+        check_outlier_alpha_scale(self.outlier_alpha, self._set_by_hand("outlier_alpha_scale"))
         check_outlier_part(self.outlier_alpha, self._set_by_hand("outlier_bound"))
 
     def _solver_settings(self) -> dict:
