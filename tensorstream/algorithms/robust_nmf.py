@@ -52,8 +52,11 @@ CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
 #: paper's Section IV-A1); ADMM's penalty ``rho`` (``rho1 = rho2 = rho3``). A step size and
 #: a penalty are not one quantity, so each solver has its own keys.
 SOLVER_PARAMS = {"pgd": {"kappa": 0.7, "accelerated": False}, "admm": {"rho": 1.0}}
-#: The batch ``RobustNMF``'s (BPGD and its ``transform`` take no accelerated step).
-BATCH_SOLVER_PARAMS = {"pgd": {"kappa": 0.7}, "admm": {"rho": 1.0}}
+#: The batch ``RobustNMF``'s: the same but ``accelerated`` (BPGD and its ``transform`` take
+#: no accelerated step).
+BATCH_SOLVER_PARAMS = {solver: {key: value for key, value in settings.items()
+                                if key != "accelerated"}
+                       for solver, settings in SOLVER_PARAMS.items()}
 _SOLVER_PARAM_CONSTRAINTS = {"kappa": [Interval("real", 0, 1, closed="right")],
                              "rho": [Interval("real", 0, None, closed="neither")],
                              "accelerated": [BOOLEAN]}
@@ -345,9 +348,10 @@ class RobustNMFOptions:
     penalties: RobustPenalties = RobustPenalties(outlier_bound=None)
     data_scale: float | str = "auto"
     solver: str = "admm"
-    kappa: float = 0.7
-    rho: float = 1.0
-    accelerated: bool = False
+    # the solvers' defaults are SOLVER_PARAMS's (only the chosen solver's are read)
+    kappa: float = SOLVER_PARAMS["pgd"]["kappa"]
+    rho: float = SOLVER_PARAMS["admm"]["rho"]
+    accelerated: bool = SOLVER_PARAMS["pgd"]["accelerated"]
     code_init: str = "uniform"
     outlier_init: str = "gross"
     code_tol: float = 1e-3
