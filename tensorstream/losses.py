@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorly as tl
 
-from .core.backend import to_numpy
+from .core.backend import indicator, to_numpy
 
 Tensor = Any
 
@@ -169,12 +169,6 @@ def _check_positive(name: str, value: Any) -> float:
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return value
-
-
-def _indicator(condition: Tensor, like: Tensor) -> Tensor:
-    """Float 0/1 tensor with the dtype/device of ``like`` (``where`` on two scalars would not)."""
-    zeros = tl.zeros_like(like)
-    return tl.where(condition, zeros + 1, zeros)
 
 
 # --------------------------------------------------------------------------------------------
@@ -553,7 +547,7 @@ class Huber(Divergence):
         return tl.clip(y - v, -self.threshold, self.threshold)
 
     def _curvature(self, v, y):
-        return _indicator(tl.abs(v - y) <= self.threshold, y)
+        return indicator(tl.abs(v - y) <= self.threshold, y)
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ import numpy as np
 import tensorly as tl
 
 from ..coders.maxnorm import RobustCodes, robust_code
-from ..core.backend import to_numpy, using
+from ..core.backend import indicator, to_numpy, using
 from ..core.constraints import project_columns
 from ..engine import Algorithm, Codes
 from ..engine.state import OnlineState
@@ -129,7 +129,7 @@ def held_residual_scales(Z: Any, fit: Any, mask: Any = None) -> Any:
     (nonzero, and observed where ``mask`` is given), shape ``(b,)``: a dark border or
     background of exact zeros, which any basis fits exactly, would put the median residual at
     0 and flag the whole image."""
-    held = tl.where(Z != 0, Z * 0 + 1, Z * 0)
+    held = indicator(Z != 0, Z)
     if mask is not None:
         held = held * mask
     return residual_scales(Z - fit, held)
@@ -357,7 +357,7 @@ class RobustMatrixAlgorithm(Algorithm):
             # dense ("fro") or whole-sample ("l21") noise flags every entry of a sample it
             # touches: nothing would be left to refit to
             return coded
-        kept = tl.where(coded.outliers == 0, X * 0 + 1, X * 0)
+        kept = indicator(coded.outliers == 0, X)
         if mask is not None:
             kept = kept * mask
         options = {**self.coder_options(norm_alpha), "noise": "none"}

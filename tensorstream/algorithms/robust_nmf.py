@@ -28,7 +28,7 @@ from ..coders.robust import (
     project_outliers,
     robust_code,
 )
-from ..core.backend import to_numpy
+from ..core.backend import indicator, to_numpy
 from ..core.constraints import (
     project_columns,
     project_elastic_net_columns,
@@ -561,7 +561,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         penalties = coded.work
         X = X / scale
         H, E = coded.codes / scale, coded.outliers / scale
-        kept = tl.where(E == 0, X * 0 + 1, X * 0)
+        kept = indicator(E == 0, X)
         if mask is not None:
             kept = kept * tl.tensor(mask, **tl.context(kept))
         free = dataclasses.replace(penalties, outlier_alpha=math.inf, sample_alpha=None)

@@ -139,6 +139,14 @@ def as_tensor(x: Any, backend: str, **context: Any) -> Any:
         return tl.tensor(np.asarray(x), **context)
 
 
+def indicator(condition: Any, like: Any) -> Any:
+    """1.0 where ``condition`` holds and 0.0 elsewhere, a tensor of ``like``'s shape, dtype and
+    device (``tl.where`` on two Python scalars would keep neither; ``like * 0`` would carry its
+    NaN and inf entries into the 0/1 tensor)."""
+    zeros = tl.zeros_like(like)
+    return tl.where(condition, zeros + 1, zeros)
+
+
 def is_real_dtype(x: Any) -> bool:
     """True when ``x`` holds bool/int/float data (not complex, object, strings...)."""
     if backend_of(x) == "pytorch":
