@@ -52,6 +52,14 @@ def rng():
 
 
 
+def step_params(eta, method="vr"):
+    """``VarianceReducedMF``'s ``method_params`` that give ``method`` the step ``eta``, or None
+    where the method takes no step (SMM): ``METHOD_PARAMS`` says which do."""
+    from tensorstream.algorithms.variance_reduced import METHOD_PARAMS
+
+    return {"step_size": eta} if "step_size" in METHOD_PARAMS[method] else None
+
+
 def assert_same_state(before, after):
     """Two :class:`tensorstream.engine.OnlineState` hold the same values (bit for bit)."""
     assert (before.scale, before.n_steps, before.n_samples_seen) == (

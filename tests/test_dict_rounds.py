@@ -16,6 +16,7 @@ several rounds, in ``test_distributed.py``, ``test_divergence_sparse.py`` and
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from state_helpers import state_of
 
 import tensorstream
 from tensorstream import OnlineDivergenceNMF
@@ -209,13 +210,12 @@ def test_rounds_need_the_multiplicative_step():
 def test_a_refused_batch_in_a_rounds_step_changes_nothing():
     X = _counts((40, 8))
     model = OnlineDivergenceNMF(3, dict_rounds=4, random_state=0).partial_fit(X[:20])
-    before = np.array(model.loadings_[0]), model.n_steps_
+    before = state_of(model)
     bad = X[20:].copy()
     bad[3, 2] = np.nan
     with pytest.raises(ValueError, match="X"):
         model.partial_fit(bad)
-    np.testing.assert_array_equal(model.loadings_[0], before[0])
-    assert model.n_steps_ == before[1]
+    assert state_of(model) == before
 
 
 @pytest.mark.parametrize("rounds", [4, "auto"])

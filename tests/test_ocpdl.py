@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 import tensorly as tl
+from state_helpers import state_of
 
 from tensorstream import OnlineCPDL, load
 from tensorstream.coders.lasso import sparse_code
@@ -402,12 +403,10 @@ def test_radius_mode_without_a_search_radius_is_refused_by_name(learner, shape):
     with pytest.raises(ValueError, match="radius_mode.*search_radius=None"):
         cls(2, radius_mode="column").fit(X)
     model = cls(2, batch_size=10, max_iter=1, random_state=0).fit(X)
-    before = [np.array(U) for U in model.loadings_], model.n_steps_
+    before = state_of(model.set_params(radius_mode="column"))
     with pytest.raises(ValueError, match="radius_mode"):
-        model.set_params(radius_mode="column").partial_fit(X[:10])
-    for U, V in zip(model.loadings_, before[0]):
-        np.testing.assert_array_equal(U, V)
-    assert model.n_steps_ == before[1]
+        model.partial_fit(X[:10])
+    assert state_of(model) == before
     runs = {mode: cls(2, batch_size=10, max_iter=1, search_radius=0.05, radius_mode=mode,
                       random_state=0).fit(X).loadings_[0] for mode in ("frobenius", "column")}
     assert np.abs(np.asarray(runs["frobenius"]) - np.asarray(runs["column"])).max() > 1e-8

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import step_params
 
 from tensorstream.core.backend import to_numpy
 
@@ -148,7 +149,7 @@ def _variance_reduced(backend, formulation, method):
     from tensorstream import VarianceReducedMF
 
     X = _as_backend(_low_rank(120, 10, 3, seed=7) + 0.01 * _data((120, 10), seed=8), backend)
-    step = None if method == "smm" else {"step_size": 0.5}  # SMM takes no step
+    step = step_params(0.5, method)  # SMM takes no step
     model = VarianceReducedMF(3, formulation=formulation, method=method, n_epochs=2,
                               method_params=step, random_state=0).fit(X)
     return {"components": model.components_, "codes": model.transform(X[:4])}

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import tensorly as tl
+from conftest import step_params
 
 from tensorstream import VarianceReducedMF, load
 from tensorstream.algorithms.variance_reduced import initial_dictionary
@@ -39,14 +40,9 @@ SPEC_STEP = 1.0
 def spec_vr(*args, **params):
     """``VarianceReducedMF`` at :data:`SPEC_SETTINGS` (each overridable; ``method_params``
     given are added to the step's)."""
-    step = {} if params.get("method") == "smm" else {"step_size": SPEC_STEP}
+    step = step_params(SPEC_STEP, params.get("method", "vr")) or {}
     params["method_params"] = {**step, **(params.get("method_params") or {})}
     return VarianceReducedMF(*args, **{**SPEC_SETTINGS, **params})
-
-
-def steps(eta, method="vr"):
-    """The ``method_params`` of the step ``eta`` (none for SMM)."""
-    return None if method == "smm" else {"step_size": eta}
 
 
 def _data(n=60, d=8, seed=0, nonnegative=True):
@@ -195,7 +191,7 @@ def test_full_batch_vr_is_proximal_gradient_descent():
     X = _data(n=40)
     form, eta = SparseDL(lam=0.1), 0.5
     model = spec_vr(4, formulation="odl", formulation_params={"lam": 0.1}, inner_batch=40,
-                    epoch_length=3, n_epochs=2, method_params=steps(eta), code_tol=0.0,
+                    epoch_length=3, n_epochs=2, method_params=step_params(eta), code_tol=0.0,
                     code_max_iter=60, chunk_size=16, random_state=0)
     W = initial_dictionary(form, _finite(X), np.random.default_rng(0), n_components=4,
                            init="random")
@@ -217,7 +213,7 @@ def test_every_iterate_is_feasible(name):
     X = _data(n=50)
     seen = []
     model = spec_vr(5, formulation=name, epoch_length=1, n_epochs=12,
-                    method_params=steps(2.0), random_state=0,
+                    method_params=step_params(2.0), random_state=0,
                               callback=lambda m, info: seen.append(np.array(m.loadings_[0])))
     model.fit(X)
     form = model.formulation_
@@ -232,7 +228,7 @@ def test_every_iterate_is_feasible(name):
 def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
     X = _data(n=80, d=10)
     common = dict(formulation="odl", formulation_params={"lam": 0.05}, n_epochs=3,
-                  method_params=steps(1.0), coder="bsum", random_state=0)
+                  method_params=step_params(1.0), coder="bsum", random_state=0)
     trapped = spec_vr(4, init=np.ones((4, 10)), **common).fit(X)
     W = np.asarray(trapped.loadings_[0])
     assert np.max(np.abs(W - W[:, :1])) <= 1e-14  # all columns identical: rank one forever
@@ -249,8 +245,9 @@ def test_all_ones_start_is_a_rank_one_trap_and_the_default_avoids_it():
 @pytest.mark.parametrize("method", ["vr", "sgd", "smm"])
 def test_same_seed_same_result_and_exact_resume(tmp_path, method):
     X = _data(n=70)
-    own = {"vr": {"step_size": 0.5, "output": "random"}, "sgd": {"step_size": 0.5},
-           "smm": None}[method]
+    own = step_params(0.5, method)
+    if method == "vr":  # its output iterate drawn at random: the generator is resumed too
+        own["output"] = "random"
     params = dict(formulation="ornmf", formulation_params={"lam": 0.1}, method=method,
                   n_epochs=4, method_params=own, random_state=5)
     a = spec_vr(3, **params).fit(X)
@@ -287,7 +284,7 @@ def test_grad_map_from_the_snapshot_matches_a_fresh_computation():
     X = _data(n=60)
     snapshots = []
     model = spec_vr(4, formulation="orpca", formulation_params={"lam1": 0.1, "lam2": 0.1},
-                    n_epochs=3, method_params=steps(2.0), code_tol=1e-11, code_max_iter=20000,
+                    n_epochs=3, method_params=step_params(2.0), code_tol=1e-11, code_max_iter=20000,
                               random_state=0,
                               callback=lambda m, info: snapshots.append(np.array(m.loadings_[0])))
     model.fit(X)
@@ -360,8 +357,8 @@ def test_transform_outliers_objective():
 def test_numpy_and_pytorch_agree(name, method):
     torch = pytest.importorskip("torch")
     X = _data(n=50)
-    params = dict(formulation=name, method=method, n_epochs=2, method_params=steps(0.5, method),
-                  random_state=0)
+    params = dict(formulation=name, method=method, n_epochs=2,
+                  method_params=step_params(0.5, method), random_state=0)
     a = spec_vr(3, **params).fit(X)
     b = spec_vr(3, **params).fit(torch.tensor(X))
     assert isinstance(b.components_, torch.Tensor)
