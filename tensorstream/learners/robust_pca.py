@@ -68,9 +68,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
     max_iter : int or "auto", default 1
         Passes over an array given to ``fit``; ``"auto"`` as in
         :func:`~tensorstream.learners._fitting.fit_passes`.
-    init : {"random", "orthogonal"} or array of shape (n_features, n_components), default "random"
-    random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
-        As in :class:`~tensorstream.learners.ocpdl.OnlineCPDL`, with the same defaults.
+    init, random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
+        As in :class:`OnlineMaxNormMD`, with the same defaults.
 
     Attributes
     ----------
