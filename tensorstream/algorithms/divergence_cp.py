@@ -173,11 +173,12 @@ class DivergenceCP(Algorithm):
         return DivergenceCP(self.options, self.loss, int(state.n_samples_seen))
 
     def dict_step(self) -> str:
-        """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
-        multiplicative update the preconditioner is) and ``"sgd"`` for the other losses."""
+        """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for the
+        β-divergences, KL and IS included (their multiplicative update is the preconditioner),
+        and ``"sgd"`` for the other losses."""
         step = self.options.dict_step
         if step == "auto":
-            return "mu" if self.loss.name == "kl" else "sgd"
+            return "mu" if hasattr(self.loss, "beta") else "sgd"
         return step
 
     def step_size(self, t: int, n: int | None = None) -> float:
