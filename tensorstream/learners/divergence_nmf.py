@@ -107,11 +107,12 @@ def check_divergence_rules(learner: Any) -> None:
     step = algorithm.dict_step()
     if rounds != "auto" and rounds > 1 and step != "mu":
         raise ValueError(f"dict_rounds={rounds!r} needs the multiplicative dictionary step "
-                         f"(dict_step='mu', KL's default); the SGD step makes one round")
+                         f"(dict_step='mu', the beta-divergences' default); the SGD step "
+                         f"makes one round")
     if learner.grad_reduction != "mean" and step == "mu":  # it was ignored there (issue 33)
         raise ValueError(f"grad_reduction={learner.grad_reduction!r} applies to the SGD "
                          f"dictionary step (dict_step='sgd'); the multiplicative step "
-                         f"(dict_step='mu', KL's default) is the same for both")
+                         f"(dict_step='mu', the beta-divergences' default) is the same for both")
     if not learner.code_lower < learner.code_upper:  # else the coding step fails mid-step
         raise ValueError(f"code_lower must be < code_upper, got {learner.code_lower!r} and "
                          f"{learner.code_upper!r}")
