@@ -247,8 +247,9 @@ def code_divergence(
     step : {"auto", "paper", "constant", "armijo", "polyak", "mu"} or step rule, default "auto"
         ``"paper"`` follows the paper: Polyak for ℓ1, Armijo for non-squared ℓ2, the constant
         step where the loss has a curvature bound and ``gram`` is given, Armijo otherwise.
-        ``"auto"`` is the same except for KL, which gets the multiplicative update
-        (:class:`MultiplicativeStep`; its stopping test is on the codes' relative change).
+        ``"auto"`` is the same except for the β-divergences (KL, IS, any β), which get the
+        multiplicative update (:class:`MultiplicativeStep`; its stopping test is on the
+        codes' relative change).
         Pass :class:`ConstantStep`, :class:`ArmijoStep`, :class:`PolyakStep` or
         :class:`MultiplicativeStep` to set options.
     lower, upper : float or None, default 1e-8 and 1e8
