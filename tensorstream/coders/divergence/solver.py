@@ -114,8 +114,11 @@ class _Problem:
                 return numerator, self._kl_denominator[1]
             denominator = self._kl_denominator[0]
         else:
-            numerator = self._adjoint(self.V * Y ** (beta - 2))
-            denominator = self._adjoint(Y ** (beta - 1))
+            # one power per iteration, not two: y^(β-2) = y^(β-1) / y (a non-integer power
+            # costs several divisions)
+            power = Y ** (beta - 1)
+            numerator = self._adjoint(self.V * power / Y)
+            denominator = self._adjoint(power)
         if self.ridge:
             denominator = denominator + self.ridge * H
         return numerator, tl.clip(denominator, _DENOMINATOR_FLOOR, None)
