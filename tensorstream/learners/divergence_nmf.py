@@ -259,8 +259,8 @@ class OnlineDivergenceNMF(OnlineLearner):
     -----
     The defaults depart from the paper where that works better (measured in docs/losses.md):
     for the β-divergences (KL, IS, any β), multiplicative updates for the codes and the
-    MU-preconditioned dictionary step with a batch-size-free step. The paper's settings are one argument away:
-    ``OnlineDivergenceNMF(R, **OnlineDivergenceNMF.paper_params)``.
+    MU-preconditioned dictionary step with a batch-size-free step. The paper's settings are
+    one argument away: ``OnlineDivergenceNMF(R, **OnlineDivergenceNMF.paper_params)``.
 
     Missing-data masks are not supported. ``score`` is minus the mean divergence at refitted
     codes, at the raw data scale. Checkpoints need ``loss`` as a string or number and
