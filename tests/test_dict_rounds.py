@@ -199,11 +199,13 @@ def test_a_bad_number_of_rounds_is_refused_by_name(value):
 def test_rounds_need_the_multiplicative_step():
     X = _counts((20, 5))
     with pytest.raises(ValueError, match="dict_rounds=2 needs the multiplicative"):
-        OnlineDivergenceNMF(2, loss="is", dict_rounds=2).fit(X)
+        OnlineDivergenceNMF(2, loss="huber", loss_params={"threshold": 1.0},
+                            dict_rounds=2).fit(X)
     with pytest.raises(ValueError, match="dict_rounds=2 needs the multiplicative"):
         OnlineDivergenceNMF(2, dict_step="sgd", dict_rounds=2).fit(X)
     # "auto" and 1 are one round there
-    OnlineDivergenceNMF(2, loss="is", max_iter=1, random_state=0).fit(X)
+    OnlineDivergenceNMF(2, loss="huber", loss_params={"threshold": 1.0}, max_iter=1,
+                        random_state=0).fit(X)
     OnlineDivergenceNMF(2, dict_step="sgd", dict_rounds=1, max_iter=1, random_state=0).fit(X)
 
 

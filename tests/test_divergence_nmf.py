@@ -332,7 +332,11 @@ def test_kl_defaults_are_mu_with_a_batch_size_free_step():
 
     kl = OnlineDivergenceNMF(2)
     assert kl._algorithm().dict_step() == "mu"
-    assert OnlineDivergenceNMF(2, loss="is")._algorithm().dict_step() == "sgd"
+    # every beta-divergence gets its own multiplicative update; the others the paper's step
+    for loss in ("is", 0.5, 3.0):
+        assert OnlineDivergenceNMF(2, loss=loss)._algorithm().dict_step() == "mu"
+    for loss in ("l2", "l1", "hellinger"):
+        assert OnlineDivergenceNMF(2, loss=loss)._algorithm().dict_step() == "sgd"
     seen = [40, 400, 4000]
     # below the reference batch a batch's step is proportional to its size: the same step per
     # sample seen, whatever the batching

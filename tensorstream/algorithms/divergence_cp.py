@@ -27,7 +27,7 @@ from ..coders.divergence import (
     solve_sparse_kl,
 )
 from ..core.constraints import project_rows_box_sum
-from ..core.dictionary import gram, project, reconstruct
+from ..core.dictionary import contract_except, gram, outer_statistic, project, reconstruct
 from ..core.validation import (
     check_nonnegative_number,
     check_positive_int,
@@ -121,6 +121,24 @@ def auto_rounds(nonzeros: int, entries: int) -> int:
     return min(MAX_AUTO_ROUNDS, max(1, per_entry))
 
 
+def beta_mu_step(B: Any, P: Any, loadings: list, eta: float,
+                 project: Callable[[Any], Any]) -> list:
+    """``U^(k) <- project(U^(k) - eta U^(k) / D_k * grad_k)`` with ``D_k`` the positive part of
+    the gradient, ``contract_except(P, loadings, k)``, ``P = sum_j y_j^(β-1) o h_j``.
+
+    ``grad_k = D_k - N_k`` (``N_k`` from ``sum_j v_j y_j^(β-2) o h_j``), so ``eta = 1`` is the
+    β-divergence's multiplicative update ``U N_k / D_k`` on the batch (Févotte & Idier) and a
+    smaller ``eta`` moves part of the way: every entry in proportion to its size, whatever the
+    data's scale. For KL (``y^0 = 1``) ``D_k`` is the code sums times the other loadings'
+    column sums (:func:`~tensorstream.steps.gradient.mu_preconditioned_step`).
+    """
+    new = []
+    for k, U in enumerate(loadings):
+        D = tl.clip(contract_except(P, loadings, k), 1e-30, None)
+        new.append(project(U - eta * (U / D) * contract_except(B, loadings, k)))
+    return new
+
+
 class DivergenceCP(Algorithm):
     """The OL algorithm as a configuration of the engine (module docstring).
 
@@ -155,11 +173,12 @@ class DivergenceCP(Algorithm):
         return DivergenceCP(self.options, self.loss, int(state.n_samples_seen))
 
     def dict_step(self) -> str:
-        """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for KL (whose
-        multiplicative update the preconditioner is) and ``"sgd"`` for the other losses."""
+        """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for the
+        β-divergences, KL and IS included (their multiplicative update is the preconditioner),
+        and ``"sgd"`` for the other losses."""
         step = self.options.dict_step
         if step == "auto":
-            return "mu" if self.loss.name == "kl" else "sgd"
+            return "mu" if hasattr(self.loss, "beta") else "sgd"
         return step
 
     def step_size(self, t: int, n: int | None = None) -> float:
@@ -282,7 +301,23 @@ class DivergenceCP(Algorithm):
             Xn, Hn, model, kl = _scaled(X, scale), coded.codes / scale, None, None
         return {"n": int(Hn.shape[0]), "loss": float(tl.sum(coded.losses)),
                 "gradient": batch_gradient(Xn, Hn, loadings, self.loss, model, kl),
-                "code_sums": tl.sum(Hn, axis=0), **counts}
+                "code_sums": tl.sum(Hn, axis=0), **counts,
+                **self._positive_part(Hn, loadings, model)}
+
+    def _beta_mu(self) -> bool:
+        """True when the MU step needs the β-divergence's own denominator (β != 1: for KL the
+        code sums are that denominator, and cost nothing)."""
+        return self.dict_step() == "mu" and getattr(self.loss, "beta", 1.0) != 1.0
+
+    def _positive_part(self, H: Any, loadings: list, model: Any) -> dict:
+        """``{"positive": sum_j y_j^(β-1) o h_j}``, the positive part of the batch's
+        dictionary gradient (the β multiplicative update's denominator) when :meth:`_beta_mu`;
+        ``{}`` otherwise."""
+        if not self._beta_mu():
+            return {}
+        model = reconstruct(loadings, H) if model is None else model
+        power = tl.clip(model, self.loss.eps, None) ** (self.loss.beta - 1.0)
+        return {"positive": outer_statistic(power, H)}
 
     def alternate(self, sums: dict, loadings: list, recode: Callable[[list], dict]) -> dict:
         """The batch's sums after its further rounds (:meth:`rounds`), each a multiplicative
@@ -314,7 +349,15 @@ class DivergenceCP(Algorithm):
 
     def round_dictionary(self, sums: dict, loadings: list) -> list:
         """One multiplicative update of the batch's dictionary at its codes (``eta = 1``)."""
-        return mu_preconditioned_step(sums["gradient"], sums["code_sums"], loadings, 1.0,
+        return self._mu_step(sums, loadings, 1.0)
+
+    def _mu_step(self, sums: dict, loadings: list, eta: float) -> list:
+        """The MU-preconditioned step ``U <- Pi_C(U - eta U / D * grad)``: ``D`` from the code
+        sums for KL, the gradient's positive part for another β (:func:`beta_mu_step`)."""
+        if "positive" in sums:
+            return beta_mu_step(sums["gradient"], sums["positive"], loadings, eta,
+                                self.project)
+        return mu_preconditioned_step(sums["gradient"], sums["code_sums"], loadings, eta,
                                       self.project)
 
     def recode(self, X: Any, coded: Codes, loadings: list, scale: float) -> tuple[Codes, dict]:
@@ -324,7 +367,8 @@ class DivergenceCP(Algorithm):
                                       normalized=coded.work[0], evaluate=False)
         moved = dataclasses.replace(coded, codes=H * scale, work=(Xn, H, info["model"], kl))
         return moved, {"gradient": batch_gradient(Xn, H, loadings, self.loss, info["model"], kl),
-                       "code_sums": tl.sum(H, axis=0)}
+                       "code_sums": tl.sum(H, axis=0),
+                       **self._positive_part(H, loadings, info["model"])}
 
     def accumulate(self, statistics: None, sums: dict, w: None) -> None:
         return None
@@ -337,7 +381,7 @@ class DivergenceCP(Algorithm):
         if self.dict_step() == "mu":
             at = sums.get("round_loadings")
             if at is None:  # one round: the step from the batch's first codes
-                return mu_preconditioned_step(B, sums["code_sums"], loadings, eta, self.project)
+                return self._mu_step(sums, loadings, eta)
             # several: towards the batch's own dictionary after its last round
             batch = self.round_dictionary(sums, at)
             return [self.project((1.0 - eta) * U + eta * V) for U, V in zip(loadings, batch)]

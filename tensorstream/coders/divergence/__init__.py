@@ -14,7 +14,7 @@ Step rules (its V-C): :class:`ConstantStep` (``1/L``, an MM step; needs a curvat
 ``R x R`` Gram ``W^T W``), :class:`ArmijoStep` (per-sample backtracking on the projected arc) and
 :class:`PolyakStep` (modified Polyak for nonsmooth losses; returns the best iterate). Our
 addition: :class:`MultiplicativeStep`, the β-divergences' multiplicative update (the default for
-KL: matrix products only, no line search, a stopping test on the codes' change). Every
+KL, IS and any β: matrix products only, no line search, a stopping test on the codes' change). Every
 sample has its own step, convergence test and mask; converged samples are frozen.
 
 The box is the paper's ``H = {eps' <= h <= U}`` with ``eps' = 1e-8`` and ``U = 1e8`` (Remark 2);

@@ -114,8 +114,11 @@ class _Problem:
                 return numerator, self._kl_denominator[1]
             denominator = self._kl_denominator[0]
         else:
-            numerator = self._adjoint(self.V * Y ** (beta - 2))
-            denominator = self._adjoint(Y ** (beta - 1))
+            # one power per iteration, not two: y^(β-2) = y^(β-1) / y (a non-integer power
+            # costs several divisions)
+            power = Y ** (beta - 1)
+            numerator = self._adjoint(self.V * power / Y)
+            denominator = self._adjoint(power)
         if self.ridge:
             denominator = denominator + self.ridge * H
         return numerator, tl.clip(denominator, _DENOMINATOR_FLOOR, None)
@@ -247,8 +250,9 @@ def code_divergence(
     step : {"auto", "paper", "constant", "armijo", "polyak", "mu"} or step rule, default "auto"
         ``"paper"`` follows the paper: Polyak for ℓ1, Armijo for non-squared ℓ2, the constant
         step where the loss has a curvature bound and ``gram`` is given, Armijo otherwise.
-        ``"auto"`` is the same except for KL, which gets the multiplicative update
-        (:class:`MultiplicativeStep`; its stopping test is on the codes' relative change).
+        ``"auto"`` is the same except for the β-divergences (KL, IS, any β), which get the
+        multiplicative update (:class:`MultiplicativeStep`; its stopping test is on the
+        codes' relative change).
         Pass :class:`ConstantStep`, :class:`ArmijoStep`, :class:`PolyakStep` or
         :class:`MultiplicativeStep` to set options.
     lower, upper : float or None, default 1e-8 and 1e8
