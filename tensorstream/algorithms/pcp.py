@@ -16,7 +16,6 @@ from typing import Any
 import tensorly as tl
 
 from ..core.backend import finfo_of, linalg_errors
-from ..core.constraints import soft_threshold
 from ..core.validation import check_overflow, largest_entry
 
 
@@ -72,27 +71,45 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     norm_fro = float(tl.norm(Z))
     if norm_fro == 0:
         return Z * 0, Z * 0, 0
-    norm_two = float(tl.svd(Z, full_matrices=False)[1][0])
+    eps = float(finfo_of(Z).eps)
+    norm_two = spectral_norm(Z)
     Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
     mu = 1.25 / norm_two
     mu_max = 1e9 * mu
     A = Z * 0
     scaled = Y / mu  # the multiplier over mu, all the loop needs of it
     for iteration in range(1, max_iter + 1):
-        shifted = Z + scaled  # serves both steps
-        E = soft_threshold(shifted - A, alpha / mu)
-        target = shifted - E
-        A_new = singular_value_threshold(target, 1.0 / mu)
+        # E = S(Z + Y/mu - A) is residual - clipped, so Z + Y/mu - E = A + clipped: E itself is
+        # needed only by the stopping test (one pass over the data saved per iteration)
+        residual = Z + scaled - A
+        clipped = tl.clip(residual, -alpha / mu, alpha / mu)
+        target = A + clipped
+        A_new = singular_value_threshold(target, 1.0 / mu, eps=eps)
         # (Y + mu (Z - A_new - E)) / mu with Z - E = target - Y / mu: one pass
         scaled = target - A_new
         change = mu * _frobenius(A_new - A) / norm_fro / units
         A = A_new
         if change < change_tol:
+            E = residual - clipped
             if _frobenius(Z - A - E) / norm_fro < tol:
                 return A, E, iteration
             grown = min(rho * mu, mu_max)
             scaled, mu = scaled * (mu / grown), grown
-    return A, E, max_iter
+    return A, residual - clipped, max_iter
+
+
+def spectral_norm(M: Any) -> float:
+    """``||M||_2``, the largest singular value, as the square root of the top eigenvalue of
+    the Gram matrix of ``M``'s shorter side.
+
+    The top eigenvalue of a symmetric matrix is found to ``eps`` relative to itself, so ``s_1``
+    is as accurate as the thin SVD's (its square root halves the error), at one product and
+    one small eigendecomposition instead of the SVD's several passes over ``M``.
+    """
+    n, p = M.shape
+    gram = tl.dot(M, tl.transpose(M)) if n <= p else tl.dot(tl.transpose(M), M)
+    # rounding can leave the top eigenvalue of a zero matrix a hair below 0
+    return math.sqrt(max(float(tl.eigh(gram)[0][-1]), 0.0))
 
 
 def _frobenius(x: Any) -> float:
@@ -102,16 +119,18 @@ def _frobenius(x: Any) -> float:
     return math.sqrt(float(tl.dot(flat, flat)))
 
 
-def singular_value_threshold(M: Any, threshold: float) -> Any:
+def singular_value_threshold(M: Any, threshold: float, *, eps: float | None = None) -> Any:
     """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``.
 
     From the eigendecomposition of the Gram matrix of ``M``'s shorter side (``M M^T`` or
     ``M^T M``) when that is accurate enough, else from the thin SVD (:func:`_svt_by_svd`).
     The Gram path gives every singular value, so the thresholding stays exact (every value
     above the threshold is kept, no predicted rank); it costs one product with the data and
-    two products with the kept vectors against the several passes of a full SVD.
+    two products with the kept vectors against the several passes of a full SVD. ``eps``:
+    the machine epsilon of ``M``'s dtype (None: read from ``M``; a loop passes it once).
     """
     n, p = M.shape
+    eps = float(finfo_of(M).eps) if eps is None else eps
     wide = n <= p
     gram = tl.dot(M, tl.transpose(M)) if wide else tl.dot(tl.transpose(M), M)
     eigenvalues, W = tl.eigh(gram)  # ascending
@@ -121,7 +140,7 @@ def singular_value_threshold(M: Any, threshold: float) -> Any:
     # squaring the singular values makes a value s known to about eps s_1^2 / s: with every
     # kept value above GRAM_FLOOR sqrt(eps) s_1 that is under sqrt(eps) s_1 / GRAM_FLOOR
     # (1.5e-10 s_1 in float64, a thousandth of the default tol); below, the SVD is accurate
-    if threshold < GRAM_FLOOR * math.sqrt(float(finfo_of(M).eps) * largest):
+    if threshold < GRAM_FLOOR * math.sqrt(eps * largest):
         return _svt_by_svd(M, threshold)
     # s > threshold as s^2 > threshold^2: square roots of the kept values only
     keep = int(tl.sum(eigenvalues > threshold * threshold))
@@ -143,8 +162,9 @@ def singular_value_threshold(M: Any, threshold: float) -> Any:
 GRAM_FLOOR = 100.0
 
 
-def _svt_by_svd(M: Any, threshold: float) -> Any:
-    """:func:`singular_value_threshold` from the thin SVD of ``M``."""
+def _svt_by_svd(M: Any, threshold: float, *, eps: float | None = None) -> Any:
+    """:func:`singular_value_threshold` from the thin SVD of ``M`` (``eps`` unused: the same
+    call serves both)."""
     U, s, Vt = tl.svd(M, full_matrices=False)
     keep = int(tl.sum(s > threshold))
     if keep == 0:
