@@ -71,7 +71,6 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     norm_fro = float(tl.norm(Z))
     if norm_fro == 0:
         return Z * 0, Z * 0, 0
-    eps = float(finfo_of(Z).eps)
     norm_two = spectral_norm(Z)
     Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
     mu = 1.25 / norm_two
@@ -84,7 +83,7 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
         residual = Z + scaled - A
         clipped = tl.clip(residual, -alpha / mu, alpha / mu)
         target = A + clipped
-        A_new = singular_value_threshold(target, 1.0 / mu, eps=eps)
+        A_new = singular_value_threshold(target, 1.0 / mu)
         # (Y + mu (Z - A_new - E)) / mu with Z - E = target - Y / mu: one pass
         scaled = target - A_new
         change = mu * _frobenius(A_new - A) / norm_fro / units
@@ -119,18 +118,17 @@ def _frobenius(x: Any) -> float:
     return math.sqrt(float(tl.dot(flat, flat)))
 
 
-def singular_value_threshold(M: Any, threshold: float, *, eps: float | None = None) -> Any:
+def singular_value_threshold(M: Any, threshold: float) -> Any:
     """``U max(S - threshold, 0) V^T``: the proximal map of ``threshold ||.||_*``.
 
     From the eigendecomposition of the Gram matrix of ``M``'s shorter side (``M M^T`` or
     ``M^T M``) when that is accurate enough, else from the thin SVD (:func:`_svt_by_svd`).
     The Gram path gives every singular value, so the thresholding stays exact (every value
     above the threshold is kept, no predicted rank); it costs one product with the data and
-    two products with the kept vectors against the several passes of a full SVD. ``eps``:
-    the machine epsilon of ``M``'s dtype (None: read from ``M``; a loop passes it once).
+    two products with the kept vectors against the several passes of a full SVD.
     """
     n, p = M.shape
-    eps = float(finfo_of(M).eps) if eps is None else eps
+    eps = _machine_epsilon(M)
     wide = n <= p
     gram = tl.dot(M, tl.transpose(M)) if wide else tl.dot(tl.transpose(M), M)
     eigenvalues, W = tl.eigh(gram)  # ascending
@@ -161,10 +159,21 @@ def singular_value_threshold(M: Any, threshold: float, *, eps: float | None = No
 #: the Gram path runs while the threshold is above ``GRAM_FLOOR sqrt(eps) s_1``
 GRAM_FLOOR = 100.0
 
+#: machine epsilon per dtype: reading it from numpy's ``finfo`` (a dtype's name parsed each
+#: time) cost about 1% of an iteration of :func:`inexact_alm`
+_EPSILON: dict = {}
 
-def _svt_by_svd(M: Any, threshold: float, *, eps: float | None = None) -> Any:
-    """:func:`singular_value_threshold` from the thin SVD of ``M`` (``eps`` unused: the same
-    call serves both)."""
+
+def _machine_epsilon(x: Any) -> float:
+    """The machine epsilon of ``x``'s dtype, any backend."""
+    eps = _EPSILON.get(x.dtype)
+    if eps is None:
+        eps = _EPSILON[x.dtype] = float(finfo_of(x).eps)
+    return eps
+
+
+def _svt_by_svd(M: Any, threshold: float) -> Any:
+    """:func:`singular_value_threshold` from the thin SVD of ``M``."""
     U, s, Vt = tl.svd(M, full_matrices=False)
     keep = int(tl.sum(s > threshold))
     if keep == 0:
