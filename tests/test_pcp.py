@@ -96,3 +96,21 @@ def test_default_schedule_recovers_planted_low_rank_at_least_as_well(seed):
     default = RobustPCA(3).fit(data.Z)
     assert _error(default, data.X) < _error(paper, data.X)
     assert default.n_iter_ <= 2 * paper.n_iter_
+
+
+def test_float32_data_converge_to_the_float64_split(backend):
+    """float32 rounding alone keeps the residual about the default ``tol`` of 1e-7: the
+    tolerance is floored at 10 epsilons of the dtype, so the fit stops (it ran to
+    ``max_iter`` on the SVD path, 17x the time) at the float64 split to float32 accuracy."""
+    from tensorstream.learners.robust_pca import RobustPCA
+
+    _, Z = _decaying(200, 30, 0.8)
+    double = RobustPCA().fit(Z)
+    single = RobustPCA(backend=backend).fit(tl.tensor(Z.astype(np.float32)))
+    low_rank = tl.to_numpy(single.low_rank_)
+    assert low_rank.dtype == np.float32
+    assert single.n_iter_ < 1.5 * double.n_iter_ < 1000
+    scale = np.linalg.norm(double.low_rank_)
+    assert np.linalg.norm(low_rank - double.low_rank_) / scale < 1e-4
+    residual = Z - low_rank - tl.to_numpy(single.sparse_)
+    assert np.linalg.norm(residual) / np.linalg.norm(Z) < 2e-6

@@ -64,13 +64,17 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     ``A``; ``mu`` grows by ``rho`` (up to ``1e9 mu_0``) when the low-rank part has settled
     (``mu ||A_k - A_{k-1}||_F / ||Z||_F < change_tol``, taken in the data's units: the
     reference's rule is not scale-free, it scales as 1/data). Stops when that and ``||Z - A -
-    E||_F / ||Z||_F < tol`` both hold, or after ``max_iter`` iterations.
+    E||_F / ||Z||_F < tol`` both hold, or after ``max_iter`` iterations. ``tol`` is floored at
+    ``TOL_FLOOR`` machine epsilons of ``Z``'s dtype: rounding alone keeps the residual of
+    float32 data about its default 1e-7 (every fit ran to ``max_iter``, most of it on the SVD
+    path); float64 is far from the floor.
     """
     n, p = Z.shape
     alpha = 1.0 / math.sqrt(max(n, p)) if outlier_alpha is None else float(outlier_alpha)
     norm_fro = float(tl.norm(Z))
     if norm_fro == 0:
         return Z * 0, Z * 0, 0
+    tol = max(tol, TOL_FLOOR * _machine_epsilon(Z))
     norm_two = spectral_norm(Z)
     Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
     mu = 1.25 / norm_two
@@ -155,6 +159,9 @@ def singular_value_threshold(M: Any, threshold: float) -> Any:
         return tl.dot(W * shrink, tl.dot(tl.transpose(W), M))
     return tl.dot(tl.dot(M, W) * shrink, tl.transpose(W))
 
+
+#: the residual tolerance is at least this many machine epsilons of the data's dtype
+TOL_FLOOR = 10.0
 
 #: the Gram path runs while the threshold is above ``GRAM_FLOOR sqrt(eps) s_1``
 GRAM_FLOOR = 100.0

@@ -170,6 +170,8 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     outlier_alpha : float > 0 or None, default None
         Weight of ``||E||_1``; ``None`` is ``1/sqrt(max(n_samples, n_features))``.
     tol : float, default 1e-7
+        On ``||Z - A - E||_F / ||Z||_F``; at least 10 machine epsilons of the data's dtype
+        (1.2e-6 for float32, which rounding alone keeps about 1e-7).
     change_tol : float, default 1e-4
         ``mu`` grows once ``mu ||A_k - A_{k-1}||_F / ||Z||_F`` falls below it.
     rho : float, default 1.3
