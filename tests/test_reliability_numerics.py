@@ -139,7 +139,7 @@ def test_robust_pca_rescaled_is_bit_identical_to_the_plain_solve(backend):
     model = RobustPCA(3).fit(Z)
     with using(backend):
         A, E, n_iter = inexact_alm(tl.tensor(Z), outlier_alpha=None, tol=1e-7,
-                                   change_tol=1e-5, rho=1.7, max_iter=1000)
+                                   change_tol=model.change_tol, rho=model.rho, max_iter=1000)
     assert model.n_iter_ == n_iter
     np.testing.assert_array_equal(np.asarray(model.low_rank_), np.asarray(A))
     np.testing.assert_array_equal(np.asarray(model.sparse_), np.asarray(E))

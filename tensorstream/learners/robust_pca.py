@@ -9,7 +9,8 @@ bundled baseline code runs them.
   ``norm_alpha/2 ||L||_F^2``; both share the engine's loop and statistics.
 * :class:`RobustPCA` -- batch principal component pursuit ``min ||A||_* + lam ||E||_1 s.t.
   Z = A + E`` by the inexact augmented Lagrangian method of Lin, Chen & Ma, with the defaults of
-  the authors' bundled code (the algorithm: :mod:`tensorstream.algorithms.pcp`).
+  the authors' bundled code but for the growth of ``mu`` (``paper_params`` keep theirs; the
+  algorithm: :mod:`tensorstream.algorithms.pcp`).
 """
 
 from __future__ import annotations
@@ -151,9 +152,20 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     outlier_alpha : float > 0 or None, default None
         Weight of ``||E||_1``; ``None`` is ``1/sqrt(max(n_samples, n_features))``.
     tol : float, default 1e-7
-    change_tol : float, default 1e-5
-    rho : float, default 1.7
-        Growth factor of ``mu``.
+        On ``||Z - A - E||_F / ||Z||_F``; at least 10 machine epsilons of the data's dtype
+        (1.2e-6 for float32, which rounding alone keeps about 1e-7).
+    change_tol : float, default 1e-4
+        ``mu`` grows once ``mu ||A_k - A_{k-1}||_F / ||Z||_F`` falls below it.
+    rho : float, default 1.3
+        Growth factor of ``mu``. The reference code's 1e-5 and 1.7 are in ``paper_params``.
+        On data with a slowly decaying spectrum (real images) the growth waits for the
+        change, and 1e-4 takes 0.35-0.4x the iterations on 1,500 8 x 8 patches, 0.47-0.64x on
+        100 faces (the PSNR against the clean images equal to 0.005 dB). On exactly low-rank
+        data ``mu`` grows nearly every iteration, so ``rho`` sets the accuracy: 1.3 recovers
+        the max-norm paper's planted matrices more closely than 1.7 (400 x 5000, rank 80:
+        expressed variance 0.998 against 0.990 at 30% outliers, 0.944 against 0.913 at
+        50%) in 1.5-1.8x the iterations (39-47 against 25-26); on tiny ones (20 x 50)
+        about as closely (relative error 0.12 against 0.11).
     max_iter : int, default 1000
     backend : {"numpy", "pytorch", None}, default None
         TensorLy backend (None: taken from the data).
@@ -195,6 +207,11 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     True
     """
 
+    #: The settings of the reference code (``inexact_alm_rpca.m`` as the max-norm authors
+    #: bundle it): ``mu`` grows by 1.7, only once the low-rank part changes by less than
+    #: 1e-5 ``/ mu`` of the data: ``RobustPCA(**RobustPCA.paper_params)``.
+    paper_params = {"change_tol": 1e-5, "rho": 1.7}
+
     _fitted_attribute = "components_"
     _fitted_arrays = ("low_rank_", "sparse_", "singular_values_", "loadings_", "components_")
     _fitted_values = ("n_iter_", "n_features_in_")
@@ -202,7 +219,7 @@ class RobustPCA(ArrayCheckpoint, OnlineEstimator):
     _output_follows_input = True
 
     def __init__(self, n_components: int | None = None, *, outlier_alpha: float | None = None,
-                 tol: float = 1e-7, change_tol: float = 1e-5, rho: float = 1.7,
+                 tol: float = 1e-7, change_tol: float = 1e-4, rho: float = 1.3,
                  max_iter: int = 1000, backend: str | None = None, device: Any = None,
                  n_threads: int | None = 1):
         super().__init__(n_components, backend=backend, device=device, n_threads=n_threads)
