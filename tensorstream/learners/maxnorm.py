@@ -43,7 +43,7 @@ from ..algorithms.robust_matrix import (
     init_matrix,
 )
 from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, concatenated
-from ..core.backend import to_numpy, using
+from ..core.backend import using
 from ..core.validation import ARRAY, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import surrogate_value
@@ -165,8 +165,8 @@ class RobustMatrixLearner(OnlineLearner):
         """
         X, coded, mask, relabel = self._coded_parts(X, mask)
         with using(self.backend_):
-            refit = self._state_algorithm().refit_codes(X, self.loadings_[0], self.scale_,
-                                                        coded, mask)
+            refit = self._algorithm().refit_codes(X, self.loadings_[0], self.scale_, coded,
+                                                  mask)
             return relabel(refit.low_rank)
 
     def impute(self, X: Any, mask: Any = None) -> Any:
@@ -178,44 +178,12 @@ class RobustMatrixLearner(OnlineLearner):
         with using(self.backend_):
             return relabel(X * mask + coded.low_rank * (1 - mask))
 
-    def _state_algorithm(self) -> RobustMatrixAlgorithm:
-        """The algorithm at the fitted state (with the offset it learned)."""
-        return self._algorithm().at_state(self._fitted_state())
-
-    @property
-    def offset_(self) -> Any:
-        """The per-feature offset ``o`` of the model ``z = L r + o + e``, shape
-        ``(n_features,)``: learned with ``outlier_alpha="auto"`` and l1 noise (what the basis
-        misses at a feature frame after frame, see
-        :meth:`~tensorstream.algorithms.robust_matrix.RobustMatrixAlgorithm.offset_increments`),
-        zero otherwise. ``transform`` codes ``X - o``; ``inverse_transform``, ``denoise``,
-        ``background`` and ``impute`` add it to ``L r`` (as scikit-learn's PCA adds its
-        ``mean_``)."""
-        offset = self._state_algorithm().offset
-        if offset is None:
-            with using(self.backend_):
-                return tl.zeros((int(self.loadings_[0].shape[0]),), **self._context)
-        return offset
-
-    def inverse_transform(self, codes: Any) -> Any:
-        """The low-rank part ``L r + o`` of the samples whose codes are ``codes``, shape
-        ``(n, n_features)`` (``o``: :attr:`offset_`; labelled like the samples when the codes
-        are a DataArray from ``transform`` of labelled data)."""
-        samples = super().inverse_transform(codes)
-        offset = self._state_algorithm().offset
-        if offset is None:
-            return samples
-        if hasattr(samples, "dims"):  # a DataArray of numpy data
-            return samples.copy(data=samples.data + to_numpy(offset)[None])
-        with using(self.backend_):
-            return samples + tl.reshape(offset, (1, -1))
-
     def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, RobustCodes, Any, Any]:
         """The checked samples, their codes, the mask, and the function that labels a result
         of the samples' shape like ``X`` (the identity for unlabelled ``X``)."""
         self._check_fitted()
         data, mask, layout = self._checked_input(X, mask)
-        algorithm, size = self._state_algorithm(), max(self._batch_size(), _CODING_CHUNK)
+        algorithm, size = self._algorithm(), max(self._batch_size(), _CODING_CHUNK)
         # in chunks: the coder runs a batch until its slowest sample converges, and each
         # sample's codes are its own (the same in any batch), so smaller batches stop sooner;
         # but each call costs its own overhead, hence at least _CODING_CHUNK samples a call
