@@ -228,3 +228,20 @@ def test_the_outputs_do_not_use_the_offset():
              to_numpy(model.denoise(frames)), to_numpy(model.outliers(frames))]
     for a, b in zip(outputs, again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_cluster_learns_the_same_offset():
+    """The offset's sums add up over the shards of a batch: a fit on a cluster (two workers)
+    equals the single-process fit, offset included."""
+    distributed = pytest.importorskip("distributed")
+    corrupted, _ = _video()
+    straight = OnlineRobustPCA(3, random_state=0).fit(corrupted)
+    assert np.abs(to_numpy(straight.statistics_["offset"])).max() > 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        on_cluster = OnlineRobustPCA(3, random_state=0).fit(corrupted, client=client)
+    np.testing.assert_allclose(to_numpy(on_cluster.statistics_["offset"]),
+                               to_numpy(straight.statistics_["offset"]), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(to_numpy(on_cluster.loadings_[0]),
+                               to_numpy(straight.loadings_[0]), rtol=0, atol=1e-10)
