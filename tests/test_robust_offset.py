@@ -238,7 +238,7 @@ def test_a_cluster_learns_the_same_offset():
     straight = OnlineRobustPCA(3, random_state=0).fit(corrupted)
     assert np.abs(to_numpy(straight.statistics_["offset"])).max() > 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         on_cluster = OnlineRobustPCA(3, random_state=0).fit(corrupted, client=client)
     np.testing.assert_allclose(to_numpy(on_cluster.statistics_["offset"]),
