@@ -42,6 +42,9 @@ class Algorithm:
     #: names of the positive scalars the algorithm keeps in its statistics besides ``A``,
     #: ``B`` and ``c`` (the robust learner's residual scale); checkpoints store them
     scalar_statistics: tuple = ()
+    #: names of the per-feature tensors (shaped like a sample) it keeps in its statistics (the
+    #: robust matrix learners' offset); checkpoints store them
+    array_statistics: tuple = ()
 
     def initial_loadings(self, X: Any, context: dict, rng: Any, mask: Any = None) -> list:
         """The dictionary before the first step, for samples shaped like the batch ``X``

@@ -156,8 +156,13 @@ class OnlineCheckpoint:
         if state.statistics is not None:
             meta["c"] = state.statistics["c"]
             arrays.update(A=to_numpy(state.statistics["A"]), B=to_numpy(state.statistics["B"]))
-            scalars = {name: float(value) for name, value in state.statistics.items()
-                       if name not in ("A", "B", "c")}  # an algorithm's own (Algorithm)
+            own = {name: value for name, value in state.statistics.items()
+                   if name not in ("A", "B", "c")}  # an algorithm's own (Algorithm)
+            per_feature = set(self._algorithm().array_statistics)
+            arrays.update({f"statistic_{name}": to_numpy(value) for name, value in own.items()
+                           if name in per_feature})
+            scalars = {name: float(value) for name, value in own.items()
+                       if name not in per_feature}
             if scalars:
                 meta["statistics"] = scalars
         meta.update(self._output_meta())
@@ -226,7 +231,21 @@ def _restored_statistics(algorithm: Algorithm, meta: dict, arrays: dict, backend
     statistics = {"A": as_tensor(arrays["A"], backend, **context),
                   "B": as_tensor(arrays["B"], backend, **context), "c": float(meta["c"])}
     statistics.update(_scalar_statistics(meta.get("statistics", {}), algorithm))
+    statistics.update(_array_statistics(arrays, algorithm, backend, context))
     return statistics
+
+
+def _array_statistics(arrays: dict, algorithm: Algorithm, backend: str, context: dict) -> dict:
+    """A checkpoint's per-feature statistics (members ``statistic_<name>``): the algorithm's
+    (``Algorithm.array_statistics``); another name raises. One the algorithm keeps may be
+    absent: a state fitted before the parameter that makes it learn one was set has none
+    yet, and the algorithm starts it where a fit does."""
+    names = {key[len("statistic_"):] for key in arrays if key.startswith("statistic_")}
+    if not names <= set(algorithm.array_statistics):
+        raise ValueError(f"per-feature statistics must be among "
+                         f"{list(algorithm.array_statistics)}, got {sorted(names)}")
+    return {name: as_tensor(arrays[f"statistic_{name}"], backend, **context)
+            for name in sorted(names)}
 
 
 def _scalar_statistics(stored: Any, algorithm: Algorithm) -> dict:
@@ -248,8 +267,11 @@ def _check_state_shapes(loadings: list, statistics: dict | None, sample_shape: t
     if statistics is None:
         return
     # A is (R, R), or (I_1..I_n, R, R) after missing data
+    per_feature = [value for name, value in statistics.items()
+                   if name not in ("A", "B", "c") and hasattr(value, "shape")]
     if tuple(statistics["B"].shape) != (*sample_shape, R) or tuple(
-            statistics["A"].shape) not in ((R, R), (*sample_shape, R, R)):
+            statistics["A"].shape) not in ((R, R), (*sample_shape, R, R)) or any(
+            tuple(value.shape) != sample_shape for value in per_feature):
         raise ValueError(f"cannot read checkpoint {str(path)!r}: array shapes are inconsistent")
 
 

@@ -18,7 +18,8 @@ configuration (:class:`RobustMatrixAlgorithm`) differ:
   ``paper_params``) the statistics see ``explained = z - e``, so the engine's ``A = mean r r^T``,
   ``B = mean (z - e) r^T`` are the paper's statistics; with ``outlier_alpha="auto"`` a sample
   whose threshold is below its cap is learned whole near the model and as the model far from
-  it (:meth:`RobustMatrixAlgorithm.explained_part`);
+  it, the model being ``L r`` plus a per-feature offset learned with the statistics
+  (:meth:`RobustMatrixAlgorithm.explained_part`, :meth:`RobustMatrixAlgorithm.offset_increments`);
 * ``update``: Gauss-Seidel column sweeps with the max-norm subgradient
   (:func:`tensorstream.steps.surrogate.penalized_column_bcd`) or proximal gradient steps.
 
@@ -179,8 +180,8 @@ class RobustMatrixLearner(OnlineLearner):
         reconstruction ``inverse_transform(transform(X))`` comes from the l1 fit, which keeps
         ``outlier_alpha`` of every flagged entry: a large flagged region (a moving object)
         pulls it towards itself; this refit does not see those entries. On the benchmark's
-        video (``benchmarks/bench_robust.py --video``) the foreground's F1 is 0.987 against
-        0.968 (``OnlineRobustPCA``, seed 0). ``denoise`` keeps the l1 fit's values: on images
+        video (``benchmarks/bench_robust.py --video``) the foreground's F1 is 0.985 against
+        0.967 (``OnlineRobustPCA``, seed 0). ``denoise`` keeps the l1 fit's values: on images
         whose own detail is flagged (faces, patches) the refit is 0.5-2 dB worse there. With
         ``OnlineMaxNormMD(noise="fro")`` or ``"l21"`` every entry a sample's noise touches is
         flagged: the background is then the fit's own low-rank part.
@@ -259,7 +260,10 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         gives up a small difference (a moving object on a learned background) while an
         unexplained sample (early steps, faces' own detail) keeps 0.5; the statistics of a
         sample below 0.5 learn its entries whole up to 3 thresholds from the model and the
-        model beyond (a moving object leaves no streak in the basis); 0.5 with the other
+        model beyond (a moving object leaves no streak in the basis), where the model is
+        ``L r`` plus a per-feature offset that follows what the basis keeps missing (an
+        object taken in during the first steps is learned away again; ``statistics_["offset"]``,
+        a statistic of this rule that the outputs do not use); 0.5 with the other
         noise models;
         ``None`` is ``1/sqrt(n_features)`` (the paper's, meant for ``data_scale=1.0``).
         ``noise="none"`` has no outlier part: another value than ``"auto"`` (or the paper's
@@ -334,7 +338,8 @@ class OnlineMaxNormMD(RobustMatrixLearner):
     loadings_ : list holding the basis ``L`` of shape (n_features, n_components)
     components_ : tensor of shape (n_components, n_features)
     statistics_ : dict with ``A`` (d, d) (``(p, d, d)`` once data had missing entries), ``B``
-        (p, d) and ``c``
+        (p, d) and ``c``, and with ``outlier_alpha="auto"`` and l1 noise ``offset`` (p,)
+        (:meth:`~tensorstream.algorithms.robust_matrix.RobustMatrixAlgorithm.offset_increments`)
     n_steps_ : int
     n_samples_seen_ : int
 

@@ -76,7 +76,8 @@ class OnlineRobustPCA(RobustMatrixLearner):
     ----------
     loadings_ : list holding the basis ``L`` of shape (n_features, n_components)
     components_ : tensor of shape (n_components, n_features)
-    statistics_ : dict with ``A``, ``B`` and ``c``
+    statistics_ : dict with ``A``, ``B`` and ``c``, and with ``outlier_alpha="auto"`` the
+        per-feature ``offset`` of the statistics' rule (as in :class:`OnlineMaxNormMD`)
     n_steps_ : int
     n_samples_seen_ : int
 
