@@ -424,8 +424,7 @@ class RobustMatrixAlgorithm(Algorithm):
         reach = thresholds * scale  # (b, 1): each sample's threshold in the data's units
         clipped = tl.where(residuals > reach, reach,
                            tl.where(residuals < -reach, -reach, residuals))
-        counted = tl.where(thresholds < cap, thresholds * 0 + 1, thresholds * 0) * \
-            tl.ones(tl.shape(X), **tl.context(X))
+        counted = indicator(thresholds < cap, thresholds) * tl.ones(tl.shape(X), **tl.context(X))
         if mask is not None:
             counted = counted * mask
         return {"offset_sum": tl.sum(clipped * counted, axis=0),
