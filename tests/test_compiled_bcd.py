@@ -1,14 +1,15 @@
-"""The compiled block coordinate descent of OR-PCA's coder (coders/compiled_bcd.py) equals the
-``tl.*`` loop of :func:`tensorstream.coders.maxnorm.robust_code` (to rounding, with the same
-iterations per sample) for every threshold shape it takes, and runs only where it can: numpy
-arrays, the ridge r-step, l1 noise, no mask, kernels on (``TENSORSTREAM_JIT``) and, in an
-online fit, from the first compiled step on. Skipped without numba."""
+"""The compiled block coordinate descent of OR-PCA's and OMRMD's coder (coders/compiled_bcd.py)
+equals the ``tl.*`` loop of :func:`tensorstream.coders.maxnorm.robust_code` (to rounding, with
+the same iterations per sample) for every threshold shape it takes, with the ridge r-step and
+with the max-norm ball (Newton's multiplier), and runs only where it can: numpy arrays, l1
+noise, no mask, not the ball's bisection, kernels on (``TENSORSTREAM_JIT``) and, in an online
+fit, from the first compiled step on. Skipped without numba."""
 
 import numpy as np
 import pytest
 import tensorly as tl
 
-from tensorstream import OnlineRobustPCA
+from tensorstream import OnlineMaxNormMD, OnlineRobustPCA
 from tensorstream.coders import compiled_bcd
 from tensorstream.coders.maxnorm import robust_code
 from tensorstream.core import compiled
@@ -45,14 +46,17 @@ def _thresholds(kind, Z):
             "per-entry": 0.2 + rng.random((b, p))}[kind]
 
 
+@pytest.mark.parametrize("ball", [False, True], ids=["ridge", "ball"])
 @pytest.mark.parametrize("kind", ["scalar", "per-sample", "per-entry"])
 @pytest.mark.parametrize("shape", [(30, 40, 6), (1, 5, 1), (12, 64, 16)])
-def test_the_kernel_is_the_tl_loop(monkeypatch, kind, shape):
+def test_the_kernel_is_the_tl_loop(monkeypatch, kind, shape, ball):
     Z, L = _problem(*shape, seed=sum(shape))
     alpha = _thresholds(kind, Z)
-    fast, plain = _both(monkeypatch, Z, L, alpha)
+    fast, plain = _both(monkeypatch, Z, L, alpha, ball=ball)
     np.testing.assert_array_equal(fast.n_iter, plain.n_iter)
     assert plain.n_iter.max() > 2  # the outliers make the samples iterate
+    if ball:  # the ball binds for some samples (a multiplier above the ridge), not for all
+        assert np.any(plain.multipliers > 0.1) or shape[0] == 1
     for field in FIELDS:
         np.testing.assert_allclose(getattr(fast, field), getattr(plain, field),
                                    rtol=1e-10, atol=1e-12, err_msg=field)
@@ -95,15 +99,17 @@ def test_the_kernel_runs_only_where_it_can(monkeypatch):
 
     def kernel(**options):
         arguments = {"noise": "l1", "ball": False, "mask": None, **options}
-        return compiled_bcd.ridge_l1_kernel(options.pop("Z", Z), options.pop("L", L), 0.3,
+        return compiled_bcd.l1_kernel(options.pop("Z", Z), options.pop("L", L), 0.3,
                                             **{k: v for k, v in arguments.items()
                                                if k in ("noise", "ball", "mask")})
 
     assert kernel() is not None
-    assert kernel(ball=True) is None  # OMRMD's ball: the tl.* loop
+    assert kernel(ball=True) is not None  # OMRMD's ball with Newton's multiplier
+    assert compiled_bcd.l1_kernel(Z, L, 0.3, noise="l1", ball=True, mask=None,
+                                  ball_solver="bisection") is None
     assert kernel(noise="l21") is None and kernel(noise="none") is None
     assert kernel(mask=np.ones(Z.shape)) is None
-    assert compiled_bcd.ridge_l1_kernel(Z.astype(np.float32), L, 0.3, noise="l1", ball=False,
+    assert compiled_bcd.l1_kernel(Z.astype(np.float32), L, 0.3, noise="l1", ball=False,
                                         mask=None) is None  # mixed dtypes
     with compiled.from_step(compiled.FIRST_COMPILED_STEP - 1):  # early in an online fit
         assert kernel() is None
@@ -117,11 +123,23 @@ def test_a_torch_batch_runs_the_tl_loop(monkeypatch):
     torch = pytest.importorskip("torch")
     Z, L = _problem()
     monkeypatch.setenv(compiled.SWITCH, "1")
-    assert compiled_bcd.ridge_l1_kernel(torch.tensor(Z), torch.tensor(L), 0.3, noise="l1",
+    assert compiled_bcd.l1_kernel(torch.tensor(Z), torch.tensor(L), 0.3, noise="l1",
                                         ball=False, mask=None) is None
 
 
-def test_online_robust_pca_learns_the_same_with_and_without_the_kernel(monkeypatch):
+def test_a_nan_sample_in_the_ball_as_in_the_tl_loop(monkeypatch):
+    """Newton's steps on a NaN norm keep the NaN (np.maximum's rule), as the tl.* loop."""
+    Z, L = _problem(seed=9)
+    Z[4, 0] = np.nan
+    fast, plain = _both(monkeypatch, Z, L, 0.3, ball=True)
+    np.testing.assert_array_equal(fast.n_iter, plain.n_iter)
+    np.testing.assert_array_equal(np.isnan(fast.multipliers), np.isnan(plain.multipliers))
+    keep = np.arange(len(Z)) != 4
+    np.testing.assert_allclose(fast.multipliers[keep], plain.multipliers[keep], rtol=1e-10)
+
+
+@pytest.mark.parametrize("learner", [OnlineRobustPCA, OnlineMaxNormMD])
+def test_learners_learn_the_same_with_and_without_the_kernel(monkeypatch, learner):
     """Every step coded by the kernel (the first compiled step lowered to 0) against none:
     the same basis, outliers and denoised samples to rounding."""
     monkeypatch.setattr(compiled, "FIRST_COMPILED_STEP", 0)
@@ -132,7 +150,7 @@ def test_online_robust_pca_learns_the_same_with_and_without_the_kernel(monkeypat
     learned = {}
     for switch in ("1", "0"):
         monkeypatch.setenv(compiled.SWITCH, switch)
-        model = OnlineRobustPCA(4, batch_size=10, max_iter=2, random_state=0).fit(Z)
+        model = learner(4, batch_size=10, max_iter=2, random_state=0).fit(Z)
         learned[switch] = (tl.to_numpy(model.components_), tl.to_numpy(model.outliers(Z)),
                            tl.to_numpy(model.denoise(Z)))
         if switch == "1":  # every step coded through the kernel (twice: rough and final)

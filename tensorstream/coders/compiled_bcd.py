@@ -1,4 +1,5 @@
-"""An optional compiled kernel (numba) for the block coordinate descent of OR-PCA's coder.
+"""An optional compiled kernel (numba) for the block coordinate descent of OR-PCA's and
+OMRMD's coder.
 
 :func:`tensorstream.coders.maxnorm.robust_code` codes a batch in lockstep: every iteration
 is a handful of ``tl.*`` calls on the samples still running (the r-step's two products with
@@ -9,10 +10,12 @@ backend calls a fit). With numba installed (``pip install tensorstream[fast]``) 
 numpy arrays is coded here instead, sample after sample, each to its own stop: the same
 iterations, in one call.
 
-The kernel covers the case ``OnlineRobustPCA`` codes with: the ridge r-step (``ball=False``),
-l1 noise, no mask (the rough and the thresholded codes of each step, and ``transform``).
-Everything else (the max-norm ball, the other noise models, masked samples, other
-backends, and everything without numba) runs the ``tl.*`` loop, which the kernel equals to
+The kernel covers the cases ``OnlineRobustPCA`` and ``OnlineMaxNormMD`` code with by
+default: l1 noise, no mask (the rough and the thresholded codes of each step, and
+``transform``), the ridge r-step (``ball=False``) or the max-norm ball with Newton's
+multiplier (``ball_solver="newton"``). Everything else (the bisection, the other noise
+models, masked samples, other backends, and everything without numba) runs the ``tl.*``
+loop, which the kernel equals to
 rounding (``tests/test_compiled_bcd.py`` checks the two against each other); it is switched
 as the other kernels (:mod:`tensorstream.core.compiled`: ``TENSORSTREAM_JIT=0``, and from the
 first compiled step of an online fit on).
@@ -28,22 +31,24 @@ import numpy as np
 
 from ..core.compiled import enabled, jit
 
-__all__ = ["ridge_l1_kernel"]
+__all__ = ["l1_kernel"]
 
 
-def ridge_l1_kernel(Z: Any, basis: Any, outlier_alpha: Any, *, noise: str, ball: bool,
-                    mask: Any) -> Callable | None:
+def l1_kernel(Z: Any, basis: Any, outlier_alpha: Any, *, noise: str, ball: bool, mask: Any,
+              ball_solver: str = "newton") -> Callable | None:
     """The compiled iterations of :func:`~tensorstream.coders.maxnorm.robust_code` for this
     call, or None where its ``tl.*`` loop runs instead: kernels off (:func:`~tensorstream.core.
-    compiled.enabled`), numba missing, a mask, the ball, a noise other than l1, or arrays that
-    are not float numpy arrays.
+    compiled.enabled`), numba missing, a mask, the ball's bisection, a noise other than l1,
+    or arrays that are not float numpy arrays.
 
-    The returned function is called as ``run(rotated_basis, values, null, ridge, tol, cap)``
-    with the shared spectrum's ``L V``, eigenvalues (null directions at 1) and null flags,
-    and returns ``(R, E, LR, n_iter)``: the coefficients in the eigenbasis, the noise, ``L r``
-    and each sample's iterations, as the ``tl.*`` loop leaves them.
+    The returned function is called as ``run(rotated_basis, values, null, ridge, tol, cap,
+    ball_tol, ball_max_iter)`` with the shared spectrum's ``L V``, eigenvalues (null directions
+    at 1) and null flags, and returns ``(R, E, LR, eta, n_iter)``: the coefficients in the
+    eigenbasis, the noise, ``L r``, the multipliers and each sample's iterations, as the
+    ``tl.*`` loop leaves them.
     """
-    if mask is not None or ball or noise != "l1" or not enabled():
+    if mask is not None or noise != "l1" or (ball and ball_solver != "newton") or \
+            not enabled():
         return None
     if not (isinstance(Z, np.ndarray) and Z.dtype.kind == "f" and Z.ndim == 2
             and isinstance(basis, np.ndarray) and basis.dtype == Z.dtype):
@@ -55,19 +60,22 @@ def ridge_l1_kernel(Z: Any, basis: Any, outlier_alpha: Any, *, noise: str, ball:
     if kernel is None:
         return None
 
-    def run(rotated_basis, values, null, ridge, tol, cap):
+    def run(rotated_basis, values, null, ridge, tol, cap, ball_tol, ball_max_iter):
         b, p = Z.shape
         d = rotated_basis.shape[1]
         R = np.zeros((b, d), dtype=Z.dtype)
         E = np.zeros((b, p), dtype=Z.dtype)
         LR = np.zeros((b, p), dtype=Z.dtype)
+        eta = np.full(b, ridge, dtype=Z.dtype)
         n_iter = np.zeros(b, dtype=np.int64)
         # the stop of the tl.* loop: max(||dE||^2, ||dR||^2) < (tol p)^2
         limit = float(tol * p) ** 2
+        tiny = float(np.finfo(Z.dtype).tiny)  # the guard of Newton's division (tiny_of)
         kernel(np.ascontiguousarray(Z), np.ascontiguousarray(rotated_basis, dtype=Z.dtype),
                np.ascontiguousarray(values, dtype=Z.dtype), np.ascontiguousarray(null),
-               thresholds, float(ridge), limit, int(cap), R, E, LR, n_iter)
-        return R, E, LR, n_iter.astype(int)
+               thresholds, float(ridge), limit, int(cap), bool(ball), float(ball_tol),
+               int(ball_max_iter), tiny, R, E, LR, eta, n_iter)
+        return R, E, LR, eta, n_iter.astype(int)
 
     return run
 
@@ -90,18 +98,20 @@ def _thresholds(outlier_alpha: Any, Z: np.ndarray) -> np.ndarray | None:
 @functools.cache
 def _compiled() -> Callable | None:
     """The kernel, compiled on first use (:func:`tensorstream.core.compiled.jit`)."""
-    return jit(_ridge_l1_bcd)
+    return jit(_l1_bcd)
 
 
-def _ridge_l1_bcd(Z, RB, values, null, thresholds, ridge, limit, cap, R, E, LR,
-                  n_iter):  # pragma: no cover
-    """Each sample's iterations of the ``tl.*`` loop (``_bcd_iteration`` with ``ball=False``
-    and l1 noise), in place: ``r~ = V^T L^T (z - e) / (w + ridge)`` (0 in null directions),
-    ``L r = (L V) r~``, ``e = S_t(z - L r)`` as ``x - clip(x, -t, t)``, until
-    ``max(||de||^2, ||dr~||^2) < limit`` is not false (a NaN stops) or ``cap`` iterations."""
+def _l1_bcd(Z, RB, values, null, thresholds, ridge, limit, cap, ball, ball_tol,
+            ball_max_iter, tiny, R, E, LR, eta, n_iter):  # pragma: no cover
+    """Each sample's iterations of the ``tl.*`` loop (``_bcd_iteration`` with l1 noise), in
+    place: ``c = V^T L^T (z - e)`` (0 in null directions), ``eta`` the ridge or (``ball``)
+    Newton's multiplier from the last one, ``r~ = c / (w + eta)``, ``L r = (L V) r~``,
+    ``e = S_t(z - L r)`` as ``x - clip(x, -t, t)``, until ``max(||de||^2, ||dr~||^2) < limit``
+    is not false (a NaN stops) or ``cap`` iterations."""
     b, p = Z.shape
     d = RB.shape[1]
     y = np.empty(p, dtype=Z.dtype)
+    c = np.empty(d, dtype=Z.dtype)
     r = np.empty(d, dtype=Z.dtype)
     t_rows, t_columns = thresholds.shape
     for j in range(b):
@@ -109,14 +119,41 @@ def _ridge_l1_bcd(Z, RB, values, null, thresholds, ridge, limit, cap, R, E, LR,
         for it in range(cap):
             for i in range(p):
                 y[i] = Z[j, i] - E[j, i]
-            change_r = 0.0
             for k in range(d):
                 total = 0.0
                 for i in range(p):
                     total += y[i] * RB[i, k]
                 if null[k]:
                     total = total * 0.0  # rotated * 0, as the tl.* r-step: a NaN stays NaN
-                r[k] = total / (values[k] + ridge)
+                c[k] = total
+            if ball:  # one sample's maxnorm._newton from its last multiplier, written out
+                # (a kernel cannot call a helper that numba has not compiled beforehand)
+                s2 = 0.0
+                for k in range(d):
+                    inverse = 1 / (values[k] + ridge)
+                    s2 += c[k] * c[k] * inverse * inverse
+                multiplier = eta[j]
+                if np.sqrt(s2) <= 1:  # the ridge solution is in the ball (NaN: it is not)
+                    multiplier = ridge
+                else:  # Newton on 1/||r(eta)|| = 1: at most ball_max_iter steps
+                    for n in range(ball_max_iter + 1):
+                        s2 = 0.0
+                        s3 = 0.0
+                        for k in range(d):  # _Secular: ||r(eta)||^2 and s3
+                            inverse = 1 / (values[k] + multiplier)
+                            weighted = c[k] * c[k] * inverse * inverse
+                            s2 += weighted
+                            s3 += weighted * inverse
+                        norm = np.sqrt(s2)
+                        if abs(norm - 1) < ball_tol or n == ball_max_iter:
+                            break
+                        step = (norm - 1) * norm * norm / (s3 if s3 > tiny else tiny)
+                        moved = multiplier + step  # np.maximum(moved, ridge) keeps a NaN:
+                        multiplier = moved if moved > ridge or moved != moved else ridge
+                eta[j] = multiplier
+            change_r = 0.0
+            for k in range(d):
+                r[k] = c[k] / (values[k] + eta[j])
                 step = r[k] - R[j, k]
                 change_r += step * step
                 R[j, k] = r[k]

@@ -32,7 +32,7 @@ import tensorly as tl
 
 from ..core.backend import finfo_of, tiny_of
 from ..core.dictionary import masked_gram
-from .compiled_bcd import ridge_l1_kernel
+from .compiled_bcd import l1_kernel
 
 Tensor = Any
 
@@ -386,10 +386,12 @@ def robust_code(
     active = np.arange(b)
     # without e, one r-solve is exact; "no cap" still has one, so no data can spin it forever
     cap = 1 if noise == "none" else (UNCAPPED_MAX_ITER if max_iter is None else max_iter)
-    kernel = ridge_l1_kernel(Z, L, outlier_alpha, noise=noise, ball=ball, mask=mask)
+    kernel = l1_kernel(Z, L, outlier_alpha, noise=noise, ball=ball, mask=mask,
+                       ball_solver=ball_solver)
     if kernel is not None:  # numba: the same iterations, sample by sample (compiled_bcd.py)
-        state["R"], state["E"], state["LR"], n_iter = kernel(
-            spectrum.rotated_basis, spectrum.values, spectrum.null, ridge, tol, cap)
+        state["R"], state["E"], state["LR"], state["eta"], n_iter = kernel(
+            spectrum.rotated_basis, spectrum.values, spectrum.null, ridge, tol, cap, ball_tol,
+            ball_max_iter)
         active = active[:0]  # every sample ran: none left for the tl.* loop
     while active.size and n_iter[active[0]] < cap:
         whole = active.size == b
