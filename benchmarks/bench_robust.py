@@ -51,7 +51,10 @@ Usage::
 patches (the three images hold some 40,000 distinct 8 x 8 positions, so 100,000 repeat
 some), the weak strength of ``--kinds`` (default salt-pepper), the online robust learners and
 our PCP only (no ceiling: a batch NMF of the clean data costs more than the rest), and each
-learner's time as a fraction of PCP's. ``--kinds`` narrows the classes of any run.
+learner's time as a fraction of PCP's; ``--patch-size S`` takes S x S patches (K = 16 still):
+both sides are linear in N, PCP's iterations cost ``N p^2`` and a robust coding ``N p K``, so
+the fraction falls with the pixels ``p = S^2``, not with N. ``--kinds`` narrows the classes of
+any run.
 """
 
 from __future__ import annotations
@@ -329,16 +332,18 @@ def image_rows(sets: dict, kinds: list[str], strengths: list[str]) -> list[dict]
 SCALE_COLUMNS = ONLINE_ROBUST + ("PCP (ours)",)
 
 
-def scale_rows(sizes: list[int], kinds: list[str]) -> list[dict]:
+def scale_rows(sizes: list[int], kinds: list[str], side: int = 8) -> list[dict]:
     """One row per (number of patches, class) at the weak strength: PSNR and seconds of the
-    online robust learners and of our PCP (:data:`SCALE_COLUMNS`)."""
+    online robust learners and of our PCP (:data:`SCALE_COLUMNS`) on ``side x side``
+    patches."""
     rows = []
     table = methods()
     for n in sizes:
-        X = patches(n)
+        X = patches(n, size=side)
         for kind in kinds:
-            Xc = corrupt(X, kind, "weak", (8, 8))
-            row = {"data": f"patches {n}", "class": kind, "strength": "weak",
+            Xc = corrupt(X, kind, "weak", (side, side))
+            row = {"data": f"patches {n}" + ("" if side == 8 else f" ({side} x {side})"),
+                   "class": kind, "strength": "weak",
                    "input": (psnr(Xc, X), 0.0)}
             for method in SCALE_COLUMNS:
                 (output, _), seconds = timed(table[method], Xc, 16)
@@ -450,6 +455,8 @@ def main(argv: list[str] | None = None) -> None:
                       help="the online robust learners against our PCP on N patches (weak)")
     parser.add_argument("--kinds", nargs="+", choices=list(CORRUPTIONS), metavar="KIND",
                         help=f"the corruption classes to run, of {', '.join(CORRUPTIONS)}")
+    parser.add_argument("--patch-size", type=int, default=8, metavar="S",
+                        help="--scale: S x S patches (default 8; PCP's cost grows as S^4)")
     args = parser.parse_args(argv)
     OUTPUT["kind"] = "low-rank" if args.low_rank else "denoise"
     SELECTED["columns"] = PCP if args.pcp else None
@@ -457,9 +464,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.scale is not None:
         if min(args.scale) < 1:
             parser.error(f"--scale takes positive numbers of patches, got {args.scale}")
+        if not 4 <= args.patch_size <= 64:  # coffee, the smallest image halved, is 200 high
+            parser.error(f"--patch-size takes 4 to 64 pixels, got {args.patch_size}")
         with threadpool_limits(args.threads):
             print(header())
-            rows = scale_rows(args.scale, args.kinds or ["salt-pepper"])
+            rows = scale_rows(args.scale, args.kinds or ["salt-pepper"], args.patch_size)
         scale_ratios(rows)
         return
     kinds, strengths = args.kinds or list(CORRUPTIONS), list(STRENGTHS)
