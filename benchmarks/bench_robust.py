@@ -44,6 +44,17 @@ Usage::
     python benchmarks/bench_robust.py                # everything (the table of docs/robustness.md)
     python benchmarks/bench_robust.py --pcp          # only batch PCP, ours against TensorLy's
     python benchmarks/bench_robust.py --pcp --cpu-time   # the same timed by CPU seconds
+    python benchmarks/bench_robust.py --scale 20000 100000 --cpu-time
+        # the online robust learners against our PCP on 20,000 and 100,000 patches
+
+``--scale N [N ...]`` measures the time goal where online learning is meant to pay: ``N``
+patches (the three images hold some 40,000 distinct 8 x 8 positions, so 100,000 repeat
+some), the weak strength of ``--kinds`` (default salt-pepper), the online robust learners and
+our PCP only (no ceiling: a batch NMF of the clean data costs more than the rest), and each
+learner's time as a fraction of PCP's; ``--patch-size S`` takes S x S patches (K = 16 still):
+both sides are linear in N, PCP's iterations cost ``N p^2`` and a robust coding ``N p K``, so
+the fraction falls with the pixels ``p = S^2``, not with N. ``--kinds`` narrows the classes of
+any run.
 """
 
 from __future__ import annotations
@@ -195,15 +206,18 @@ def _cleaned(X: np.ndarray, low_rank: np.ndarray, outliers: np.ndarray) -> np.nd
 
 
 def _online(cls: type, **fixed: object) -> Callable:
-    """Fit ``cls`` (defaults, ``random_state=0``) on the data; its output and low-rank part."""
-    def run(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fit ``cls`` (defaults, ``random_state=0``) on the data; its output and low-rank part
+    (None where the output is ``denoise``: the cell measures that alone, and a learner is not
+    timed for a second coding of every sample that nothing reads; PCP gives both parts from
+    one fit)."""
+    def run(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray | None]:
         model = cls(K, random_state=0, **fixed).fit(X)
         if OUTPUT["kind"] == "background" and hasattr(model, "background"):
             background = to_numpy(model.background(X))  # what a user subtracts
             return background, background
-        low_rank = to_numpy(model.inverse_transform(model.transform(X)))
         if OUTPUT["kind"] == "denoise" and hasattr(model, "denoise"):
-            return to_numpy(model.denoise(X)), low_rank
+            return to_numpy(model.denoise(X)), None
+        low_rank = to_numpy(model.inverse_transform(model.transform(X)))
         return low_rank, low_rank
     return run
 
@@ -314,6 +328,44 @@ def image_rows(sets: dict, kinds: list[str], strengths: list[str]) -> list[dict]
     return rows
 
 
+#: the columns of ``--scale``: the online robust learners and the PCP they are timed against
+SCALE_COLUMNS = ONLINE_ROBUST + ("PCP (ours)",)
+
+
+def scale_rows(sizes: list[int], kinds: list[str], side: int = 8) -> list[dict]:
+    """One row per (number of patches, class) at the weak strength: PSNR and seconds of the
+    online robust learners and of our PCP (:data:`SCALE_COLUMNS`) on ``side x side``
+    patches."""
+    rows = []
+    table = methods()
+    for n in sizes:
+        X = patches(n, size=side)
+        for kind in kinds:
+            Xc = corrupt(X, kind, "weak", (side, side))
+            row = {"data": f"patches {n}" + ("" if side == 8 else f" ({side} x {side})"),
+                   "class": kind, "strength": "weak",
+                   "input": (psnr(Xc, X), 0.0)}
+            for method in SCALE_COLUMNS:
+                (output, _), seconds = timed(table[method], Xc, 16)
+                row[method] = (psnr(output, X), seconds)
+            rows.append(row)
+            print(format_row(row), flush=True)
+    return rows
+
+
+def scale_ratios(rows: list[dict]) -> None:
+    """Each online robust learner's time as a fraction of PCP's (the goal: <= 0.05 for the
+    best one) and its PSNR against PCP's, one line per row."""
+    print("\nonline robust learners against our PCP (time as a fraction of PCP's; dB):")
+    for row in rows:
+        pcp, pcp_seconds = row["PCP (ours)"]
+        cells = [f"{name} {row[name][1] / pcp_seconds:.3f} ({row[name][0] - pcp:+.2f} dB)"
+                 for name in ONLINE_ROBUST]
+        best = max(ONLINE_ROBUST, key=lambda name: row[name][0])
+        print(f"  {row['data']}/{row['class']}: PCP {pcp_seconds:.2f} s; " + ", ".join(cells)
+              + f"; best {best} {row[best][1] / pcp_seconds:.3f} (<= 0.05)")
+
+
 def video_row(n_frames: int) -> dict:
     """F1 of the foreground support and frames per second of every method with outliers."""
     clean, corrupted, truth = video(n_frames)
@@ -399,15 +451,31 @@ def main(argv: list[str] | None = None) -> None:
                         help="time by the process's CPU clock (a shared machine's load aside)")
     parser.add_argument("--low-rank", action="store_true",
                         help="measure the robust methods' low-rank part, not their denoise output")
+    size.add_argument("--scale", type=int, nargs="+", metavar="N",
+                      help="the online robust learners against our PCP on N patches (weak)")
+    parser.add_argument("--kinds", nargs="+", choices=list(CORRUPTIONS), metavar="KIND",
+                        help=f"the corruption classes to run, of {', '.join(CORRUPTIONS)}")
+    parser.add_argument("--patch-size", type=int, default=8, metavar="S",
+                        help="--scale: S x S patches (default 8; PCP's cost grows as S^4)")
     args = parser.parse_args(argv)
     OUTPUT["kind"] = "low-rank" if args.low_rank else "denoise"
     SELECTED["columns"] = PCP if args.pcp else None
     CLOCK["cpu"] = args.cpu_time
-    kinds, strengths = list(CORRUPTIONS), list(STRENGTHS)
+    if args.scale is not None:
+        if min(args.scale) < 1:
+            parser.error(f"--scale takes positive numbers of patches, got {args.scale}")
+        if not 4 <= args.patch_size <= 64:  # coffee, the smallest image halved, is 200 high
+            parser.error(f"--patch-size takes 4 to 64 pixels, got {args.patch_size}")
+        with threadpool_limits(args.threads):
+            print(header())
+            rows = scale_rows(args.scale, args.kinds or ["salt-pepper"], args.patch_size)
+        scale_ratios(rows)
+        return
+    kinds, strengths = args.kinds or list(CORRUPTIONS), list(STRENGTHS)
     sets = {"faces": (faces(), 25, (25, 25)), "patches": (patches(), 16, (8, 8))}
     n_frames = 120
     if args.quick:
-        kinds, strengths, n_frames = ["block-bright", "salt-pepper"], ["strong"], 60
+        kinds, strengths, n_frames = args.kinds or ["block-bright", "salt-pepper"], ["strong"], 60
         sets = {"faces": sets["faces"]}
     elif args.small:
         strengths = ["weak"]

@@ -32,6 +32,7 @@ import tensorly as tl
 
 from ..core.backend import finfo_of, tiny_of
 from ..core.dictionary import masked_gram
+from .compiled_bcd import l1_kernel
 
 Tensor = Any
 
@@ -385,6 +386,13 @@ def robust_code(
     active = np.arange(b)
     # without e, one r-solve is exact; "no cap" still has one, so no data can spin it forever
     cap = 1 if noise == "none" else (UNCAPPED_MAX_ITER if max_iter is None else max_iter)
+    kernel = l1_kernel(Z, L, outlier_alpha, noise=noise, ball=ball, mask=mask,
+                       ball_solver=ball_solver)
+    if kernel is not None:  # numba: the same iterations, sample by sample (compiled_bcd.py)
+        state["R"], state["E"], state["LR"], state["eta"], n_iter = kernel(
+            spectrum.rotated_basis, spectrum.values, spectrum.null, ridge, tol, cap, ball_tol,
+            ball_max_iter)
+        active = active[:0]  # every sample ran: none left for the tl.* loop
     while active.size and n_iter[active[0]] < cap:
         whole = active.size == b
         index = slice(None) if whole else active  # numpy and torch both take int arrays

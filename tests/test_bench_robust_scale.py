@@ -1,0 +1,38 @@
+"""``benchmarks/bench_robust.py --scale``: the online robust learners against our PCP on N
+patches, each learner's time as a fraction of PCP's (the time goal of issue #31), and the
+options' refusals. A small N keeps it short."""
+
+import re
+
+import pytest
+from scripts import load_script
+
+BENCH = load_script("benchmarks/bench_robust.py")
+
+
+def test_scale_rows_time_every_online_robust_learner_against_pcp(capsys):
+    rows = BENCH.scale_rows([120], ["spikes"], side=6)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["data"] == "patches 120 (6 x 6)" and row["class"] == "spikes"
+    for name in BENCH.SCALE_COLUMNS:
+        value, seconds = row[name]
+        assert seconds > 0 and value > row["input"][0]  # spikes: every method beats the input
+    BENCH.scale_ratios(rows)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    pcp_seconds = row["PCP (ours)"][1]
+    for name in BENCH.ONLINE_ROBUST:
+        printed = float(re.search(rf"{name} ([0-9.]+) \(", line).group(1))
+        assert printed == pytest.approx(row[name][1] / pcp_seconds, abs=1e-3)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scale", "0"], "positive numbers of patches"),
+    (["--scale", "100", "--patch-size", "2"], "4 to 64 pixels"),
+    (["--scale", "100", "--small"], "not allowed with"),
+    (["--kinds", "nothing"], "invalid choice"),
+])
+def test_bad_options_are_refused_by_name(capsys, argv, message):
+    with pytest.raises(SystemExit):
+        BENCH.main(argv)
+    assert message in capsys.readouterr().err
