@@ -76,7 +76,7 @@ def test_the_rule_reads_the_step_number_alone(monkeypatch):
     with compiled.from_step(K - 1):
         assert not compiled.enabled()
         with compiled.allowing(True):  # every kernel, whatever the step
-            assert compiled.enabled() and compiled.enabled("sweep")
+            assert compiled.enabled() and compiled.enabled("sweep") and compiled.enabled("bcd")
         assert not compiled.enabled()
     with compiled.from_step(S - 1):
         assert compiled.enabled() and not compiled.enabled("sweep")
@@ -85,6 +85,18 @@ def test_the_rule_reads_the_step_number_alone(monkeypatch):
     monkeypatch.setenv(compiled.SWITCH, "0")
     with compiled.from_step(S):
         assert not compiled.enabled() and not compiled.enabled("sweep")
+
+
+def test_a_fits_only_kernel_stays_off_outside_a_fit(monkeypatch):
+    """Outputs (no step set) run every kernel but those of FITS_ONLY; a fit's steps past the
+    first compiled step run them too."""
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    assert compiled.enabled() and compiled.enabled("sweep")
+    assert "bcd" in compiled.FITS_ONLY and not compiled.enabled("bcd")
+    with compiled.from_step(compiled.first_step("bcd") - 1):
+        assert not compiled.enabled("bcd")
+    with compiled.from_step(compiled.first_step("bcd")):
+        assert compiled.enabled("bcd")
 
 
 def test_the_first_steps_bound_what_a_fit_pays_for_loading_the_kernels():

@@ -11,14 +11,16 @@ numpy arrays is coded here instead, sample after sample, each to its own stop: t
 iterations, in one call.
 
 The kernel covers the cases ``OnlineRobustPCA`` and ``OnlineMaxNormMD`` code with by
-default: l1 noise, no mask (the rough and the thresholded codes of each step, and
-``transform``), the ridge r-step (``ball=False``) or the max-norm ball with Newton's
+default: l1 noise, no mask (the rough and the thresholded codes of each step), the ridge
+r-step (``ball=False``) or the max-norm ball with Newton's
 multiplier (``ball_solver="newton"``). Everything else (the bisection, the other noise
 models, masked samples, other backends, and everything without numba) runs the ``tl.*``
 loop, which the kernel equals to
 rounding (``tests/test_compiled_bcd.py`` checks the two against each other); it is switched
 as the other kernels (:mod:`tensorstream.core.compiled`: ``TENSORSTREAM_JIT=0``, and from the
-first compiled step of an online fit on).
+first compiled step of an online fit on), and only inside a fit's steps
+(:data:`~tensorstream.core.compiled.FITS_ONLY`): outputs code in lockstep with the ``tl.*``
+loop, so a small ``transform`` does not load numba.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def l1_kernel(Z: Any, basis: Any, outlier_alpha: Any, *, noise: str, ball: bool,
     ``tl.*`` loop leaves them.
     """
     if mask is not None or noise != "l1" or (ball and ball_solver != "newton") or \
-            not enabled():
+            not enabled("bcd"):
         return None
     if not (isinstance(Z, np.ndarray) and Z.dtype.kind == "f" and Z.ndim == 2
             and isinstance(basis, np.ndarray) and basis.dtype == Z.dtype):
