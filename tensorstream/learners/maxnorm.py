@@ -70,16 +70,19 @@ class RobustMatrixLearner(OnlineLearner):
 
     # -- parameters ----------------------------------------------------------------------------
 
-    def __init__(self, n_components: int, *, norm_alpha: float | None,
-                 outlier_alpha: float | str | None, data_scale: float | str, column_bound: Any,
-                 dict_passes: int | None, missing: str | None, weights: Any,
-                 batch_size: int | str, max_iter: int | str, init: Any,
-                 code_max_iter: int | None, code_tol: float, random_state: Any,
-                 backend: str | None, device: Any, verbose: bool, callback: Any,
-                 reinit_dead_atoms: bool, n_threads: int | None):
+    def __init__(self, n_components: int, *, norm_alpha: float | None = None,
+                 outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
+                 column_bound: float | str | None = "auto", dict_passes: int | None = 1,
+                 code_tol: float = 1e-6, code_max_iter: int | None = None,
+                 missing: str | None = None, weights: Any = "balanced",
+                 batch_size: int | str = 10, max_iter: int | str = 1, init: Any = "random",
+                 random_state: Any = None, backend: str | None = None, device: Any = None,
+                 verbose: bool = False, callback: Any = None, reinit_dead_atoms: bool = True,
+                 n_threads: int | None = 1):
         """Keep the parameters of the robust matrix family (the split ``L r + e``, its scale,
-        the column bound, the basis passes, masks, the weights' schedule); the learner's
-        ``__init__`` holds their defaults and passes them up with the fit loop's."""
+        the column bound, the basis passes, masks, the weights' schedule) and pass the fit
+        loop's up. The defaults are ``OnlineRobustPCA``'s, whose parameters are exactly the
+        family's (it has no ``__init__`` of its own); ``OnlineMaxNormMD`` states its own."""
         super().__init__(n_components, batch_size=batch_size, max_iter=max_iter, init=init,
                          code_max_iter=code_max_iter, code_tol=code_tol, random_state=random_state,
                          backend=backend, device=device, verbose=verbose, callback=callback,

@@ -106,24 +106,6 @@ class OnlineRobustPCA(RobustMatrixLearner):
     paper_params = {"norm_alpha": None, "outlier_alpha": None, "data_scale": 1.0,
                     "column_bound": 1.0, "batch_size": 1, "init": "random", "weights": "balanced"}
 
-    def __init__(self, n_components: int, *, norm_alpha: float | None = None,
-                 outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
-                 column_bound: float | str | None = "auto",
-                 dict_passes: int = 1, code_tol: float = 1e-6,
-                 code_max_iter: int | None = None, missing: str | None = None,
-                 weights="balanced", batch_size: int = 10, max_iter: int = 1, init="random",
-                 random_state=None, backend: str | None = None, device: Any = None,
-                 verbose: bool = False,
-                 callback=None, reinit_dead_atoms: bool = True,
-                 n_threads: int | None = 1):
-        super().__init__(n_components, norm_alpha=norm_alpha, outlier_alpha=outlier_alpha,
-                         data_scale=data_scale, column_bound=column_bound, dict_passes=dict_passes,
-                         missing=missing, weights=weights, batch_size=batch_size, max_iter=max_iter,
-                         init=init, code_max_iter=code_max_iter, code_tol=code_tol,
-                         random_state=random_state, backend=backend, device=device, verbose=verbose,
-                         callback=callback, reinit_dead_atoms=reinit_dead_atoms,
-                         n_threads=n_threads)
-
     def _algorithm(self) -> RobustPCAAlgorithm:
         # RobustMatrixOptions's fields are parameters of the same names (_options)
         return RobustPCAAlgorithm(self._options(RobustMatrixOptions))
