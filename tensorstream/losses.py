@@ -811,6 +811,11 @@ _PARAMETERS = {
 LOSS_NAMES = tuple(sorted(_ALIASES))
 """Every name (and alias) that :func:`get_loss` accepts."""
 
+MULTIPLICATIVE_LOSSES = frozenset({"kl", "is", "beta"})
+"""Names of the divergences whose ``"auto"`` steps (codes and dictionary) are the
+multiplicative update: the β-divergences but β = 2 (named ``"l2"``, whatever the object),
+which keeps the paper's steps."""
+
 
 def _beta_loss(beta: Any, **floors: Any) -> Divergence:
     beta = _check_real("beta", beta)

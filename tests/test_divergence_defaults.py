@@ -85,3 +85,47 @@ def test_beta_defaults_learn_tensor_samples_feasibly(loss):
     for U in model.loadings_:
         assert np.all(np.isfinite(U)) and U.min() >= 0 and U.max() <= model.dict_upper
     assert -model.score(X[250:]) < first
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.5, 3.0])
+def test_beta_mu_step_on_cp_loadings_with_zeros_is_the_multiplicative_update(beta):
+    """A CP dictionary (two loadings) and data with zero entries: each loading's ``eta = 1``
+    step is its β multiplicative update, the other loading and the codes held."""
+    loss, loadings, H, X, B, Y = _batch(beta, (4, 3))
+    X = X * (np.random.default_rng(1).random(X.shape) < 0.7)  # ~30% zeros
+    B = batch_gradient(X, H, loadings, loss, Y)
+    positive = outer_statistic(Y ** (beta - 1), H)
+    stepped = beta_mu_step(B, positive, loadings, 1.0, lambda U: U)
+    A, C = loadings
+    numerator, denominator = X * Y ** (beta - 2), Y ** (beta - 1)
+    expected = [A * np.einsum("nik,kr,nr->ir", numerator, C, H)
+                / np.einsum("nik,kr,nr->ir", denominator, C, H),
+                C * np.einsum("nik,ir,nr->kr", numerator, A, H)
+                / np.einsum("nik,ir,nr->kr", denominator, A, H)]
+    for U, V in zip(stepped, expected):
+        np.testing.assert_allclose(U, V, rtol=1e-10)
+
+
+def test_auto_steps_are_multiplicative_for_the_beta_divergences_but_squared_l2():
+    """The dictionary's and the coder's "auto" decide by the same names: the β-divergences
+    but β = 2, however the loss is written (a name, a β value, a BetaDivergence object)."""
+    from tensorstream.losses import BetaDivergence
+
+    def dict_step(loss):
+        return OnlineDivergenceNMF(2, loss=loss)._algorithm().dict_step()
+
+    for loss in ("kl", "is", 0.5, 3.0, BetaDivergence(1.5), BetaDivergence(0.0)):
+        assert dict_step(loss) == "mu", loss
+    for loss in ("l2", 2.0, BetaDivergence(2.0), "hellinger", "l1"):
+        assert dict_step(loss) == "sgd", loss
+
+
+@pytest.mark.parametrize("loss", ["hellinger", "l1", "l2"])
+def test_the_multiplicative_dictionary_step_is_refused_for_other_losses(loss):
+    """``dict_step="mu"`` is a β-divergence's update: another loss would get KL's scaling
+    silently. Refused by name, the learner untouched."""
+    X = np.random.default_rng(0).random((20, 5)) + 0.5
+    model = OnlineDivergenceNMF(2, loss=loss, dict_step="mu", random_state=0)
+    with pytest.raises(ValueError, match="dict_step='mu'"):
+        model.fit(X)
+    assert not hasattr(model, "components_")

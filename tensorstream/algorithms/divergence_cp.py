@@ -34,7 +34,7 @@ from ..core.validation import (
     is_sparse,
 )
 from ..engine import Algorithm, Codes
-from ..losses import Divergence
+from ..losses import MULTIPLICATIVE_LOSSES, Divergence
 from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
 from .initial import random_or_given
 
@@ -174,11 +174,12 @@ class DivergenceCP(Algorithm):
 
     def dict_step(self) -> str:
         """The dictionary step: ``dict_step``, with ``"auto"`` resolved to ``"mu"`` for the
-        β-divergences, KL and IS included (their multiplicative update is the preconditioner),
-        and ``"sgd"`` for the other losses."""
+        β-divergences but β = 2, KL and IS included (their multiplicative update is the
+        preconditioner; the coder's ``"auto"`` decides by the same names,
+        :data:`~tensorstream.losses.MULTIPLICATIVE_LOSSES`), and ``"sgd"`` for the others."""
         step = self.options.dict_step
         if step == "auto":
-            return "mu" if hasattr(self.loss, "beta") else "sgd"
+            return "mu" if self.loss.name in MULTIPLICATIVE_LOSSES else "sgd"
         return step
 
     def step_size(self, t: int, n: int | None = None) -> float:

@@ -105,6 +105,10 @@ def check_divergence_rules(learner: Any) -> None:
         raise ValueError("dict_row_min must be <= dict_upper")
     rounds = learner.dict_rounds
     step = algorithm.dict_step()
+    if step == "mu" and not hasattr(algorithm.loss, "beta"):
+        raise ValueError(f"dict_step='mu' is the multiplicative update of a beta-divergence; "
+                         f"loss={learner.loss!r} is the {algorithm.loss.name} divergence: use "
+                         f"dict_step='sgd' or 'auto'")
     if rounds != "auto" and rounds > 1 and step != "mu":
         raise ValueError(f"dict_rounds={rounds!r} needs the multiplicative dictionary step "
                          f"(dict_step='mu', the beta-divergences' default); the SGD step "
@@ -185,8 +189,8 @@ class OnlineDivergenceNMF(OnlineLearner):
         step either wipes out the small entries or barely moves, and on spectra-like data under
         IS, where the gradient ``(y - x) / y^2`` spans orders of magnitude (held-out IS on the
         digits + 1: 0.163 per entry with ``"sgd"``, 0.060 with ``"mu"``; docs/losses.md).
-        ``"auto"``: ``"mu"`` for the β-divergences (KL, IS, any β), ``"sgd"`` for the other
-        losses.
+        ``"auto"``: ``"mu"`` for the β-divergences but β = 2 (KL, IS, any other β), ``"sgd"``
+        for squared ℓ2 and the other losses, which refuse ``"mu"``.
     dict_rounds : int or "auto", default "auto"
         Alternating rounds per batch of the ``"mu"`` step (our extension): the batch's own
         dictionary takes ``dict_rounds`` multiplicative updates from the learner's, the batch's

@@ -12,6 +12,8 @@ from typing import Any
 
 import tensorly as tl
 
+from ...losses import MULTIPLICATIVE_LOSSES
+
 Tensor = Any
 
 CODE_LOWER = 1e-8
@@ -363,4 +365,4 @@ _PAPER_RULE = {"l1": "polyak", "l2_nonsquared": "armijo"}
 # multiplicative update (two matrix products per iteration, no line search) is several times
 # faster per batch than Armijo, and for IS far better scaled (Armijo's step from the gradient
 # (y - x) / y^2 is timid at any data scale but one)
-_FAST_RULE = {"kl": "mu", "is": "mu", "beta": "mu"}
+_FAST_RULE = dict.fromkeys(MULTIPLICATIVE_LOSSES, "mu")
