@@ -35,7 +35,12 @@ from ..core.validation import (
 )
 from ..engine import Algorithm, Codes
 from ..losses import MULTIPLICATIVE_LOSSES, Divergence
-from ..steps.gradient import batch_gradient, mu_preconditioned_step, projected_gradient_step
+from ..steps.gradient import (
+    batch_gradient,
+    mu_preconditioned_step,
+    preconditioned_step,
+    projected_gradient_step,
+)
 from .initial import random_or_given
 
 
@@ -132,11 +137,9 @@ def beta_mu_step(B: Any, P: Any, loadings: list, eta: float,
     data's scale. For KL (``y^0 = 1``) ``D_k`` is the code sums times the other loadings'
     column sums (:func:`~tensorstream.steps.gradient.mu_preconditioned_step`).
     """
-    new = []
-    for k, U in enumerate(loadings):
-        D = tl.clip(contract_except(P, loadings, k), 1e-30, None)
-        new.append(project(U - eta * (U / D) * contract_except(B, loadings, k)))
-    return new
+    denominators = [tl.clip(contract_except(P, loadings, k), 1e-30, None)
+                    for k in range(len(loadings))]
+    return preconditioned_step(B, denominators, loadings, eta, project)
 
 
 class DivergenceCP(Algorithm):

@@ -61,12 +61,20 @@ def mu_preconditioned_step(B: Any, code_sums: Any, loadings: list, eta: float,
     is the summed gradient: the batch size cancels out.
     """
     sums = [tl.sum(U, axis=0) for U in loadings]
-    new = []
-    for k, U in enumerate(loadings):
+    denominators = []
+    for k in range(len(loadings)):
         D = code_sums
         for other, column_sums in enumerate(sums):
             if other != k:
                 D = D * column_sums
-        D = tl.reshape(tl.clip(D, 1e-12, None), (1, -1))
-        new.append(project(U - eta * (U / D) * contract_except(B, loadings, k)))
-    return new
+        denominators.append(tl.reshape(tl.clip(D, 1e-12, None), (1, -1)))
+    return preconditioned_step(B, denominators, loadings, eta, project)
+
+
+def preconditioned_step(B: Any, denominators: list, loadings: list, eta: float,
+                        project: Callable[[Any], Any]) -> list:
+    """``U^(k) <- project(U^(k) - eta U^(k) / D_k * grad_k)`` with the given ``D_k``: the
+    multiplicative updates' scaling (KL's in :func:`mu_preconditioned_step`, any
+    β-divergence's in :func:`tensorstream.algorithms.divergence_cp.beta_mu_step`)."""
+    return [project(U - eta * (U / D) * contract_except(B, loadings, k))
+            for k, (U, D) in enumerate(zip(loadings, denominators))]
