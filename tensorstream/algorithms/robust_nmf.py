@@ -35,7 +35,13 @@ from ..core.constraints import (
     project_simplex_columns,
 )
 from ..core.dictionary import reconstruct
-from ..core.validation import BOOLEAN, Interval, refuse_unknown_keys, validate_params
+from ..core.validation import (
+    BOOLEAN,
+    Interval,
+    refuse_set_by_hand,
+    refuse_unknown_keys,
+    validate_params,
+)
 from ..engine import Codes
 from ..engine.loop import usable_scale
 from ..schedules import make_weights
@@ -84,15 +90,6 @@ def solver_settings(solver: str, params: Mapping | None,
     refuse_unknown_keys(params, defaults[solver], what, "settings", "solver_params")
     validate_params(dict(params), _SOLVER_PARAM_CONSTRAINTS, "solver_params")
     return {**defaults[solver], **params}
-
-
-def refuse_set_by_hand(set_by_hand: Mapping, role: str, way_out: str, setting: str) -> None:
-    """Refuse the parameters of ``set_by_hand`` (those set to another value than their default
-    and the paper's, read from the learner's signature) where ``setting`` leaves them nothing
-    to do: the error names the parameter, its ``role``, the ``way_out`` and the setting."""
-    for name, value in set_by_hand.items():
-        raise ValueError(f"{name} {role}: leave {name} at its default or {way_out}, got "
-                         f"{name}={value!r} with {setting}")
 
 
 def check_outlier_alpha_scale(outlier_alpha: Any, set_by_hand: Mapping) -> None:

@@ -700,6 +700,15 @@ def bit_generator_of(random_state: Any) -> Any:
     return None
 
 
+def refuse_set_by_hand(set_by_hand: Any, role: str, way_out: str, setting: str) -> None:
+    """Refuse the parameters of ``set_by_hand`` (those set to another value than their default
+    and the paper's, read from the learner's signature) where ``setting`` leaves them nothing
+    to do: the error names the parameter, its ``role``, the ``way_out`` and the setting."""
+    for name, value in set_by_hand.items():
+        raise ValueError(f"{name} {role}: leave {name} at its default or {way_out}, got "
+                         f"{name}={value!r} with {setting}")
+
+
 def refuse_unknown_keys(given: Any, valid: Any, what: str, noun: str,
                         owner: str | None = None) -> None:
     """Refuse, by name, each key of the dict ``given`` that ``valid`` does not hold: a key

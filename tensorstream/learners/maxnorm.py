@@ -45,7 +45,16 @@ from ..algorithms.robust_matrix import (
 )
 from ..coders.maxnorm import BALL_SOLVERS, NOISE_MODELS, RobustCodes, concatenated
 from ..core.backend import using
-from ..core.validation import ARRAY, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
+from ..core.validation import (
+    ARRAY,
+    CALLABLE,
+    NONE,
+    SEQUENCE,
+    Instance,
+    Interval,
+    Options,
+    refuse_set_by_hand,
+)
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import OnlineLearner
@@ -423,8 +432,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
             return
         # the defaults or the paper's values pass (matrix completion: paper_params with
         # noise="none")
-        for name, value in self._set_by_hand(*self._OUTLIER_PARAMETERS).items():
-            raise ValueError(
-                f"{name} applies to the outlier part, which noise='none' does not have (its "
-                f"codes are one exact solve); leave {name} at its default or pick noise="
-                f"'l1', 'l21' or 'fro', got {name}={value!r} with noise='none'")
+        refuse_set_by_hand(self._set_by_hand(*self._OUTLIER_PARAMETERS),
+                           "applies to the outlier part, which noise='none' does not have (its "
+                           "codes are one exact solve)", "pick noise='l1', 'l21' or 'fro'",
+                           "noise='none'")

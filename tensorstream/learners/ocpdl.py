@@ -34,7 +34,16 @@ from typing import Any
 
 from ..algorithms.surrogate_cp import SurrogateCP, SurrogateOptions
 from ..core.backend import using
-from ..core.validation import BOOLEAN, CALLABLE, NONE, SEQUENCE, Instance, Interval, Options
+from ..core.validation import (
+    BOOLEAN,
+    CALLABLE,
+    NONE,
+    SEQUENCE,
+    Instance,
+    Interval,
+    Options,
+    refuse_set_by_hand,
+)
 from ..schedules import make_radius, make_weights
 from ..steps.surrogate import surrogate_value
 from ._base import OnlineLearner
@@ -273,8 +282,10 @@ def check_radius(search_radius: Any, weights: Any, set_by_hand: dict) -> None:
     """The search radius's parameters, checked: the schedule it is built from, and no
     ``radius_mode`` set by hand (``set_by_hand``) without a radius to measure (refused naming
     both)."""
-    if search_radius is None and "radius_mode" in set_by_hand:
-        raise ValueError(f"radius_mode says how the search radius is measured; with "
-                         f"search_radius=None (unrestricted steps) leave it at its default or "
-                         f"give a search_radius, got radius_mode={set_by_hand['radius_mode']!r}")
+    if search_radius is None:
+        refuse_set_by_hand({name: value for name, value in set_by_hand.items()
+                            if name == "radius_mode"},
+                           "says how the search radius is measured, which search_radius=None "
+                           "(unrestricted steps) does not have", "give a search_radius",
+                           "search_radius=None")
     make_radius(search_radius, make_weights(weights))
