@@ -134,6 +134,8 @@ class Spectrum:
             null = values <= top * (float(finfo_of(values).eps) * int(tl.shape(values)[-1]))
             values = tl.where(null, values * 0 + 1, values)
         self.values, self.null = values, null
+        # almost every spectrum has no null direction: project() then skips its where
+        self.any_null = bool(tl.any(null))
         self.vectors = vectors
         self.basis = basis  # L
         if not self.batched:
@@ -153,12 +155,23 @@ class Spectrum:
             return self
         return Spectrum(self.values[index], self.vectors[index], self.basis, self.null[index])
 
+    def check_for(self, L: Tensor, mask: Tensor | None) -> Spectrum:
+        """This spectrum, refused unless it is the one :meth:`of` gives for ``L`` and ``mask``
+        (the shared spectrum of this very tensor ``L``, no mask): a spectrum passed along
+        between coder calls may not outlive its basis."""
+        if self.batched or mask is not None or self.basis is not L:
+            raise ValueError("spectrum must be Spectrum.of(L) of this very basis L, without a "
+                             "mask (a masked batch has a spectrum per sample)")
+        return self
+
     def project(self, Y: Tensor) -> Tensor:
         """``c = V^T L^T y`` for every row ``y`` of ``Y``."""
         if self.batched:
             rotated = tl.einsum("bi,bik->bk", tl.dot(Y, self.basis), self.vectors)
         else:
             rotated = tl.dot(Y, self.rotated_basis)
+        if not self.any_null:  # the where below would return rotated as it is
+            return rotated
         return tl.where(self.null, rotated * 0, rotated)
 
     def unrotate(self, C: Tensor) -> Tensor:
@@ -326,6 +339,7 @@ def robust_code(
     Z: Tensor, L: Tensor, outlier_alpha: Any, *, noise: str = "l1", ball: bool = True,
     ridge: float = 0.01, mask: Tensor | None = None, tol: float = 1e-6, max_iter: int | None = 100,
     ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
+    spectrum: Spectrum | None = None,
 ) -> RobustCodes:
     """Coefficients and noise of a batch by block coordinate descent (the paper's Algorithm 3).
 
@@ -358,6 +372,9 @@ def robust_code(
         what converging samples take; the OR-PCA reference code has no cap at all).
     ball_solver, ball_tol, ball_max_iter
         See :func:`ball_multipliers`.
+    spectrum : Spectrum, optional
+        ``Spectrum.of(L)`` when the caller has it (several batches or rounds against the same
+        basis ``L``, without a mask): its ``eigh`` is then not repeated.
 
     Returns
     -------
@@ -372,20 +389,73 @@ def robust_code(
     >>> np.round(out.codes, 6), np.round(out.outliers, 6)
     (array([[0.6, 0. ]]), array([[ 0. ,  0. , 49.5,  0. ]]))
     """
-    if noise not in NOISE_MODELS:
-        raise ValueError(f"noise must be one of {NOISE_MODELS}, got {noise!r}")
-    b, p = tl.shape(Z)
-    context = tl.context(Z)
-    spectrum = Spectrum.of(L, mask)
     if mask is not None:
         Z = Z * mask
+    spectrum = _spectrum(L, mask, spectrum)
+    state, n_iter = _descend(Z, L, outlier_alpha, noise, ball, ridge, mask, tol, max_iter,
+                             ball_solver, ball_tol, ball_max_iter, spectrum)
+    R, E, LR = spectrum.unrotate(state["R"]), state["E"], state["LR"]
+    penalties = noise_penalty(E, noise, outlier_alpha)
+    if not ball:
+        penalties = penalties + 0.5 * ridge * tl.sum(R * R, axis=1)
+    residual = state.get("residual")  # z - L r (observed), where e = 0 exactly (noise="none")
+    if residual is None:
+        residual = Z - LR - E if mask is None else (Z - LR - E) * mask
+    return RobustCodes(codes=R, outliers=E, low_rank=LR,
+                       losses=0.5 * tl.sum(residual * residual, axis=1) + penalties,
+                       penalties=penalties, n_iter=n_iter, multipliers=state["eta"])
+
+
+def robust_low_rank(
+    Z: Tensor, L: Tensor, outlier_alpha: Any, *, noise: str = "l1", ball: bool = True,
+    ridge: float = 0.01, mask: Tensor | None = None, tol: float = 1e-6, max_iter: int | None = 100,
+    ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
+    spectrum: Spectrum | None = None,
+) -> Tensor:
+    """``robust_code(...).low_rank`` alone (the same parameters): the reconstructions ``L r``,
+    without the passes over the batch that the losses and penalties take (a rough code that
+    only its reconstruction serves, as ``outlier_alpha="auto"``'s thresholds).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> L = np.eye(4)[:, :2]
+    >>> z = np.array([[0.6, 0.0, 50.0, 0.0]])
+    >>> np.round(robust_low_rank(z, L, 0.5, ridge=0.0), 6)
+    array([[0.6, 0. , 0. , 0. ]])
+    """
+    if mask is not None:
+        Z = Z * mask
+    spectrum = _spectrum(L, mask, spectrum)
+    state, _ = _descend(Z, L, outlier_alpha, noise, ball, ridge, mask, tol, max_iter,
+                        ball_solver, ball_tol, ball_max_iter, spectrum)
+    return state["LR"]
+
+
+def _spectrum(L: Tensor, mask: Tensor | None, spectrum: Spectrum | None) -> Spectrum:
+    """The given spectrum (checked to be ``L``'s), or ``Spectrum.of(L, mask)``."""
+    return Spectrum.of(L, mask) if spectrum is None else spectrum.check_for(L, mask)
+
+
+def _descend(Z, L, outlier_alpha, noise, ball, ridge, mask, tol, max_iter, ball_solver,
+             ball_tol, ball_max_iter, spectrum) -> tuple[dict, np.ndarray]:
+    """The block coordinate descent of :func:`robust_code` on ``Z`` (masked already): the
+    final state (``R`` in the eigenbasis, ``E``, ``LR``, ``eta``) and each sample's
+    iterations."""
+    if noise not in NOISE_MODELS:
+        raise ValueError(f"noise must be one of {NOISE_MODELS}, got {noise!r}")
+    if noise == "none":  # without e, one r-solve is exact
+        return _exact_solve(Z, mask, spectrum, ball, ridge, ball_solver, ball_tol,
+                            ball_max_iter)
+    b, p = tl.shape(Z)
+    context = tl.context(Z)
     state = {"R": tl.zeros((b, tl.shape(L)[1]), **context),  # coefficients in the eigenbasis
              "E": tl.zeros((b, p), **context), "LR": tl.zeros((b, p), **context),
              "eta": tl.ones((b,), **context) * ridge}
     n_iter = np.zeros(b, dtype=int)
     active = np.arange(b)
-    # without e, one r-solve is exact; "no cap" still has one, so no data can spin it forever
-    cap = 1 if noise == "none" else (UNCAPPED_MAX_ITER if max_iter is None else max_iter)
+    # "no cap" still has one, so no data can spin it forever
+    cap = UNCAPPED_MAX_ITER if max_iter is None else max_iter
     kernel = l1_kernel(Z, L, outlier_alpha, noise=noise, ball=ball, mask=mask,
                        ball_solver=ball_solver)
     if kernel is not None:  # numba: the same iterations, sample by sample (compiled_bcd.py)
@@ -397,7 +467,8 @@ def robust_code(
         whole = active.size == b
         index = slice(None) if whole else active  # numpy and torch both take int arrays
         local = spectrum if whole else spectrum.take(index)
-        old = state if whole else {k: v[index] for k, v in state.items()}
+        # LR is an output only: an iteration reads the previous R, E and eta
+        old = state if whole else {k: state[k][index] for k in ("R", "E", "eta")}
         Z_a = Z if whole else Z[index]
         M_a = None if mask is None else (mask if whole else mask[index])
         per_entry = _is_tensor(outlier_alpha) and not whole
@@ -417,14 +488,27 @@ def robust_code(
                 state[key] = tl.index_update(state[key], tl.index[index], value)
         n_iter[active] += 1
         active = active[~converged]
-    R, E, LR = spectrum.unrotate(state["R"]), state["E"], state["LR"]
-    penalties = noise_penalty(E, noise, outlier_alpha)
-    if not ball:
-        penalties = penalties + 0.5 * ridge * tl.sum(R * R, axis=1)
-    residual = Z - LR - E if mask is None else (Z - LR - E) * mask
-    return RobustCodes(codes=R, outliers=E, low_rank=LR,
-                       losses=0.5 * tl.sum(residual * residual, axis=1) + penalties,
-                       penalties=penalties, n_iter=n_iter, multipliers=state["eta"])
+    return state, n_iter
+
+
+def _exact_solve(Z, mask, spectrum, ball, ridge, ball_solver, ball_tol,
+                 ball_max_iter) -> tuple[dict, np.ndarray]:
+    """The one r-step of ``noise="none"`` (``e = 0``), as :func:`_bcd_iteration` takes it from
+    a zero ``e`` (``z - 0`` is ``z``, masked already), without the iteration's passes that
+    a zero ``e`` makes idle; the residual ``z - L r`` (observed) comes with it for the
+    losses."""
+    b = tl.shape(Z)[0]
+    rotated = spectrum.project(Z)
+    eta = tl.ones((b,), **tl.context(Z)) * ridge
+    if ball:
+        eta = ball_multipliers(rotated, spectrum, ridge, solver=ball_solver, tol=ball_tol,
+                               max_iter=ball_max_iter, start=eta)
+    R = spectrum.solve(rotated, eta)
+    LR = spectrum.expand(R)
+    residual = Z - LR if mask is None else (Z - LR) * mask
+    # e = residual * 0, as the prox of "none" gives it (NaN where the residual is not finite)
+    state = {"R": R, "E": residual * 0, "LR": LR, "eta": eta, "residual": residual}
+    return state, np.ones(b, dtype=int)
 
 
 def _bcd_iteration(Z, mask, old, spectrum, threshold, noise, ball, ridge, ball_solver,
