@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorly as tl
 
-from ..coders.maxnorm import RobustCodes, robust_code
+from ..coders.maxnorm import RobustCodes, Spectrum, robust_code, robust_low_rank
 from ..core.backend import indicator, to_numpy, using
 from ..core.constraints import project_columns
 from ..engine import Algorithm, Codes
@@ -310,30 +310,42 @@ class RobustMatrixAlgorithm(Algorithm):
         """``1/2`` times the basis penalty's norm at ``L`` (before the weight ``norm_alpha``)."""
         raise NotImplementedError
 
-    def robust_codes(self, X: Any, L: Any, scale: float, mask: Any = None) -> RobustCodes:
+    def robust_codes(self, X: Any, L: Any, scale: float, mask: Any = None,
+                     spectrum: Spectrum | None = None) -> RobustCodes:
         """``(r, e)`` of a validated batch (zeros at missing entries) against the basis ``L``.
 
         The coding runs on ``X / scale`` against ``L / scale``, where every threshold and
         tolerance is in units of the data scale; the parts are returned in the data's units,
         so fitting ``c X`` gives ``c`` times the reconstruction of ``X``. With
         ``outlier_alpha="auto"`` each sample's threshold follows its residuals
-        (:meth:`residual_thresholds`).
+        (:meth:`residual_thresholds`). ``spectrum``: :meth:`coding_spectrum` of ``L`` and
+        ``scale``, for a caller that codes several batches against them (None: computed).
         """
-        return self._thresholded_codes(X, L, scale, mask)[0]
+        return self._thresholded_codes(X, L, scale, mask, spectrum)[0]
 
-    def _thresholded_codes(self, X: Any, L: Any, scale: float,
-                           mask: Any = None) -> tuple[RobustCodes, Any]:
+    @staticmethod
+    def coding_spectrum(L: Any, scale: float) -> Spectrum:
+        """The spectrum of the basis the coder sees, ``L / scale`` (no mask), which
+        :meth:`robust_codes` of every batch against ``L`` and ``scale`` without a mask can
+        share (its basis is the coder's)."""
+        return Spectrum.of(L / scale)
+
+    def _thresholded_codes(self, X: Any, L: Any, scale: float, mask: Any = None,
+                           spectrum: Spectrum | None = None) -> tuple[RobustCodes, Any]:
         """:meth:`robust_codes` and the thresholds they were coded at: each sample's (a
         ``(b, 1)`` column, data-scale units) with ``outlier_alpha="auto"`` and l1 noise, None
         otherwise (one threshold for all)."""
         norm_alpha, outlier_alpha = self.alphas(X.shape[1])
-        Z, basis, options = X / scale, L / scale, self.coder_options(norm_alpha)
+        if spectrum is None:  # one for both codings below: the same basis and mask
+            spectrum = Spectrum.of(L / scale, mask)
+        Z, basis, options = X / scale, spectrum.basis, self.coder_options(norm_alpha)
         thresholds = None
         if self.options.outlier_alpha == "auto" and options["noise"] == "l1":
-            thresholds = self.residual_thresholds(Z, basis, outlier_alpha, options, mask)
+            thresholds = self.residual_thresholds(Z, basis, outlier_alpha, options, mask,
+                                                  spectrum)
             outlier_alpha = thresholds
         coded = robust_code(Z, basis, outlier_alpha, mask=mask, tol=self.options.code_tol,
-                            max_iter=self.options.code_max_iter, **options)
+                            max_iter=self.options.code_max_iter, spectrum=spectrum, **options)
         return self._in_data_units(coded, scale), thresholds
 
     @staticmethod
@@ -347,7 +359,7 @@ class RobustMatrixAlgorithm(Algorithm):
             losses=coded.losses * squared, penalties=coded.penalties * squared)
 
     def residual_thresholds(self, Z: Any, basis: Any, cap: float, options: dict,
-                            mask: Any = None) -> Any:
+                            mask: Any = None, spectrum: Spectrum | None = None) -> Any:
         """Each sample's l1 threshold (a ``(b, 1)`` column, data-scale units): the
         smaller of ``cap`` and :attr:`auto_residual_scales` times the sample's residual scale
         (:func:`residual_scales`) under a rough code: two block-coordinate rounds at ``cap``
@@ -359,10 +371,12 @@ class RobustMatrixAlgorithm(Algorithm):
         differs from it by less than ``cap`` (0.5) leaked into the background (F1 of the
         foreground 0.68). Where the basis does not explain a sample yet (a random start,
         structure not learned), its residuals are large and the threshold stays at ``cap``,
-        so the first steps do not call the data's own structure an outlier.
+        so the first steps do not call the data's own structure an outlier. ``spectrum``:
+        ``Spectrum.of(basis, mask)`` when the caller has it (None: computed).
         """
-        rough = robust_code(Z, basis, cap, mask=mask, max_iter=2, **options)
-        scales = held_residual_scales(Z, rough.low_rank, mask) * self.auto_residual_scales
+        rough = robust_low_rank(Z, basis, cap, mask=mask, max_iter=2, spectrum=spectrum,
+                                **options)
+        scales = held_residual_scales(Z, rough, mask) * self.auto_residual_scales
         # a column: each sample's threshold, broadcast over its entries
         return tl.reshape(tl.clip(scales, RESIDUAL_FLOOR, cap), (-1, 1))
 

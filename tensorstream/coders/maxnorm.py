@@ -134,6 +134,7 @@ class Spectrum:
             null = values <= top * (float(finfo_of(values).eps) * int(tl.shape(values)[-1]))
             values = tl.where(null, values * 0 + 1, values)
         self.values, self.null = values, null
+        self.mask = None  # the mask of the samples' spectra (of() sets it)
         # almost every spectrum has no null direction: project() then skips its where
         self.any_null = bool(tl.any(null))
         self.vectors = vectors
@@ -147,7 +148,9 @@ class Spectrum:
         """``eigh(L^T L)``, or per sample ``eigh(L^T diag(mask[j]) L)`` when ``mask`` is given."""
         if mask is None:
             return cls(*tl.eigh(tl.dot(tl.transpose(L), L)), L)
-        return cls(*tl.eigh(masked_gram(mask, [L])), L)  # one GEMM for all samples' Grams
+        spectrum = cls(*tl.eigh(masked_gram(mask, [L])), L)  # one GEMM for all samples' Grams
+        spectrum.mask = mask
+        return spectrum
 
     def take(self, index: Any) -> Spectrum:
         """The spectra of the samples ``index`` (the shared spectrum is returned as it is)."""
@@ -156,12 +159,12 @@ class Spectrum:
         return Spectrum(self.values[index], self.vectors[index], self.basis, self.null[index])
 
     def check_for(self, L: Tensor, mask: Tensor | None) -> Spectrum:
-        """This spectrum, refused unless it is the one :meth:`of` gives for ``L`` and ``mask``
-        (the shared spectrum of this very tensor ``L``, no mask): a spectrum passed along
-        between coder calls may not outlive its basis."""
-        if self.batched or mask is not None or self.basis is not L:
-            raise ValueError("spectrum must be Spectrum.of(L) of this very basis L, without a "
-                             "mask (a masked batch has a spectrum per sample)")
+        """This spectrum, refused unless :meth:`of` gave it for this very tensor ``L`` and
+        this very ``mask`` (or none): a spectrum passed along between coder calls may not
+        outlive its basis."""
+        if self.basis is not L or self.mask is not mask:
+            raise ValueError("spectrum must be Spectrum.of(L, mask) of this very basis L and "
+                             "mask")
         return self
 
     def project(self, Y: Tensor) -> Tensor:
@@ -373,8 +376,9 @@ def robust_code(
     ball_solver, ball_tol, ball_max_iter
         See :func:`ball_multipliers`.
     spectrum : Spectrum, optional
-        ``Spectrum.of(L)`` when the caller has it (several batches or rounds against the same
-        basis ``L``, without a mask): its ``eigh`` is then not repeated.
+        ``Spectrum.of(L, mask)`` when the caller has it (several rounds against the same
+        basis ``L`` and mask, or batches against the same ``L`` without a mask): its ``eigh``
+        is then not repeated.
 
     Returns
     -------

@@ -223,10 +223,13 @@ class RobustMatrixLearner(OnlineLearner):
         # sample's codes are its own (the same in any batch), so smaller batches stop sooner;
         # but each call costs its own overhead, hence at least _CODING_CHUNK samples a call
         with using(self.backend_):
+            L, scale = self.loadings_[0], self.scale_
+            # chunks without a mask share the basis' spectrum (masked ones have their own)
+            spectrum = algorithm.coding_spectrum(L, scale) if mask is None else None
             coded = concatenated([
-                algorithm.robust_codes(data[start:start + size], self.loadings_[0],
-                                       self.scale_,
-                                       None if mask is None else mask[start:start + size])
+                algorithm.robust_codes(data[start:start + size], L, scale,
+                                       None if mask is None else mask[start:start + size],
+                                       spectrum)
                 for start in range(0, int(data.shape[0]), size)])
         return data, coded, mask, self._as_given(X, layout)
 

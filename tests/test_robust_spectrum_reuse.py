@@ -1,0 +1,97 @@
+"""The spectrum of the basis that OR-PCA's and OMRMD's coder shares between calls (issue #31).
+
+A step codes a batch twice against one basis (the rough code of ``outlier_alpha="auto"``'s
+thresholds, then the codes), and an output codes its chunks against one basis: both compute
+``eigh(L^T L)`` once and pass it on. These tests check that a passed spectrum gives exactly the
+codes of a fresh one, that one of another basis or mask is refused, and that outputs follow the
+basis wherever it changes (``partial_fit``, ``set_params`` then a fit, a checkpoint's load).
+"""
+
+import numpy as np
+import pytest
+
+from tensorstream import load
+from tensorstream.coders.maxnorm import Spectrum, robust_code, robust_low_rank
+from tensorstream.learners.maxnorm import OnlineMaxNormMD
+from tensorstream.learners.robust_pca import OnlineRobustPCA
+
+
+def _corrupted(n=60, p=30, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3)) @ rng.standard_normal((3, p))
+    X[rng.random(X.shape) < 0.05] += 8.0
+    return X
+
+
+def _fresh_outputs(model, X):
+    """What the outputs must be: the coder on the model's current basis, nothing passed."""
+    coded = model._algorithm().robust_codes(X, model.loadings_[0], model.scale_)
+    refit = model._algorithm().refit_codes(X, model.loadings_[0], model.scale_, coded)
+    return coded.outliers, refit.low_rank
+
+
+def _check_outputs_follow_basis(model, X):
+    # to rounding: outputs code in chunks, whose products may round differently
+    outliers, background = _fresh_outputs(model, X)
+    np.testing.assert_allclose(model.outliers(X), outliers, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.background(X), background, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("ball", [False, True])
+def test_passed_spectrum_gives_the_same_codes(ball):
+    X = _corrupted()
+    L = np.random.default_rng(1).standard_normal((30, 3))
+    spectrum = Spectrum.of(L)
+    fresh = robust_code(X, L, 0.5, ball=ball)
+    passed = robust_code(X, L, 0.5, ball=ball, spectrum=spectrum)
+    for name in ("codes", "outliers", "low_rank", "losses"):
+        np.testing.assert_array_equal(getattr(passed, name), getattr(fresh, name))
+    np.testing.assert_array_equal(
+        robust_low_rank(X, L, 0.5, ball=ball, max_iter=2, spectrum=spectrum),
+        robust_code(X, L, 0.5, ball=ball, max_iter=2).low_rank)
+
+
+def test_spectrum_of_another_basis_or_mask_is_refused():
+    X = _corrupted()
+    rng = np.random.default_rng(2)
+    L = rng.standard_normal((30, 3))
+    mask = (rng.random(X.shape) < 0.9).astype(float)
+    with pytest.raises(ValueError, match="this very basis"):
+        robust_code(X, L, 0.5, spectrum=Spectrum.of(L.copy()))  # equal values, not L itself
+    with pytest.raises(ValueError, match="this very basis"):
+        robust_code(X, L, 0.5, mask=mask, spectrum=Spectrum.of(L))  # shared, not the mask's
+    with pytest.raises(ValueError, match="this very basis"):
+        robust_code(X, L, 0.5, spectrum=Spectrum.of(L, mask))  # the mask's, none given
+    masked = robust_code(X, L, 0.5, mask=mask, spectrum=Spectrum.of(L, mask))
+    np.testing.assert_array_equal(masked.low_rank, robust_code(X, L, 0.5, mask=mask).low_rank)
+
+
+@pytest.mark.parametrize("cls", [OnlineRobustPCA, OnlineMaxNormMD])
+def test_outputs_follow_the_basis_after_partial_fit(cls):
+    X = _corrupted()
+    model = cls(3, random_state=0).fit(X[:30])
+    before = model.background(X)
+    model.partial_fit(X[30:])
+    _check_outputs_follow_basis(model, X)
+    assert not np.allclose(model.background(X), before)  # the basis did move
+
+
+def test_outputs_follow_the_basis_after_set_params_and_refit():
+    X = _corrupted()
+    model = OnlineRobustPCA(3, random_state=0).fit(X)
+    before = model.background(X)
+    model.set_params(outlier_alpha=0.2).fit(X)
+    _check_outputs_follow_basis(model, X)
+    assert not np.allclose(model.background(X), before)
+
+
+def test_outputs_follow_the_basis_of_a_loaded_checkpoint(tmp_path):
+    X = _corrupted()
+    saved = OnlineRobustPCA(3, random_state=0).fit(X[:30])
+    path = saved.save(tmp_path / "orpca")
+    other = OnlineRobustPCA(3, random_state=0).fit(X)  # another basis, outputs computed
+    other.background(X)
+    loaded = load(path)
+    _check_outputs_follow_basis(loaded, X)
+    np.testing.assert_array_equal(loaded.background(X), saved.background(X))
+    assert not np.allclose(loaded.background(X), other.background(X))
