@@ -459,13 +459,28 @@ class RobustMatrixAlgorithm(Algorithm):
             # dense ("fro") or whole-sample ("l21") noise flags every entry of a sample it
             # touches: nothing would be left to refit to
             return coded
-        kept = indicator(coded.outliers == 0, X)
-        if mask is not None:
-            kept = kept * mask
         options = {**self.coder_options(norm_alpha), "noise": "none"}
-        refit = robust_code(X / scale, L / scale, outlier_alpha, mask=kept, **options)
+        refit = robust_code(X / scale, L / scale, outlier_alpha,
+                            mask=self._unflagged(X, coded, mask), **options)
         return dataclasses.replace(refit, outliers=coded.outliers,
                                    low_rank=refit.low_rank * scale)
+
+    def refit_low_rank(self, X: Any, L: Any, scale: float, coded: RobustCodes,
+                       mask: Any = None) -> Any:
+        """``refit_codes(...).low_rank`` alone (the data's units), without the refit's
+        losses, which take passes over the batch that ``background`` does not read."""
+        norm_alpha, outlier_alpha = self.alphas(X.shape[1])
+        if self.coder_options(norm_alpha)["noise"] not in ("l1", "none"):
+            return coded.low_rank  # nothing left to refit to (refit_codes)
+        options = {**self.coder_options(norm_alpha), "noise": "none"}
+        return robust_low_rank(X / scale, L / scale, outlier_alpha,
+                               mask=self._unflagged(X, coded, mask), **options) * scale
+
+    @staticmethod
+    def _unflagged(X: Any, coded: RobustCodes, mask: Any) -> Any:
+        """1 at the entries ``coded`` does not flag and ``mask`` observes, 0 elsewhere."""
+        kept = indicator(coded.outliers == 0, X)
+        return kept if mask is None else kept * mask
 
     # -- the engine's hooks --------------------------------------------------------------------
 

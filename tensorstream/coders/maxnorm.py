@@ -398,13 +398,15 @@ def robust_code(
     spectrum = _spectrum(L, mask, spectrum)
     state, n_iter = _descend(Z, L, outlier_alpha, noise, ball, ridge, mask, tol, max_iter,
                              ball_solver, ball_tol, ball_max_iter, spectrum)
-    R, E, LR = spectrum.unrotate(state["R"]), state["E"], state["LR"]
+    R, E, LR = spectrum.unrotate(state["R"]), state.get("E"), state["LR"]
+    if noise == "none":  # e = 0: the residual is z - L r, and e its prox, residual * 0
+        residual = Z - LR if mask is None else (Z - LR) * mask
+        E = residual * 0  # as the prox of "none" gives it (NaN where the residual is not finite)
+    else:
+        residual = Z - LR - E if mask is None else (Z - LR - E) * mask
     penalties = noise_penalty(E, noise, outlier_alpha)
     if not ball:
         penalties = penalties + 0.5 * ridge * tl.sum(R * R, axis=1)
-    residual = state.get("residual")  # z - L r (observed), where e = 0 exactly (noise="none")
-    if residual is None:
-        residual = Z - LR - E if mask is None else (Z - LR - E) * mask
     return RobustCodes(codes=R, outliers=E, low_rank=LR,
                        losses=0.5 * tl.sum(residual * residual, axis=1) + penalties,
                        penalties=penalties, n_iter=n_iter, multipliers=state["eta"])
@@ -499,8 +501,8 @@ def _exact_solve(Z, mask, spectrum, ball, ridge, ball_solver, ball_tol,
                  ball_max_iter) -> tuple[dict, np.ndarray]:
     """The one r-step of ``noise="none"`` (``e = 0``), as :func:`_bcd_iteration` takes it from
     a zero ``e`` (``z - 0`` is ``z``, masked already), without the iteration's passes that
-    a zero ``e`` makes idle; the residual ``z - L r`` (observed) comes with it for the
-    losses."""
+    a zero ``e`` makes idle: the state without ``E`` (:func:`robust_code` makes it from the
+    residual, which :func:`robust_low_rank` does not need)."""
     b = tl.shape(Z)[0]
     rotated = spectrum.project(Z)
     eta = tl.ones((b,), **tl.context(Z)) * ridge
@@ -509,10 +511,7 @@ def _exact_solve(Z, mask, spectrum, ball, ridge, ball_solver, ball_tol,
                                max_iter=ball_max_iter, start=eta)
     R = spectrum.solve(rotated, eta)
     LR = spectrum.expand(R)
-    residual = Z - LR if mask is None else (Z - LR) * mask
-    # e = residual * 0, as the prox of "none" gives it (NaN where the residual is not finite)
-    state = {"R": R, "E": residual * 0, "LR": LR, "eta": eta, "residual": residual}
-    return state, np.ones(b, dtype=int)
+    return {"R": R, "LR": LR, "eta": eta}, np.ones(b, dtype=int)
 
 
 def _bcd_iteration(Z, mask, old, spectrum, threshold, noise, ball, ridge, ball_solver,

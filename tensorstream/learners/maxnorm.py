@@ -31,6 +31,7 @@ basis-step jitter) must then be scaled by the weight of one sample, ``kappa_t = 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import fields
 from typing import Any
 
@@ -198,11 +199,15 @@ class RobustMatrixLearner(OnlineLearner):
         ``OnlineMaxNormMD(noise="fro")`` or ``"l21"`` every entry a sample's noise touches is
         flagged: the background is then the fit's own low-rank part.
         """
-        X, coded, mask, relabel = self._coded_parts(X, mask)
+        self._check_fitted()
+        data, mask, layout = self._checked_input(X, mask)
+        algorithm, L, scale = self._algorithm(), self.loadings_[0], self.scale_
         with using(self.backend_):
-            refit = self._algorithm().refit_codes(X, self.loadings_[0], self.scale_, coded,
-                                                  mask)
-            return relabel(refit.low_rank)
+            # chunk by chunk, the refit right after the codes: the batch-sized temporaries of
+            # one refit of all samples cost more than their arithmetic (fresh memory)
+            refits = [algorithm.refit_low_rank(part, L, scale, coded, part_mask)
+                      for part, coded, part_mask in self._coded_chunks(data, mask, algorithm)]
+            return self._as_given(X, layout)(tl.concatenate(refits, axis=0))
 
     def impute(self, X: Any, mask: Any = None) -> Any:
         """``X`` with its missing entries replaced by the model's low-rank part ``L r``
@@ -218,20 +223,27 @@ class RobustMatrixLearner(OnlineLearner):
         of the samples' shape like ``X`` (the identity for unlabelled ``X``)."""
         self._check_fitted()
         data, mask, layout = self._checked_input(X, mask)
-        algorithm, size = self._algorithm(), max(self._batch_size(), _CODING_CHUNK)
-        # in chunks: the coder runs a batch until its slowest sample converges, and each
-        # sample's codes are its own (the same in any batch), so smaller batches stop sooner;
-        # but each call costs its own overhead, hence at least _CODING_CHUNK samples a call
         with using(self.backend_):
-            L, scale = self.loadings_[0], self.scale_
-            # chunks without a mask share the basis' spectrum (masked ones have their own)
-            spectrum = algorithm.coding_spectrum(L, scale) if mask is None else None
-            coded = concatenated([
-                algorithm.robust_codes(data[start:start + size], L, scale,
-                                       None if mask is None else mask[start:start + size],
-                                       spectrum)
-                for start in range(0, int(data.shape[0]), size)])
+            coded = concatenated([codes for _, codes, _ in self._coded_chunks(data, mask)])
         return data, coded, mask, self._as_given(X, layout)
+
+    def _coded_chunks(self, data: Any, mask: Any, algorithm: Any = None) -> Iterator[tuple]:
+        """``(chunk, codes, chunk's mask)`` of checked samples, chunk after chunk (inside the
+        learner's backend).
+
+        In chunks: the coder runs a batch until its slowest sample converges, and each
+        sample's codes are its own (the same in any batch), so smaller batches stop sooner;
+        but each call costs its own overhead, hence at least _CODING_CHUNK samples a call.
+        """
+        algorithm = self._algorithm() if algorithm is None else algorithm
+        size = max(self._batch_size(), _CODING_CHUNK)
+        L, scale = self.loadings_[0], self.scale_
+        # chunks without a mask share the basis' spectrum (masked ones have their own)
+        spectrum = algorithm.coding_spectrum(L, scale) if mask is None else None
+        for start in range(0, int(data.shape[0]), size):
+            part = data[start:start + size]
+            part_mask = None if mask is None else mask[start:start + size]
+            yield part, algorithm.robust_codes(part, L, scale, part_mask, spectrum), part_mask
 
     def surrogate_value(self) -> float:
         """The paper's surrogate ``g_t`` (eq. (3.1), per-sample mean) at the current basis.
