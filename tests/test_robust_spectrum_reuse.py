@@ -95,3 +95,28 @@ def test_outputs_follow_the_basis_of_a_loaded_checkpoint(tmp_path):
     _check_outputs_follow_basis(loaded, X)
     np.testing.assert_array_equal(loaded.background(X), saved.background(X))
     assert not np.allclose(loaded.background(X), other.background(X))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "pytorch"])
+def test_row_medians_over_observed_entries(backend):
+    """Each row's median over its observed entries, picked from the sorted batch: odd and
+    even counts, a full row, a row with one entry and a row without any (inf)."""
+    import tensorly as tl
+
+    from tensorstream.algorithms.robust_matrix import row_medians
+    from tensorstream.core.backend import to_numpy, using
+
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((5, 9))
+    mask = (rng.random(values.shape) < 0.6).astype(float)
+    mask[1] = 1.0  # all 9 observed (odd)
+    mask[2] = 0.0  # none
+    mask[3] = 0.0
+    mask[3, 4] = 1.0  # one
+    mask[4, :] = 0.0
+    mask[4, [0, 2, 5, 8]] = 1.0  # four (even)
+    expected = [np.median(row[keep > 0]) if keep.any() else np.inf
+                for row, keep in zip(values, mask)]
+    with using(backend):
+        got = to_numpy(row_medians(tl.tensor(values), tl.tensor(mask)))
+    np.testing.assert_array_equal(got, expected)

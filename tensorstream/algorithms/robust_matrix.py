@@ -145,17 +145,15 @@ def row_medians(values: Any, mask: Any = None) -> Any:
     observed = mask > 0
     # missing entries sort last; the median sits at each row's own count
     ordered = tl.sort(tl.where(observed, values, values * 0 + float("inf")), axis=1)
-    zero = values * 0
-    counts = tl.sum(tl.where(observed, zero + 1, zero), axis=1)
-    # position j is a middle one of c entries iff 2j is c - 1 (c odd), c - 2 or c (c even)
-    offsets = 2 * tl.reshape(tl.arange(p, **tl.context(values)), (1, -1)) - \
-        tl.reshape(counts, (-1, 1))
-    chosen = (offsets >= -2) & (offsets <= 0)
-    # the two middle entries (one when the count is odd: low == high), summed and halved
-    total = tl.sum(tl.where(chosen, ordered, zero), axis=1)
-    picked = tl.sum(tl.where(chosen, zero + 1, zero), axis=1)
-    return tl.where(counts > 0, total / tl.where(picked > 0, picked, picked + 1),
-                    counts * 0 + float("inf"))
+    counted = tl.sum(indicator(observed, values), axis=1)
+    counts = to_numpy(counted).astype(np.int64)
+    # the two middle entries of each row's c (low == high when c is odd), picked from the
+    # flattened batch: their mean is the median (a row without any picks its first, inf)
+    starts = np.arange(len(counts)) * p
+    flat = tl.reshape(ordered, (-1,))
+    low = flat[starts + np.maximum(counts - 1, 0) // 2]
+    high = flat[starts + counts // 2]
+    return tl.where(counted > 0, (low + high) / 2, counted * 0 + float("inf"))
 
 
 _FIRST_STEP = OnlineState(loadings=[], statistics=None)  # what data_scale sees at step 1
