@@ -129,9 +129,9 @@ def held_residual_scales(Z: Any, fit: Any, mask: Any = None) -> Any:
     (nonzero, and observed where ``mask`` is given), shape ``(b,)``: a dark border or
     background of exact zeros, which any basis fits exactly, would put the median residual at
     0 and flag the whole image."""
-    held = indicator(Z != 0, Z)
+    held = Z != 0  # row_medians reads held > 0: a boolean serves without a 0/1 copy
     if mask is not None:
-        held = held * mask
+        held = held & (mask > 0)
     return residual_scales(Z - fit, held)
 
 
@@ -434,13 +434,14 @@ class RobustMatrixAlgorithm(Algorithm):
         cap = self.alphas(int(tl.shape(X)[1]))[1]
         residuals = X - coded.low_rank - self._offset_row(X)
         reach = thresholds * scale  # (b, 1): each sample's threshold in the data's units
-        clipped = tl.where(residuals > reach, reach,
-                           tl.where(residuals < -reach, -reach, residuals))
-        counted = indicator(thresholds < cap, thresholds) * tl.ones(tl.shape(X), **tl.context(X))
+        clipped = tl.clip(residuals, -reach, reach)  # reach >= 0
+        counted = indicator(thresholds < cap, thresholds)  # (b, 1): the samples that count
         if mask is not None:
             counted = counted * mask
-        return {"offset_sum": tl.sum(clipped * counted, axis=0),
-                "offset_count": tl.sum(counted, axis=0)}
+        count = tl.sum(counted, axis=0)
+        if mask is None:  # every entry of a counted sample: the column's sum, per feature
+            count = count + tl.zeros((tl.shape(X)[1],), **tl.context(X))
+        return {"offset_sum": tl.sum(clipped * counted, axis=0), "offset_count": count}
 
     def refit_codes(self, X: Any, L: Any, scale: float, coded: RobustCodes,
                     mask: Any = None) -> RobustCodes:
