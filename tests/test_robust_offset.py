@@ -196,6 +196,54 @@ def test_a_state_fitted_before_auto_was_set_starts_an_offset(tmp_path):
                                   to_numpy(model.statistics_["offset"]))
 
 
+@pytest.mark.parametrize("cls, off", [(OnlineRobustPCA, {"outlier_alpha": 0.3}),
+                                       (OnlineMaxNormMD, {"noise": "fro"})])
+def test_an_offset_switched_off_is_kept_saved_and_resumed(cls, off, tmp_path):
+    """``set_params`` that turns the offset off (a given ``outlier_alpha``, another noise)
+    keeps the learned offset unchanged through the steps it does not learn, saves and loads
+    it, and ``"auto"`` resumes from it: a checkpointed run equals an uninterrupted one."""
+    batches = _batches(8)
+    auto = {name: cls(3).get_params()[name] for name in off}
+
+    def run(checkpoint_at=None):
+        model = cls(3, random_state=0)
+        for k, X in enumerate(batches):
+            if k == 3:
+                model.set_params(**off)
+                learned = to_numpy(model.statistics_["offset"])
+            if k == 6:
+                np.testing.assert_array_equal(to_numpy(model.statistics_["offset"]), learned)
+                model.set_params(**auto)
+            if k == checkpoint_at:
+                model = load(model.save(tmp_path / f"at{k}.npz"))
+            model.partial_fit(X)
+        return model
+
+    straight, resumed = run(), run(checkpoint_at=5)
+    assert np.abs(to_numpy(straight.statistics_["offset"])).max() > 0
+    np.testing.assert_array_equal(to_numpy(resumed.statistics_["offset"]),
+                                  to_numpy(straight.statistics_["offset"]))
+    np.testing.assert_array_equal(to_numpy(resumed.loadings_[0]),
+                                  to_numpy(straight.loadings_[0]))
+
+
+def test_torch_outputs_read_the_offset_of_a_torch_state():
+    """``transform``/``score`` of a torch model build the algorithm outside the numpy route,
+    with the state's torch offset: the same codes and score as numpy's."""
+    torch = pytest.importorskip("torch")
+    batches = _batches(4)
+    numpy_model = OnlineRobustPCA(3, random_state=0)
+    torch_model = OnlineRobustPCA(3, random_state=0, backend="pytorch")
+    for X in batches:
+        numpy_model.partial_fit(X)
+        torch_model.partial_fit(torch.tensor(X))
+    X = batches[0]
+    np.testing.assert_allclose(to_numpy(torch_model.transform(torch.tensor(X))),
+                               numpy_model.transform(X), rtol=1e-8, atol=1e-10)
+    assert float(torch_model.score(torch.tensor(X))) == pytest.approx(numpy_model.score(X),
+                                                                       rel=1e-8)
+
+
 def test_bad_input_leaves_the_offset_as_it_was():
     batches = _batches(4)
     model = OnlineRobustPCA(3, random_state=0)

@@ -218,10 +218,10 @@ class RobustMatrixAlgorithm(Algorithm):
         return self.options.outlier_alpha == "auto" and \
             self.coder_options(1.0)["noise"] == "l1"
 
-    @property
-    def array_statistics(self) -> tuple:
-        """Names of the per-feature statistics besides ``B`` (checkpoints store them)."""
-        return ("offset",) if self.learns_offset else ()
+    #: the per-feature statistics besides ``B`` (checkpoints store them): the offset, kept
+    #: (unchanged, :meth:`accumulate`) while ``set_params`` turns ``"auto"`` off, so that a
+    #: state learned with it can be saved and resumes it when ``"auto"`` comes back
+    array_statistics = ("offset",)
 
     def at_state(self, state: OnlineState) -> RobustMatrixAlgorithm:
         """The algorithm with the offset ``state`` learned (``"auto"``; a state without one,
@@ -530,9 +530,11 @@ class RobustMatrixAlgorithm(Algorithm):
         it plus ``offset_gain`` times the batch's mean clipped residual at each feature that
         counted."""
         new = super().accumulate(statistics, sums, w)
+        offset = (statistics or {}).get("offset")
         if not self.learns_offset:
+            if offset is not None:  # kept for "auto" to resume from (array_statistics)
+                new["offset"] = offset
             return new
-        offset = statistics.get("offset")
         if offset is None:  # "auto" set since a fit with a given outlier_alpha: none yet
             B = statistics["B"]
             offset = tl.zeros(tuple(tl.shape(B))[:-1], **tl.context(B))
