@@ -68,6 +68,12 @@ DICT_STEPS = ("bcd_subgrad", "prox_grad")
 #: (0.046 in the learner's batches of 10, 0.090 at once) and paper_params' denoise of 2,000
 #: samples 0.34 s (1.71 in its batches of one)
 _CODING_CHUNK = 32
+#: but no more entries than this in one call (large samples: fewer of them): the coder's
+#: temporaries are a few of the chunk's size each, and fresh memory for large ones costs more
+#: than their arithmetic. Measured (one BLAS thread, since background refits chunk by chunk):
+#: the video's background (4,096 pixels) took 26 ms in chunks of 16 against 32 ms in chunks
+#: of 32 (OR-PCA; OMRMD 17 against 21); samples of up to 2,048 features keep chunks of 32
+_CODING_ENTRIES = 65_536
 
 
 class RobustMatrixLearner(OnlineLearner):
@@ -233,10 +239,12 @@ class RobustMatrixLearner(OnlineLearner):
 
         In chunks: the coder runs a batch until its slowest sample converges, and each
         sample's codes are its own (the same in any batch), so smaller batches stop sooner;
-        but each call costs its own overhead, hence at least _CODING_CHUNK samples a call.
+        but each call costs its own overhead, hence at least _CODING_CHUNK samples a call
+        (fewer for large samples: at most _CODING_ENTRIES entries, unless a batch holds more).
         """
         algorithm = self._algorithm() if algorithm is None else algorithm
-        size = max(self._batch_size(), _CODING_CHUNK)
+        rows = min(_CODING_CHUNK, max(1, _CODING_ENTRIES // max(1, int(data.shape[1]))))
+        size = max(self._batch_size(), rows)
         L, scale = self.loadings_[0], self.scale_
         # chunks without a mask share the basis' spectrum (masked ones have their own)
         spectrum = algorithm.coding_spectrum(L, scale) if mask is None else None
