@@ -219,7 +219,7 @@ def test_a_clusters_workers_follow_the_rule_of_one_process(monkeypatch):
     monkeypatch.setattr(compiled, "FIRST_COMPILED_STEP", 3)
     X = np.random.default_rng(0).random((60, 12))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as local, \
+                                  dashboard_address=":0") as local, \
             distributed.Client(local) as client:
         calls, spy = {}, _Spy(monkeypatch)
         for n_steps in (3, 6):

@@ -62,7 +62,7 @@ LEARNERS = {
 @pytest.fixture(scope="module")
 def cluster():
     local = distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
-                                     dashboard_address=None)
+                                     dashboard_address=":0")
     try:
         yield local
     finally:
@@ -172,7 +172,7 @@ def test_a_killed_worker_costs_a_recomputation_not_the_run():
     X = np.random.default_rng(4).random((200, 12))
     straight = make().fit(X)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as local, \
+                                  dashboard_address=":0") as local, \
             distributed.Client(local) as client:
         killed = []
 
@@ -205,7 +205,7 @@ def test_a_worker_killed_between_two_rounds_of_a_step_costs_a_recomputation(monk
     X = np.random.default_rng(4).poisson(2.0, (200, 12)).astype(float)
     straight = make().fit(X)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as local, \
+                                  dashboard_address=":0") as local, \
             distributed.Client(local) as client:
         calls, killed = [0], []
         move = DivergenceCP.round_dictionary
@@ -343,7 +343,7 @@ def _hide(package):
 @pytest.mark.slow
 def test_a_worker_process_without_the_package_is_named():
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as local, \
+                                  dashboard_address=":0") as local, \
             distributed.Client(local) as client:
         client.register_plugin(_hide("tensorstream"))
         model = OnlineNMF(2, batch_size=10)

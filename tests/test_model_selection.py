@@ -286,7 +286,7 @@ def test_a_dask_client_gives_the_same_answer():
     kwargs = {"modes": GROUPINGS[:2], "n_components": [2, 3], "n_passes": 2}
     alone = select(OnlineCPDL(3, batch_size=64, random_state=0), X, **kwargs)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         parallel = select(OnlineCPDL(3, batch_size=64, random_state=0), X, client=client,
                           **kwargs)

@@ -274,7 +274,7 @@ def test_torch_meta_tensors_are_refused_by_name(name):
 def test_a_closed_dask_client_is_refused_by_name():
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     client = distributed.Client(cluster)
     client.close()
     cluster.close()

@@ -409,9 +409,11 @@ def connect(client: Any, timeout: float | None = None,
     if isinstance(client, str) and client == "local":
         import os
 
-        # worker processes start with one BLAS/OpenMP thread (Dask's nanny sets it)
+        # worker processes start with one BLAS/OpenMP thread (Dask's nanny sets it); the
+        # dashboard on a free port: dashboard_address=None still takes 8787 (dask/distributed
+        # issue 8136), and a second cluster then warns that the port is in use
         cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1,
-                               threads_per_worker=1, processes=True, dashboard_address=None)
+                               threads_per_worker=1, processes=True, dashboard_address=":0")
         return Client(cluster), True
     if isinstance(client, str):
         timeout = CONNECT_TIMEOUT if timeout is None else timeout
