@@ -60,9 +60,11 @@ def test_paper_params_are_the_reference_codes_schedule():
     assert RobustPCA.paper_params == {"change_tol": 1e-5, "rho": 1.7}
     X, Z = _decaying(100, 20, 0.8)
     paper = RobustPCA(**RobustPCA.paper_params).fit(Z)
-    explicit = RobustPCA(change_tol=1e-5, rho=1.7).fit(Z)
-    np.testing.assert_array_equal(paper.low_rank_, explicit.low_rank_)
-    assert paper.n_iter_ == explicit.n_iter_
+    default = RobustPCA().fit(Z)
+    # the reference's schedule is a different run (a stricter settling test, mu grown by 1.7):
+    # more iterations, the same split to the stopping rule's accuracy
+    assert paper.n_iter_ > default.n_iter_
+    np.testing.assert_allclose(paper.low_rank_, default.low_rank_, atol=1e-3 * np.abs(Z).max())
 
 
 def test_default_schedule_is_faster_on_a_decaying_spectrum_at_the_same_split():

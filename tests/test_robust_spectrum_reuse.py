@@ -25,9 +25,15 @@ def _corrupted(n=60, p=30, seed=0):
 
 def _fresh_outputs(model, X):
     """What the outputs must be: the coder on the model's current basis, nothing passed."""
-    coded = model._algorithm().robust_codes(X, model.loadings_[0], model.scale_)
-    refit = model._algorithm().refit_codes(X, model.loadings_[0], model.scale_, coded)
-    return coded.outliers, refit.low_rank
+    algorithm, L, scale = model._algorithm(), model.loadings_[0], model.scale_
+    coded = algorithm.robust_codes(X, L, scale)
+    # the background's refit written out with the full coder: an exact r-step on the entries
+    # the codes do not flag
+    norm_alpha, outlier_alpha = algorithm.alphas(X.shape[1])
+    options = {**algorithm.coder_options(norm_alpha), "noise": "none"}
+    refit = robust_code(X / scale, L / scale, outlier_alpha,
+                        mask=(coded.outliers == 0) * 1.0, **options)
+    return coded.outliers, refit.low_rank * scale
 
 
 def _check_outputs_follow_basis(model, X):

@@ -16,6 +16,7 @@ from typing import Any
 import tensorly as tl
 
 from ..core.backend import finfo_of, linalg_errors
+from ..core.dictionary import spectral_norm_psd
 from ..core.validation import check_overflow, largest_entry
 
 
@@ -74,7 +75,7 @@ def inexact_alm(Z: Any, *, outlier_alpha: float | None, tol: float, change_tol: 
     norm_fro = float(tl.norm(Z))
     if norm_fro == 0:
         return Z * 0, Z * 0, 0
-    tol = max(tol, TOL_FLOOR * _machine_epsilon(Z))
+    tol = max(tol, TOL_FLOOR * float(finfo_of(Z).eps))
     norm_two = spectral_norm(Z)
     Y = Z / max(norm_two, float(tl.max(tl.abs(Z))) / alpha)
     mu = 1.25 / norm_two
@@ -111,8 +112,7 @@ def spectral_norm(M: Any) -> float:
     """
     n, p = M.shape
     gram = tl.dot(M, tl.transpose(M)) if n <= p else tl.dot(tl.transpose(M), M)
-    # rounding can leave the top eigenvalue of a zero matrix a hair below 0
-    return math.sqrt(max(float(tl.eigh(gram)[0][-1]), 0.0))
+    return math.sqrt(spectral_norm_psd(gram))
 
 
 def _frobenius(x: Any) -> float:
@@ -132,7 +132,7 @@ def singular_value_threshold(M: Any, threshold: float) -> Any:
     two products with the kept vectors against the several passes of a full SVD.
     """
     n, p = M.shape
-    eps = _machine_epsilon(M)
+    eps = float(finfo_of(M).eps)
     wide = n <= p
     gram = tl.dot(M, tl.transpose(M)) if wide else tl.dot(tl.transpose(M), M)
     eigenvalues, W = tl.eigh(gram)  # ascending
@@ -165,19 +165,6 @@ TOL_FLOOR = 10.0
 
 #: the Gram path runs while the threshold is above ``GRAM_FLOOR sqrt(eps) s_1``
 GRAM_FLOOR = 100.0
-
-#: machine epsilon per dtype: reading it from numpy's ``finfo`` (a dtype's name parsed each
-#: time) cost about 1% of an iteration of :func:`inexact_alm`
-_EPSILON: dict = {}
-
-
-def _machine_epsilon(x: Any) -> float:
-    """The machine epsilon of ``x``'s dtype, any backend."""
-    eps = _EPSILON.get(x.dtype)
-    if eps is None:
-        eps = _EPSILON[x.dtype] = float(finfo_of(x).eps)
-    return eps
-
 
 def _svt_by_svd(M: Any, threshold: float) -> Any:
     """:func:`singular_value_threshold` from the thin SVD of ``M``."""

@@ -443,34 +443,20 @@ class RobustMatrixAlgorithm(Algorithm):
             count = count + tl.zeros((tl.shape(X)[1],), **tl.context(X))
         return {"offset_sum": tl.sum(clipped * counted, axis=0), "offset_count": count}
 
-    def refit_codes(self, X: Any, L: Any, scale: float, coded: RobustCodes,
-                    mask: Any = None) -> RobustCodes:
-        """The codes of ``X`` refit to the entries ``coded`` does not flag (and ``mask``
-        observes), without outliers: one exact r-step on those entries (the debiasing step of
-        an l1 fit; ``coded`` itself under dense or whole-sample noise, which leave no entry
-        unflagged). The l1 shrinkage leaves ``outlier_alpha`` of every flagged entry in what
-        the code fits, so a large flagged region (a moving object) pulls the reconstruction
-        towards itself; the refit code does not see it. ``low_rank`` in the data's units,
-        ``outliers`` as in ``coded`` (``losses`` and ``penalties`` are the refit's own, on the
-        kept entries at unit scale)."""
+    def refit_low_rank(self, X: Any, L: Any, scale: float, coded: RobustCodes,
+                       mask: Any = None) -> Any:
+        """The reconstructions of ``X`` (the data's units) refit to the entries ``coded`` does
+        not flag (and ``mask`` observes), without outliers: one exact r-step on those entries
+        (the debiasing step of an l1 fit; ``coded.low_rank`` itself under dense or
+        whole-sample noise, which leave no entry unflagged). The l1 shrinkage leaves
+        ``outlier_alpha`` of every flagged entry in what the code fits, so a large flagged
+        region (a moving object) pulls the reconstruction towards itself; the refit does not
+        see it. The refit's losses are not computed (``background`` does not read them)."""
         norm_alpha, outlier_alpha = self.alphas(X.shape[1])
         if self.coder_options(norm_alpha)["noise"] not in ("l1", "none"):
             # dense ("fro") or whole-sample ("l21") noise flags every entry of a sample it
             # touches: nothing would be left to refit to
-            return coded
-        options = {**self.coder_options(norm_alpha), "noise": "none"}
-        refit = robust_code(X / scale, L / scale, outlier_alpha,
-                            mask=self._unflagged(X, coded, mask), **options)
-        return dataclasses.replace(refit, outliers=coded.outliers,
-                                   low_rank=refit.low_rank * scale)
-
-    def refit_low_rank(self, X: Any, L: Any, scale: float, coded: RobustCodes,
-                       mask: Any = None) -> Any:
-        """``refit_codes(...).low_rank`` alone (the data's units), without the refit's
-        losses, which take passes over the batch that ``background`` does not read."""
-        norm_alpha, outlier_alpha = self.alphas(X.shape[1])
-        if self.coder_options(norm_alpha)["noise"] not in ("l1", "none"):
-            return coded.low_rank  # nothing left to refit to (refit_codes)
+            return coded.low_rank
         options = {**self.coder_options(norm_alpha), "noise": "none"}
         return robust_low_rank(X / scale, L / scale, outlier_alpha,
                                mask=self._unflagged(X, coded, mask), **options) * scale
