@@ -811,6 +811,20 @@ _PARAMETERS = {
 LOSS_NAMES = tuple(sorted(_ALIASES))
 """Every name (and alias) that :func:`get_loss` accepts."""
 
+def beta_of(loss: Divergence) -> float | None:
+    """The β of a β-divergence, whatever object names it (:class:`BetaDivergence`, and
+    :class:`SquaredL2`, β = 2); None for the other divergences (no multiplicative update).
+
+    Examples
+    --------
+    >>> beta_of(get_loss("is")), beta_of(get_loss(2.0)), beta_of(get_loss("hellinger"))
+    (0.0, 2.0, None)
+    """
+    if isinstance(loss, SquaredL2):
+        return 2.0
+    return float(loss.beta) if isinstance(loss, BetaDivergence) else None
+
+
 MULTIPLICATIVE_LOSSES = frozenset({"kl", "is", "beta"})
 """Names of the divergences whose ``"auto"`` steps (codes and dictionary) are the
 multiplicative update: the β-divergences but β = 2 (named ``"l2"``, whatever the object),

@@ -524,7 +524,7 @@ def _train_pass(alive: list, batches: Iterable, source: _Source, verbose: bool) 
 def _step(c: _Candidate, shares: tuple, source: _Source) -> None:
     start = time.perf_counter()
     for learner, batch in zip(c.learners, shares, strict=True):
-        kwargs = source.fit_kwargs(c.modes) if "state_" not in learner.__dict__ else {}
+        kwargs = {} if learner._fitted else source.fit_kwargs(c.modes)
         learner.partial_fit(batch, **kwargs)
     c.seconds += time.perf_counter() - start
 
@@ -690,7 +690,8 @@ def _eligible(candidates: list, minimum: float, tolerance: float) -> dict[int, b
     ranks = list(by_rank)
     held = _held_ranks(ranks, [by_rank[r][0] >= minimum for r in ranks],
                        [by_rank[r][1] for r in ranks])
-    return {id(c): bool(dict(zip(ranks, held)).get(c.rank, False)) for c in candidates}
+    held_by_rank = dict(zip(ranks, held))
+    return {id(c): bool(held_by_rank.get(c.rank, False)) for c in candidates}
 
 
 def _prune(candidates: list, tolerance: float, minimum: float) -> None:

@@ -120,7 +120,19 @@ def test_auto_steps_are_multiplicative_for_the_beta_divergences_but_squared_l2()
         assert dict_step(loss) == "sgd", loss
 
 
-@pytest.mark.parametrize("loss", ["hellinger", "l1", "l2"])
+def test_the_multiplicative_dictionary_step_of_squared_l2_is_the_same_however_written():
+    """β = 2 has a multiplicative update too (Lee & Seung's): ``loss=2.0`` (SquaredL2) and a
+    ``BetaDivergence(2.0)`` object take the same step and learn the same dictionary."""
+    from tensorstream.losses import BetaDivergence
+
+    X = np.random.default_rng(0).random((40, 6)) + 0.5
+    learned = [OnlineDivergenceNMF(2, loss=loss, dict_step="mu", batch_size=10,
+                                   random_state=0).fit(X).components_
+               for loss in (2.0, BetaDivergence(2.0))]
+    np.testing.assert_allclose(learned[0], learned[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["hellinger", "l1"])
 def test_the_multiplicative_dictionary_step_is_refused_for_other_losses(loss):
     """``dict_step="mu"`` is a β-divergence's update: another loss would get KL's scaling
     silently. Refused by name, the learner untouched."""

@@ -34,7 +34,7 @@ from ..core.validation import (
     is_sparse,
 )
 from ..engine import Algorithm, Codes
-from ..losses import MULTIPLICATIVE_LOSSES, Divergence
+from ..losses import EPS, MULTIPLICATIVE_LOSSES, Divergence, beta_of
 from ..steps.gradient import (
     batch_gradient,
     mu_preconditioned_step,
@@ -311,7 +311,7 @@ class DivergenceCP(Algorithm):
     def _beta_mu(self) -> bool:
         """True when the MU step needs the β-divergence's own denominator (β != 1: for KL the
         code sums are that denominator, and cost nothing)."""
-        return self.dict_step() == "mu" and getattr(self.loss, "beta", 1.0) != 1.0
+        return self.dict_step() == "mu" and beta_of(self.loss) not in (None, 1.0)
 
     def _positive_part(self, H: Any, loadings: list, model: Any) -> dict:
         """``{"positive": sum_j y_j^(β-1) o h_j}``, the positive part of the batch's
@@ -320,7 +320,8 @@ class DivergenceCP(Algorithm):
         if not self._beta_mu():
             return {}
         model = reconstruct(loadings, H) if model is None else model
-        power = tl.clip(model, self.loss.eps, None) ** (self.loss.beta - 1.0)
+        floor = getattr(self.loss, "eps", EPS)  # SquaredL2 (β = 2) has no floor of its own
+        power = tl.clip(model, floor, None) ** (beta_of(self.loss) - 1.0)
         return {"positive": outer_statistic(power, H)}
 
     def alternate(self, sums: dict, loadings: list, recode: Callable[[list], dict]) -> dict:

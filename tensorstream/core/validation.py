@@ -704,7 +704,8 @@ def refuse_set_by_hand(set_by_hand: Any, role: str, way_out: str, setting: str) 
     """Refuse the parameters of ``set_by_hand`` (those set to another value than their default
     and the paper's, read from the learner's signature) where ``setting`` leaves them nothing
     to do: the error names the parameter, its ``role``, the ``way_out`` and the setting."""
-    for name, value in set_by_hand.items():
+    if set_by_hand:  # the first one named
+        name, value = next(iter(set_by_hand.items()))
         raise ValueError(f"{name} {role}: leave {name} at its default or {way_out}, got "
                          f"{name}={value!r} with {setting}")
 

@@ -58,7 +58,7 @@ from ..core.validation import (
     check_batch,
     json_mapping,
 )
-from ..losses import Divergence, get_loss
+from ..losses import Divergence, beta_of, get_loss
 from ._base import OnlineLearner
 from ._params import SHARED_CONSTRAINTS
 
@@ -105,7 +105,7 @@ def check_divergence_rules(learner: Any) -> None:
         raise ValueError("dict_row_min must be <= dict_upper")
     rounds = learner.dict_rounds
     step = algorithm.dict_step()
-    if step == "mu" and not hasattr(algorithm.loss, "beta"):
+    if step == "mu" and beta_of(algorithm.loss) is None:
         raise ValueError(f"dict_step='mu' is the multiplicative update of a beta-divergence; "
                          f"loss={learner.loss!r} is the {algorithm.loss.name} divergence: use "
                          f"dict_step='sgd' or 'auto'")

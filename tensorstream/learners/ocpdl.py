@@ -283,9 +283,7 @@ def check_radius(search_radius: Any, weights: Any, set_by_hand: dict) -> None:
     ``radius_mode`` set by hand (``set_by_hand``) without a radius to measure (refused naming
     both)."""
     if search_radius is None:
-        refuse_set_by_hand({name: value for name, value in set_by_hand.items()
-                            if name == "radius_mode"},
-                           "says how the search radius is measured, which search_radius=None "
-                           "(unrestricted steps) does not have", "give a search_radius",
-                           "search_radius=None")
+        refuse_set_by_hand(set_by_hand, "says how the search radius is measured, which "
+                           "search_radius=None (unrestricted steps) does not have",
+                           "give a search_radius", "search_radius=None")
     make_radius(search_radius, make_weights(weights))
