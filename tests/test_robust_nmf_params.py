@@ -177,3 +177,16 @@ def test_the_papers_settings_without_outliers_are_taken(name):
     X = np.random.default_rng(0).random((40, 10))
     model = cls(3, **{**cls.paper_params, "outlier_alpha": math.inf}, random_state=0).fit(X)
     assert np.all(np.asarray(model.outliers(X)) == 0)
+
+
+def test_solver_settings_refuse_an_unknown_solver_and_a_non_dict_by_name():
+    """Called directly (the learners' constraints refuse these first): a clear error naming
+    the argument, not a KeyError."""
+    from tensorstream.algorithms.robust_nmf import solver_settings
+
+    with pytest.raises(ValueError, match=r"solver must be one of \['pgd', 'admm'\], got 'sgd'"):
+        solver_settings("sgd", None)
+    with pytest.raises(TypeError, match="solver_params must be a dict or None"):
+        solver_settings("pgd", [("kappa", 0.5)])
+    with pytest.raises(ValueError, match="does not apply to solver='pgd' of the RobustNMF"):
+        solver_settings("pgd", {"accelerated": True}, {"pgd": {"kappa": 0.7}}, "RobustNMF")

@@ -38,9 +38,8 @@ from ..core.dictionary import reconstruct
 from ..core.validation import (
     BOOLEAN,
     Interval,
+    keyed_settings,
     refuse_set_by_hand,
-    refuse_unknown_keys,
-    validate_params,
 )
 from ..engine import Codes
 from ..engine.loop import usable_scale
@@ -68,8 +67,8 @@ _SOLVER_PARAM_CONSTRAINTS = {"kappa": [Interval("real", 0, 1, closed="right")],
                              "accelerated": [BOOLEAN]}
 
 
-def solver_settings(solver: str, params: Mapping | None,
-                    defaults: Mapping = SOLVER_PARAMS) -> dict:
+def solver_settings(solver: str, params: Mapping | None, defaults: Mapping = SOLVER_PARAMS,
+                    learner: str = "") -> dict:
     """The settings of ``solver``: ``defaults[solver]`` updated by ``params`` (a learner's
     ``solver_params``); a key of the other solver is refused by name, never ignored.
 
@@ -82,14 +81,11 @@ def solver_settings(solver: str, params: Mapping | None,
     ...
     ValueError: solver_params: 'kappa' does not apply to solver='admm': its settings are ['rho']
     """
-    params = {} if params is None else params
-    if not isinstance(params, Mapping):
-        raise TypeError(f"solver_params must be a dict or None, got {params!r}")
-    what = f"solver={solver!r}" + (" of the batch RobustNMF" if defaults is BATCH_SOLVER_PARAMS
-                                    else "")
-    refuse_unknown_keys(params, defaults[solver], what, "settings", "solver_params")
-    validate_params(dict(params), _SOLVER_PARAM_CONSTRAINTS, "solver_params")
-    return {**defaults[solver], **params}
+    if solver not in defaults:
+        raise ValueError(f"solver must be one of {list(defaults)}, got {solver!r}")
+    what = f"solver={solver!r}" + (f" of the {learner}" if learner else "")
+    return keyed_settings(params, defaults[solver], what, "solver_params",
+                          _SOLVER_PARAM_CONSTRAINTS)
 
 
 def check_outlier_alpha_scale(outlier_alpha: Any, set_by_hand: Mapping) -> None:
@@ -559,8 +555,9 @@ class RobustNMFAlgorithm(SurrogateCP):
         X = X / scale
         H, E = coded.codes / scale, coded.outliers / scale
         kept = indicator(E == 0, X)
-        if mask is not None:
-            kept = kept * tl.tensor(mask, **tl.context(kept))
+        if mask is not None:  # the batch's context once: every use below reads it
+            mask = tl.tensor(mask, **tl.context(X))
+            kept = kept * mask
         free = dataclasses.replace(penalties, outlier_alpha=math.inf, sample_alpha=None)
         H = self._code(X, loadings, free, H, None, kept).codes
         fit = reconstruct(loadings, H)
@@ -568,7 +565,7 @@ class RobustNMFAlgorithm(SurrogateCP):
         E = outlier_step(residuals, dataclasses.replace(
             penalties, sample_alpha=penalties.sample_alpha * REFLAG_WEIGHT))
         if mask is not None:
-            E = E * tl.tensor(mask, **tl.context(E))
+            E = E * mask
         explained = tl.where(E == 0, X, fit)  # X (and so this) is 0 on missing entries
         constant = _surrogate_constant(X, explained, H, E, penalties, scale)
         robust = Codes(codes=H * scale, explained=explained * scale, losses=coded.losses,

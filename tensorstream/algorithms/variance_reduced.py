@@ -32,7 +32,7 @@ from ..core.validation import (
     Interval,
     Options,
     check_state_memory,
-    refuse_unknown_keys,
+    keyed_settings,
     validate_params,
 )
 from ..finite.formulations import FiniteCodes, RobustPCA, solve_codes
@@ -100,14 +100,9 @@ def method_settings(method: str, params: Mapping | None) -> dict:
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
-    params = {} if params is None else params
-    if not isinstance(params, Mapping):
-        raise TypeError(f"method_params must be a dict or None, got {params!r}")
-    defaults = METHOD_PARAMS[method]
-    refuse_unknown_keys(params, defaults, f"method {method!r}", "settings", "method_params")
-    validate_params(dict(params), _SETTING_CONSTRAINTS, "method_params")
-    settings = {**defaults, **params}
-    if "auto_samples" in params and settings["step_size"] != "auto":
+    settings = keyed_settings(params, METHOD_PARAMS[method], f"method {method!r}",
+                              "method_params", _SETTING_CONSTRAINTS)
+    if "auto_samples" in (params or {}) and settings["step_size"] != "auto":
         raise ValueError(f"method_params: auto_samples applies to step_size='auto' only, got "
                          f"step_size={settings['step_size']!r}")
     return settings
@@ -121,10 +116,8 @@ def code_schedule(code_tol: float | Mapping) -> dict | None:
         validate_params({"code_tol": code_tol}, {"code_tol": [Interval("real", 0, None)]},
                         "VarianceReducedMF")
         return None
-    refuse_unknown_keys(code_tol, SCHEDULE_DEFAULTS, "the schedule of code_tol", "settings",
-                        "code_tol")
-    validate_params(dict(code_tol), _SCHEDULE_CONSTRAINTS, "code_tol")
-    return {**SCHEDULE_DEFAULTS, **code_tol}
+    return keyed_settings(code_tol, SCHEDULE_DEFAULTS, "the schedule of code_tol", "code_tol",
+                          _SCHEDULE_CONSTRAINTS)
 
 
 @dataclasses.dataclass(frozen=True)

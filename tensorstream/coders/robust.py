@@ -244,8 +244,7 @@ def outlier_penalty(E: Tensor, penalties: RobustPenalties) -> Tensor:
     if not penalties.has_outliers:
         return 0.0
     flat = _flat(E)
-    weight = penalties.outlier_alpha if penalties.sample_alpha is None else penalties.sample_alpha
-    total = weight * tl.sum(tl.abs(flat), axis=1)
+    total = penalties.thresholds(1) * tl.sum(tl.abs(flat), axis=1)
     if penalties.outlier_l2:
         total = total + 0.5 * penalties.outlier_l2 * tl.sum(flat * flat, axis=1)
     return total

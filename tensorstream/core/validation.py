@@ -9,6 +9,7 @@ import numbers
 import os
 import threading
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -728,6 +729,30 @@ def refuse_unknown_keys(given: Any, valid: Any, what: str, noun: str,
         raise ValueError(f"{owner + ': ' if owner else ''}{', '.join(map(repr, unknown))} "
                          f"{'does' if len(unknown) == 1 else 'do'} not apply to {what}: its "
                          f"{noun} are {list(valid)}")
+
+
+def keyed_settings(params: Any, defaults: Any, what: str, name: str,
+                   constraints: dict) -> dict:
+    """``defaults`` updated by ``params``, the dict (or None) a learner's parameter ``name``
+    holds: a key that ``defaults`` lacks is refused by name (it does not apply to ``what``),
+    and the values are checked against ``constraints``.
+
+    Examples
+    --------
+    >>> rho = {"rho": [Interval("real", 0, None, closed="neither")]}
+    >>> keyed_settings({"rho": 2.0}, {"rho": 1.0}, "solver='admm'", "solver_params", rho)
+    {'rho': 2.0}
+    >>> keyed_settings({"kappa": 0.5}, {"rho": 1.0}, "solver='admm'", "solver_params", rho)
+    Traceback (most recent call last):
+    ...
+    ValueError: solver_params: 'kappa' does not apply to solver='admm': its settings are ['rho']
+    """
+    params = {} if params is None else params
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name} must be a dict or None, got {params!r}")
+    refuse_unknown_keys(params, defaults, what, "settings", name)
+    validate_params(dict(params), constraints, name)
+    return {**defaults, **params}
 
 
 def validate_params(params: dict, constraints: dict, owner: str) -> None:

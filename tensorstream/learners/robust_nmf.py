@@ -103,6 +103,18 @@ class RobustNMFParameters:
         self.solver = solver
         self.solver_params = solver_params
 
+    def _solver_settings(self) -> dict:
+        """The solver's settings: ``solver_params`` over the learner's defaults
+        (``_solver_params``), a key of the other solver refused naming the learner."""
+        return solver_settings(self.solver, self.solver_params, self._solver_params,
+                               type(self).__name__)
+
+    def _check_outlier_rules(self) -> None:
+        """The rules both robust NMF learners share: the solver's settings, and no
+        ``outlier_alpha_scale`` set by hand with a given ``outlier_alpha``."""
+        self._solver_settings()
+        check_outlier_alpha_scale(self.outlier_alpha, self._set_by_hand("outlier_alpha_scale"))
+
 
 class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
     """Online NMF with outliers (ONMFO, Zhao & Tan): dictionary, codes and sparse outliers.
@@ -259,12 +271,12 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
     ((3, 20), (4, 3), (4, 20))
     """
 
-    #: The paper's settings (its Section VII-B1): ``outlier_alpha = 1/sqrt(F)``, the box
-    #: ``outlier_bound = 1`` and raw units, for data scaled to unit maximum
-    #: (``RobustOnlineNMF(K, **paper_params)``).
     #: each solver's settings (``solver_params`` keys) and their defaults
     _solver_params = SOLVER_PARAMS
 
+    #: The paper's settings (its Section VII-B1): ``outlier_alpha = 1/sqrt(F)``, the box
+    #: ``outlier_bound = 1`` and raw units, for data scaled to unit maximum
+    #: (``RobustOnlineNMF(K, **paper_params)``).
     paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
                     "data_scale": 1.0, "solver": "admm", "batch_size": 5, "weights": "balanced",
                     "max_iter": 1, "code_max_iter": 50, "outlier_init": "zero"}
@@ -333,8 +345,7 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
     }
 
     def _check_rules(self) -> None:
-        solver_settings(self.solver, self.solver_params, self._solver_params)
-        check_outlier_alpha_scale(self.outlier_alpha, self._set_by_hand("outlier_alpha_scale"))
+        self._check_outlier_rules()
         check_constraint_weights(self.constraint, self.gamma1, self.gamma2,
                                  self._set_by_hand("gamma1", "gamma2"))
         check_outlier_part(self.outlier_alpha, self._set_by_hand(*OUTLIER_PARAMETERS))
@@ -353,7 +364,7 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
                 alpha=self.alpha, ridge=self.ridge, group_alpha=self.group_alpha,
                 group_size=int(self.group_size)),
             data_scale=self.data_scale, solver=self.solver,
-            **solver_settings(self.solver, self.solver_params, self._solver_params),
+            **self._solver_settings(),
             code_init=self.code_init,
             outlier_init=self.outlier_init, code_tol=self.code_tol,
             code_max_iter=self.code_max_iter, constraint=self.constraint, gamma1=self.gamma1,

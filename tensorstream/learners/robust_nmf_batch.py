@@ -16,12 +16,10 @@ from ..algorithms.nmf import loadings_from_init
 from ..algorithms.robust_nmf import (
     BATCH_SOLVER_PARAMS,
     _default_outlier_alpha,
-    check_outlier_alpha_scale,
     check_outlier_part,
     coding_start,
     dictionary_projection,
     first_batch_scale,
-    solver_settings,
 )
 from ..algorithms.robust_nmf_batch import badmm, bpgd
 from ..coders.robust import RobustPenalties, project_outliers, robust_code
@@ -138,10 +136,10 @@ class RobustNMF(RobustNMFParameters, ArrayCheckpoint, OnlineEstimator):
     #: a batch fit starts from ``init`` again, so an array or list ``init`` is stored whole
     _array_parameters = ("init",)
 
-    #: The paper's settings (as :attr:`RobustOnlineNMF.paper_params`).
     #: each solver's settings (``solver_params`` keys): BPGD takes no accelerated step
     _solver_params = BATCH_SOLVER_PARAMS
 
+    #: The paper's settings (as :attr:`RobustOnlineNMF.paper_params`).
     paper_params = {"outlier_alpha": None, "outlier_alpha_scale": 1.0, "outlier_bound": 1.0,
                     "data_scale": 1.0, "solver": "admm", "tol": 0.0}
 
@@ -177,13 +175,8 @@ class RobustNMF(RobustNMFParameters, ArrayCheckpoint, OnlineEstimator):
     }
 
     def _check_rules(self) -> None:
-        self._solver_settings()
-        check_outlier_alpha_scale(self.outlier_alpha, self._set_by_hand("outlier_alpha_scale"))
+        self._check_outlier_rules()
         check_outlier_part(self.outlier_alpha, self._set_by_hand("outlier_bound"))
-
-    def _solver_settings(self) -> dict:
-        """The solver's settings: ``solver_params`` over their defaults."""
-        return solver_settings(self.solver, self.solver_params, self._solver_params)
 
     def _validate(self, X: Any, name: str = "X") -> Any:
         fitted = "components_" in self.__dict__
@@ -279,10 +272,8 @@ class RobustNMF(RobustNMFParameters, ArrayCheckpoint, OnlineEstimator):
         stops = dict(max_iter=self.max_iter, tol=self.tol, max_time=self.max_time,
                      callback=None if self.callback is None else
                      lambda info: self._called_back(info, backend))
-        if self.solver == "admm":
-            return badmm(X, W, H, E, penalties, project=project, **self._solver_settings(),
-                         **stops)
-        return bpgd(X, W, H, E, penalties, project=project, **self._solver_settings(), **stops)
+        solve = badmm if self.solver == "admm" else bpgd
+        return solve(X, W, H, E, penalties, project=project, **self._solver_settings(), **stops)
 
     def _called_back(self, info: dict, backend: str) -> bool:
         """The user's callback on ``info``, on the data's backend: True stops the run."""
