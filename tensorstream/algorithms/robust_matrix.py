@@ -378,8 +378,8 @@ class RobustMatrixAlgorithm(Algorithm):
         # a column: each sample's threshold, broadcast over its entries
         return tl.reshape(tl.clip(scales, RESIDUAL_FLOOR, cap), (-1, 1))
 
-    def explained_part(self, X: Any, coded: RobustCodes, thresholds: Any,
-                       scale: float) -> Any:
+    def explained_part(self, X: Any, coded: RobustCodes, thresholds: Any, scale: float,
+                       model: Any = None) -> Any:
         """What the statistics learn from a batch (the data's units): ``z - e``, except for
         the samples the basis already explains (``outlier_alpha="auto"`` and a threshold
         below its cap), whose entries are kept whole up to :attr:`statistics_thresholds`
@@ -410,13 +410,18 @@ class RobustMatrixAlgorithm(Algorithm):
         cap = self.alphas(int(tl.shape(X)[1]))[1]
         reach = tl.where(thresholds < cap, thresholds * (self.statistics_thresholds * scale),
                          thresholds * 0 + float("inf"))
-        model = coded.low_rank + self._offset_row(X)
+        model = self.model_of(X, coded) if model is None else model
         far = tl.abs(X - model) > reach
         whole = tl.where(thresholds < cap, X, explained)
         return tl.where(far, model, whole)
 
+    def model_of(self, X: Any, coded: RobustCodes) -> Any:
+        """``L r + o``: what :meth:`explained_part` and :meth:`offset_increments` judge the
+        batch against (``encode`` forms it once for both)."""
+        return coded.low_rank + self._offset_row(X)
+
     def offset_increments(self, X: Any, coded: RobustCodes, thresholds: Any, scale: float,
-                          mask: Any = None) -> dict:
+                          mask: Any = None, model: Any = None) -> dict:
         """The batch's sums that move the offset ``o`` (additive over shards): per feature,
         the sum of the residuals ``z - L r - o`` clipped at each sample's threshold, and
         their count, over the samples the basis explains (a threshold below its cap) and
@@ -432,7 +437,7 @@ class RobustMatrixAlgorithm(Algorithm):
         lets what it added fade; a feature the basis keeps missing keeps its offset.
         """
         cap = self.alphas(int(tl.shape(X)[1]))[1]
-        residuals = X - coded.low_rank - self._offset_row(X)
+        residuals = X - (self.model_of(X, coded) if model is None else model)
         reach = thresholds * scale  # (b, 1): each sample's threshold in the data's units
         clipped = tl.clip(residuals, -reach, reach)  # reach >= 0
         counted = indicator(thresholds < cap, thresholds)  # (b, 1): the samples that count
@@ -492,14 +497,15 @@ class RobustMatrixAlgorithm(Algorithm):
         :meth:`explained_part` instead, and ``work`` holds the offset's sums
         (:meth:`offset_increments`)."""
         coded, thresholds = self._thresholded_codes(X, loadings[0], scale, mask)
-        explained = self.explained_part(X, coded, thresholds, scale)
+        model = None if thresholds is None else self.model_of(X, coded)
+        explained = self.explained_part(X, coded, thresholds, scale, model)
         if mask is not None:
             explained = explained * mask
         # constant of the engine's surrogate tr(A G) - 2 <B, W> + c = 2 * mean(loss)
         constant = float(tl.mean(tl.sum(explained * explained, axis=1) + 2 * coded.penalties))
         work = None
         if self.learns_offset and thresholds is not None:
-            work = self.offset_increments(X, coded, thresholds, scale, mask)
+            work = self.offset_increments(X, coded, thresholds, scale, mask, model)
         return Codes(codes=coded.codes, explained=explained, losses=coded.losses,
                      constant=constant, outliers=coded.outliers, work=work)
 
