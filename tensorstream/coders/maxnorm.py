@@ -123,7 +123,8 @@ class Spectrum:
     once, so going from ``y`` to ``c`` and from ``r~`` to ``L r`` are one product each.
     """
 
-    def __init__(self, values: Tensor, vectors: Tensor, basis: Tensor, null: Tensor = None):
+    def __init__(self, values: Tensor, vectors: Tensor, basis: Tensor, null: Tensor = None,
+                 any_null: bool | None = None):
         self.batched = tl.ndim(vectors) == 3
         if null is None:
             values = tl.clip(values, 0, None)  # a PSD Gram: round-off negatives are zeros
@@ -135,8 +136,9 @@ class Spectrum:
             values = tl.where(null, values * 0 + 1, values)
         self.values, self.null = values, null
         self.mask = None  # the mask of the samples' spectra (of() sets it)
-        # almost every spectrum has no null direction: project() then skips its where
-        self.any_null = bool(tl.any(null))
+        # almost every spectrum has no null direction: project() then skips its where. A
+        # subset (take) inherits its batch's answer: reading it again is a device sync
+        self.any_null = bool(tl.any(null)) if any_null is None else any_null
         self.vectors = vectors
         self.basis = basis  # L
         if not self.batched:
@@ -156,7 +158,8 @@ class Spectrum:
         """The spectra of the samples ``index`` (the shared spectrum is returned as it is)."""
         if not self.batched:
             return self
-        return Spectrum(self.values[index], self.vectors[index], self.basis, self.null[index])
+        return Spectrum(self.values[index], self.vectors[index], self.basis, self.null[index],
+                        self.any_null)
 
     def check_for(self, L: Tensor, mask: Tensor | None) -> Spectrum:
         """This spectrum, refused unless :meth:`of` gave it for this very tensor ``L`` and
