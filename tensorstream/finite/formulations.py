@@ -448,9 +448,10 @@ def make_formulation(name: str, n_features: int, *, n_components: int | None = N
 
     def weight(key: str) -> float:
         value = params.get(key)
-        return default if value is None else _check_lam(value, key)
+        return default if value is None else float(value)
 
-    nu = _check_lam(params.get("nu", 0.0), "nu", positive=False)
+    # the values were checked against _VALUES by check_formulation_params
+    nu = float(params.get("nu", 0.0))
     allow = bool(params.get("allow_negative", False))  # checked: True or False
     if name == "odl":
         return SparseDL(nu=nu, lam=weight("lam"))
@@ -466,12 +467,12 @@ def make_formulation(name: str, n_features: int, *, n_components: int | None = N
         return MaxNormMD(nu=nu, lam1=weight("lam1"), lam2=weight("lam2"))
     if name == "olrr":
         return LRR(nu=nu, lam1=weight("lam1"), lam2=weight("lam2"),
-                   lam3=_check_lam(params.get("lam3", 1.0), "lam3", positive=False),
+                   lam3=float(params.get("lam3", 1.0)),
                    A=_check_square(params.get("lrr_A"), "lrr_A", n_features),
                    B=_check_square(params.get("lrr_B"), "lrr_B", n_features))
     if name == "ornmf":
-        return RobustNMF(nu=nu, lam=weight("lam"), M=_check_lam(params.get("M", 1e3), "M"),
-                         M_prime=_check_lam(params.get("M_prime", 1e3), "M_prime"),
+        return RobustNMF(nu=nu, lam=weight("lam"), M=float(params.get("M", 1e3)),
+                         M_prime=float(params.get("M_prime", 1e3)),
                          allow_negative=allow)
     groups_, lams = _check_groups(params.get("groups"), n_components, weight("lam"))
     return StructuredSparseDL(nu=nu, groups=groups_, lams=lams)
