@@ -116,3 +116,9 @@ def test_float32_data_converge_to_the_float64_split(backend):
     assert np.linalg.norm(low_rank - double.low_rank_) / scale < 1e-4
     residual = Z - low_rank - tl.to_numpy(single.sparse_)
     assert np.linalg.norm(residual) / np.linalg.norm(Z) < 2e-6
+
+
+def test_spectral_norm_of_a_non_matrix_is_refused_by_name():
+    for bad in (np.ones(3), np.ones((2, 2, 2))):
+        with pytest.raises(ValueError, match="M must be a matrix"):
+            spectral_norm(bad)

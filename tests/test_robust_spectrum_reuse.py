@@ -126,3 +126,9 @@ def test_row_medians_over_observed_entries(backend):
     with using(backend):
         got = to_numpy(row_medians(tl.tensor(values), tl.tensor(mask)))
     np.testing.assert_array_equal(got, expected)
+
+
+def test_robust_low_rank_refuses_an_unknown_noise_by_name():
+    X = _corrupted()
+    with pytest.raises(ValueError, match="noise must be one of"):
+        robust_low_rank(X, np.ones((30, 3)), 0.5, noise="gaussian")

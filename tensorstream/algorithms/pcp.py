@@ -110,6 +110,8 @@ def spectral_norm(M: Any) -> float:
     is as accurate as the thin SVD's (its square root halves the error), at one product and
     one small eigendecomposition instead of the SVD's several passes over ``M``.
     """
+    if tl.ndim(M) != 2:
+        raise ValueError(f"M must be a matrix, got shape {tuple(tl.shape(M))}")
     n, p = M.shape
     gram = tl.dot(M, tl.transpose(M)) if n <= p else tl.dot(tl.transpose(M), M)
     return math.sqrt(spectral_norm_psd(gram))
