@@ -41,6 +41,7 @@ Usage::
     python benchmarks/bench_robust.py --quick        # one data set per kind, small (~1 min)
     python benchmarks/bench_robust.py --small        # every class, weak strength only
     python benchmarks/bench_robust.py --video        # the video alone, 120 frames (~1 min)
+    python benchmarks/bench_robust.py --video --frames 480   # a longer video (a slower object)
     python benchmarks/bench_robust.py                # everything (the table of docs/robustness.md)
     python benchmarks/bench_robust.py --pcp          # only batch PCP, ours against TensorLy's
     python benchmarks/bench_robust.py --pcp --cpu-time   # the same timed by CPU seconds
@@ -444,6 +445,9 @@ def main(argv: list[str] | None = None) -> None:
     size.add_argument("--quick", action="store_true", help="faces and video, two classes")
     size.add_argument("--small", action="store_true", help="every class, weak strength only")
     size.add_argument("--video", action="store_true", help="the video alone, 120 frames")
+    parser.add_argument("--frames", type=int, default=None, metavar="N",
+                        help="the video's length (default 120; 60 with --quick): the object "
+                             "crosses once whatever N, so a longer video shows it slower")
     parser.add_argument("--pcp", action="store_true",
                         help="only batch PCP, ours against TensorLy's, every data set")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
@@ -458,6 +462,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--patch-size", type=int, default=8, metavar="S",
                         help="--scale: S x S patches (default 8; PCP's cost grows as S^4)")
     args = parser.parse_args(argv)
+    if args.frames is not None and args.frames < 2:
+        parser.error(f"--frames takes 2 frames or more, got {args.frames}")
     OUTPUT["kind"] = "low-rank" if args.low_rank else "denoise"
     SELECTED["columns"] = PCP if args.pcp else None
     CLOCK["cpu"] = args.cpu_time
@@ -481,6 +487,7 @@ def main(argv: list[str] | None = None) -> None:
         strengths = ["weak"]
     elif args.video:
         sets = {}
+    n_frames = args.frames or n_frames
     with threadpool_limits(args.threads):
         print(header())
         rows = image_rows(sets, kinds, strengths)

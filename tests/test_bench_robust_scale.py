@@ -4,6 +4,7 @@ options' refusals. A small N keeps it short."""
 
 import re
 
+import numpy as np
 import pytest
 from scripts import load_script
 
@@ -31,8 +32,21 @@ def test_scale_rows_time_every_online_robust_learner_against_pcp(capsys):
     (["--scale", "100", "--patch-size", "2"], "4 to 64 pixels"),
     (["--scale", "100", "--small"], "not allowed with"),
     (["--kinds", "nothing"], "invalid choice"),
+    (["--video", "--frames", "1"], "2 frames or more"),
 ])
 def test_bad_options_are_refused_by_name(capsys, argv, message):
     with pytest.raises(SystemExit):
         BENCH.main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_a_longer_video_shows_the_same_object_slower():
+    short, long = BENCH.video(20), BENCH.video(40)
+    for clean, corrupted, truth in (short, long):
+        assert truth.any(axis=1).all()  # the object is in every frame
+        assert not (truth & (corrupted == clean)).any()  # and only where it changed a pixel
+    # the same path, once: it starts at the same place and ends at the right edge in both
+    assert np.array_equal(short[2][0], long[2][0])
+    for _, _, truth in (short, long):
+        columns = np.flatnonzero(truth[-1].reshape(64, 64).any(axis=0))
+        assert columns.max() == 63
