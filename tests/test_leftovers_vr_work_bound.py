@@ -6,12 +6,15 @@ scatter to a cluster), so a fit that was going to be refused paid for all of it 
 """
 
 import numpy as np
+import pandas as pd
 import pytest
+import xarray as xr
 from state_helpers import state_of
 
 import tensorstream.learners.variance_reduced as learner_module
 from tensorstream import VarianceReducedMF
 from tensorstream.learners._finite import FiniteDataLearner
+from tensorstream.streams import Epochs
 
 X = np.random.default_rng(0).random((60, 8))
 
@@ -40,6 +43,15 @@ def test_refused_before_any_start_up_work(monkeypatch, settings, steps):
     with pytest.raises(ValueError, match=f"would take {steps} .*MAX_FIT_STEPS"):
         model.fit(X, client="tcp://192.0.2.1:8786")  # not even a connection is tried
     assert "state_" not in vars(model)
+
+
+@pytest.mark.parametrize("wrap", [pd.DataFrame, lambda X: xr.DataArray(X, dims=("s", "f")),
+                                  lambda X: Epochs(X, batch_size=10)])
+def test_refused_before_any_start_up_work_whatever_holds_the_data(monkeypatch, wrap):
+    model = VarianceReducedMF(2, random_state=0, n_epochs=6 * 10**6)
+    _no_work(monkeypatch)
+    with pytest.raises(ValueError, match="would take 12,000,000 steps"):
+        model.fit(wrap(X))
 
 
 def test_refused_fit_leaves_a_fitted_learner_as_it_was(monkeypatch):

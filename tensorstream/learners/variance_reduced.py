@@ -324,7 +324,12 @@ class VarianceReducedMF(FiniteDataLearner):
         """Refuse a ``fit`` past ``MAX_FIT_STEPS`` from the data's shape alone: before the
         start-up passes (data scale, initial dictionary, step estimate, the scatter to a
         cluster) are spent on a fit that would be refused."""
-        n_samples = finite_matrix(X, type(self).__name__).shape[0]
+        # a matrix's rows are its samples: read without the conversion finite_matrix makes
+        # (a DataFrame's values, a lazily opened DataArray's load, an Epochs' sample space),
+        # which the fit makes again where it reads the data
+        shape = getattr(X, "shape", ())
+        n_samples = int(shape[0]) if len(shape) == 2 else \
+            finite_matrix(X, type(self).__name__).shape[0]
         _, epoch_length = epoch_sizes(n_samples, self.inner_batch, self.epoch_length,
                                       self.method)
         check_fit_work(self.n_epochs * epoch_length, f"n_epochs={self.n_epochs:,} epochs of "
