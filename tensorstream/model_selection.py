@@ -291,6 +291,9 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
     # a rung of a few steps would score candidates that have barely started
     first_rung = min(1.0, max(first_rung, MIN_RUNG_STEPS / source.n_batches(batch_size)))
     summary = _SUMMARIES[replicability]
+    # the data go to every worker once, not with every task of every rung (a task's
+    # arguments are pickled task by task); the future lives as long as this call
+    shared = None if client is None else client.scatter(source, broadcast=True, hash=False)
     for rung in _rungs(n_passes, max_passes, first_rung):
         training = [c for c in candidates if c.alive and not c.converged]
         if not training:
@@ -299,7 +302,7 @@ def select(learner: Any, data: Any, *, modes: Sequence[Any], n_components: Seque
             _train_pass(training, source.pass_batches(batch_size, *rung, n_splits=n_splits), source,
                         verbose)
         else:
-            _train_on_cluster(client, training, source, rung, batch_size)
+            _train_on_cluster(client, training, shared, rung, batch_size)
         if not _trained(training):  # a list's batches so far too small to share
             if rung[2] < 1.0:
                 continue  # the rest of the pass may hold larger ones
@@ -541,10 +544,11 @@ def _rungs(n_passes: int, max_passes: int,
     return first + [(p, 0.0, 1.0) for p in range(1, max_passes)]
 
 
-def _train_on_cluster(client: Any, alive: list, source: _Source, rung: tuple,
+def _train_on_cluster(client: Any, alive: list, source: Any, rung: tuple,
                       batch_size: int) -> None:
     """The candidates of one rung as tasks: each worker reads the rung's batches itself, in
-    the same order, so every candidate learns what it learns in one process."""
+    the same order, so every candidate learns what it learns in one process. ``source``: the
+    future of the :class:`_Source` scattered to every worker."""
     futures = client.map(_train_alone, alive, [source] * len(alive), [rung] * len(alive),
                          [batch_size] * len(alive), pure=False)
     for c, trained in zip(alive, client.gather(futures)):

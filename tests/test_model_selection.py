@@ -444,14 +444,30 @@ def test_batches_too_small_to_share_are_named():
         select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"], n_components=[2])
 
 
-def test_small_first_batches_are_skipped_not_refused():
+def test_small_first_batches_are_skipped_not_refused(monkeypatch):
     """Batches too small to share come first, larger ones later: the first rung, which saw
-    only the small ones, was refused as if no batch could be shared."""
+    only the small ones, was refused as if no batch could be shared. Each of the candidate's
+    learners learns from its share of every large batch, in order, every pass, and from
+    nothing else (the one-sample batches are skipped, not dealt)."""
     X = planted(0, n=460)
-    batches = [X[:60]] + [X[60 + i:61 + i] for i in range(100)] + \
-        [X[160 + 30 * i:190 + 30 * i] for i in range(10)]
+    large = [X[160 + 30 * i:190 + 30 * i] for i in range(10)]
+    batches = [X[:60]] + [X[60 + i:61 + i] for i in range(100)] + large
+    seen = {}  # learner -> the batches it learned from, in order
+    real = OnlineCPDL.partial_fit
+
+    def partial_fit(self, batch, **kwargs):
+        seen.setdefault(id(self), []).append(batch)
+        return real(self, batch, **kwargs)
+
+    monkeypatch.setattr(OnlineCPDL, "partial_fit", partial_fit)
     result = select(OnlineCPDL(2, random_state=0), batches, modes=["0;1;2"], n_components=[2])
-    assert result.chosen["n_components"] == 2
+    passes = int(result.table["passes"].item())
+    assert passes >= 1 and result.chosen["n_components"] == 2
+    assert len(seen) == 3  # n_splits learners, in the order of their shares
+    for share, learned in enumerate(seen.values()):
+        expected = [batch[share::3] for batch in large] * passes
+        assert len(learned) == len(expected)
+        assert all(np.array_equal(a, b) for a, b in zip(learned, expected, strict=True))
 
 
 def test_halving_and_the_choice_hold_the_same_ranks_in_any_order():

@@ -201,6 +201,17 @@ def initial_dictionary(form: Any, data: FiniteData, rng: np.random.Generator, *,
     return form.prox_w(as_tensor(W, data.backend, **data.context), 0.0, n)
 
 
+def epoch_sizes(n: int, inner_batch: int | None, epoch_length: int | None, method: str
+                ) -> tuple[int, int]:
+    """``(b, m)``: the inner mini-batch and the inner steps of an epoch on ``n`` samples (None:
+    the defaults of ``method``; SGD/SMM's epoch is one pass, ``ceil(n / b)`` steps). A function
+    of the sizes alone, so that a fit's work is known before it reads the data."""
+    b, m = default_sizes(n, inner_batch, epoch_length)
+    if method != "vr" and epoch_length is None:
+        m = -(-n // b)
+    return b, m
+
+
 def initial_state(data: FiniteData, form: Any, rng: np.random.Generator,
                   options: EpochOptions, *, n_components: int, init: Any,
                   inner_batch: int | None, epoch_length: int | None, step_size: float | str,
@@ -212,9 +223,7 @@ def initial_state(data: FiniteData, form: Any, rng: np.random.Generator,
     :func:`auto_step_size`; None for ``smm``). ``passes_read`` and ``seconds``: the work
     already spent (the data scale's pass)."""
     n, d = data.n, data.d
-    b, m = default_sizes(n, inner_batch, epoch_length)
-    if options.method != "vr" and epoch_length is None:
-        m = -(-n // b)
+    b, m = epoch_sizes(n, inner_batch, epoch_length, options.method)
     with using(data.backend):
         if options.method != "vr":  # SGD/SMM never pass over all data: validate it up front
             data.map_reduce(chunk_count, options.chunk_size)

@@ -109,6 +109,25 @@ class RobustPenalties:
     group_size: int = 1
     sample_alpha: Any = None
 
+    def __post_init__(self) -> None:
+        # a weight per sample: any other shape would broadcast against the batch silently
+        if self.sample_alpha is not None and len(self.sample_shape) != 1:
+            raise ValueError(f"sample_alpha must have shape (b,), one weight per sample; got "
+                             f"shape {self.sample_shape}")
+
+    @property
+    def sample_shape(self) -> tuple:
+        """The shape of ``sample_alpha`` (read from its metadata: no device transfer)."""
+        weights = self.sample_alpha
+        return tuple(weights.shape) if hasattr(weights, "shape") else np.shape(weights)
+
+    def check_batch(self, n_samples: int) -> None:
+        """Refuse a ``sample_alpha`` whose length is not the batch's number of samples (a
+        length of 1 would broadcast to every sample, another fail deep inside a solver)."""
+        if self.sample_alpha is not None and self.sample_shape[0] != n_samples:
+            raise ValueError(f"sample_alpha has {self.sample_shape[0]} weights but the batch has "
+                             f"{n_samples} samples: one weight per sample")
+
     @property
     def bound(self) -> float | None:
         bound = self.outlier_bound
@@ -314,6 +333,7 @@ def _running(active: Tensor) -> Tensor | None:
 
 def _start(X: Tensor, loadings: list, H0: Tensor | None, E0: Tensor | None,
            penalties: RobustPenalties, mask: Tensor | None = None):
+    penalties.check_batch(tl.shape(X)[0])
     R = tl.shape(loadings[0])[1]
     context = tl.context(X)
     H = tl.zeros((tl.shape(X)[0], R), **context) if H0 is None else tl.clip(H0, 0, None)

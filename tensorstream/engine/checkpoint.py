@@ -17,6 +17,7 @@ This module knows the format, not the learners: each learner says what it stores
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import schedules
-from ..core.atomic import atomic_file
+from ..core.atomic import atomic_file, deferred_interrupt
 from ..core.backend import to_numpy
 from .state import Health
 
@@ -159,15 +160,35 @@ def write_checkpoint(path: str | os.PathLike, learner_class: str, meta: dict,
         path = path.with_suffix(path.suffix + ".npz")
     with atomic_file(path) as handle:
         try:
-            np.savez(handle, __meta__=np.array(json.dumps(meta)), **arrays)
+            _write_npz(handle, {"__meta__": np.array(json.dumps(meta)), **arrays})
         except Exception as error:
-            # an interrupt inside numpy's writer makes its ZIP file refuse to close ("an open
-            # writing handle"): that ValueError hides the interrupt, which is what happened
+            # should an interrupt still leave the ZIP file refusing to close ("an open writing
+            # handle"), that ValueError would hide the interrupt, which is what happened
             interrupt = _interrupt_behind(error)
             if interrupt is None:
                 raise
             raise interrupt from None
     return path
+
+
+def _write_npz(handle: Any, arrays: dict) -> None:
+    """Write ``arrays`` to ``handle`` as ``np.savez`` does (an uncompressed ZIP of ``.npy``
+    members, zip64), so that ``np.load`` reads it; no array is pickled.
+
+    Written here rather than by ``np.savez`` for one reason: ``ZipFile.open(name, "w")`` marks
+    the archive as being written before it returns the member's handle, and a Ctrl-C between
+    the two left numpy's archive unclosable (no handle to close it by): it raised "Can't close
+    the ZIP file while there is an open writing handle" again when garbage-collected at exit.
+    Here a Ctrl-C waits for the (short) opening; the member is registered to be closed before
+    it is raised, so the archive always closes. Writing the bytes stays interruptible.
+    """
+    with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with contextlib.ExitStack() as member:
+                with deferred_interrupt():
+                    out = member.enter_context(archive.open(f"{name}.npy", "w",
+                                                            force_zip64=True))
+                np.lib.format.write_array(out, np.asanyarray(value), allow_pickle=False)
 
 
 def _interrupt_behind(error: Exception) -> BaseException | None:

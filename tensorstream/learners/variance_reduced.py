@@ -33,6 +33,7 @@ from ..algorithms.variance_reduced import (
     EpochOptions,
     concatenate_codes,
     epoch_options,
+    epoch_sizes,
     initial_state,
     method_settings,
     run_epoch,
@@ -62,6 +63,7 @@ from ..finite.state import FiniteState
 from ..finite.variance_reduction import (
     chunk_count,
     default_sizes,
+    finite_matrix,
     full_gradient,
     gradient_mapping,
     objective,
@@ -309,6 +311,7 @@ class VarianceReducedMF(FiniteDataLearner):
         floating-point sums (:mod:`tensorstream.engine.distributed`).
         """
         self._check_params()
+        self._check_fit_work(X)
         names = feature_names(X)
         with self._all_or_nothing("fit"):
             self._forget_fit()  # a fresh start: nothing of a previous fit is kept
@@ -317,11 +320,24 @@ class VarianceReducedMF(FiniteDataLearner):
             self._keep_feature_names(names)
         return self
 
+    def _check_fit_work(self, X: Any) -> None:
+        """Refuse a ``fit`` past ``MAX_FIT_STEPS`` from the data's shape alone: before the
+        start-up passes (data scale, initial dictionary, step estimate, the scatter to a
+        cluster) are spent on a fit that would be refused."""
+        # a matrix's rows are its samples: read without the conversion finite_matrix makes
+        # (a DataFrame's values, a lazily opened DataArray's load, an Epochs' sample space),
+        # which the fit makes again where it reads the data
+        shape = getattr(X, "shape", ())
+        n_samples = int(shape[0]) if len(shape) == 2 else \
+            finite_matrix(X, type(self).__name__).shape[0]
+        _, epoch_length = epoch_sizes(n_samples, self.inner_batch, self.epoch_length,
+                                      self.method)
+        check_fit_work(self.n_epochs * epoch_length, f"n_epochs={self.n_epochs:,} epochs of "
+                       f"{epoch_length:,} inner steps", "n_epochs or epoch_length",
+                       type(self).__name__)
+
     def _fit_epochs(self, X: Any, spread: SpreadRows | None = None) -> VarianceReducedMF:
         state = self._initial_state(X, spread)
-        check_fit_work(self.n_epochs * state.epoch_length, f"n_epochs={self.n_epochs:,} "
-                       f"epochs of {state.epoch_length:,} inner steps",
-                       "n_epochs or epoch_length", type(self).__name__)
         if self.n_epochs == 0:
             self._commit(state)
             return self
