@@ -55,6 +55,7 @@ from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import penalty_value, surrogate_value
 from ._base import OnlineLearner
+from ._fitting import PassesRule
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
 
@@ -66,6 +67,16 @@ __all__ = ["RobustOnlineNMF"]
 #: "Speed")
 AUTO_BATCHES = 20
 AUTO_BATCH_LIMITS = (20, 1024)
+
+#: ``max_iter="auto"``: the passes over an array whose steps come nearest to ``AUTO_STEPS``,
+#: at least one and at most ``AUTO_MAX_PASSES``. Arrays of up to 20,480 samples (20 batches
+#: of ``"auto"`` size a pass) keep the 5 passes of earlier versions, 100 steps: K = 25 atoms
+#: on clean digits need about 100 dictionary updates (25 steps of 120: 18.46 dB, 150 of 120:
+#: 19.26). Larger arrays take batches of 1,024 and fewer passes: one pass from 68,000
+#: samples on, where five cost as much CPU time as our batch PCP (docs/robustness.md,
+#: "Where online learning pays").
+AUTO_STEPS, AUTO_MAX_PASSES = 100, 5
+PASSES_RULE = PassesRule(passes=1, steps=AUTO_STEPS, max_passes=AUTO_MAX_PASSES, nearest=True)
 
 # -- parameter checks shared by the online and batch learners ------------------------------------
 
@@ -233,10 +244,13 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
         300) were faster still but cost 1.3 dB on clean digits (K = 25), which need about
         100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 of
         earlier versions is ``batch_size=20``.
-    max_iter : int or "auto", default 5
+    max_iter : int or "auto", default "auto"
         Passes over an array in ``fit`` (the paper streams every sample once, in
-        ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms);
-        ``"auto"`` as in :func:`~tensorstream.learners._fitting.fit_passes`.
+        ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms).
+        ``"auto"``: the passes whose steps come nearest to ``AUTO_STEPS`` = 100, at least 1
+        and at most ``AUTO_MAX_PASSES`` = 5 (``PASSES_RULE``): 5 passes on arrays of up to
+        20,480 samples (those of earlier versions' default), one from 68,000 on (98 steps
+        of 1,024 at 100,000 samples, where five took as much CPU time as batch PCP).
     init : "random", list of loadings, or array of shape (n_components, n_features)
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
@@ -274,6 +288,9 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
     #: each solver's settings (``solver_params`` keys) and their defaults
     _solver_params = SOLVER_PARAMS
 
+    #: what ``max_iter="auto"`` means here: about 100 steps, 1 to 5 passes
+    _passes_rule = PASSES_RULE
+
     #: The paper's settings (its Section VII-B1): ``outlier_alpha = 1/sqrt(F)``, the box
     #: ``outlier_bound = 1`` and raw units, for data scaled to unit maximum
     #: (``RobustOnlineNMF(K, **paper_params)``).
@@ -292,7 +309,7 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
                  outlier_l2: float = 0.0, nonnegative_outliers: bool = False,
                  code_init: str = "uniform", outlier_init: str = "gross",
                  missing: str | None = None, weights=0.5, batch_size: int | str = "auto",
-                 max_iter: int | str = 5, init="random", random_state=None,
+                 max_iter: int | str = "auto", init="random", random_state=None,
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
