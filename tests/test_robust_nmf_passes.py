@@ -102,3 +102,32 @@ def test_the_command_takes_the_rules_passes_and_resumes_to_the_uninterrupted_res
     resumed = load(part)
     assert resumed.n_steps_ == 75 and resumed.get_params()["max_iter"] == "auto"
     np.testing.assert_array_equal(resumed.components_, uninterrupted.components_)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_coding_in_chunks_gives_the_whole_arrays_result(monkeypatch, with_mask):
+    """``transform``, ``score``, ``outliers`` and ``denoise`` code an array ``CODING_CHUNK``
+    samples at a time: the same values as one call on the whole array (a last, shorter chunk
+    included), missing entries and the ``"auto"`` per-sample weights too."""
+    from tensorstream.learners import robust_nmf
+
+    X = _low_rank(53, seed=1)
+    mask = np.random.default_rng(2).random(X.shape) > 0.1 if with_mask else None
+    given = {} if mask is None else {"mask": mask}
+    model = RobustOnlineNMF(3, batch_size=10, max_iter=2, random_state=0).fit(X, **given)
+    whole = (model.transform(X, **given), model.score(X, **given),
+             model.outliers(X, **given), model.denoise(X, **given))
+    calls = []
+    coded = robust_nmf.OnlineLearner._coded
+
+    def counted(self, *args):
+        calls.append(1)
+        return coded(self, *args)
+
+    monkeypatch.setattr(robust_nmf, "CODING_CHUNK", 10)
+    monkeypatch.setattr(robust_nmf.OnlineLearner, "_coded", counted)
+    chunked = (model.transform(X, **given), model.score(X, **given),
+               model.outliers(X, **given), model.denoise(X, **given))
+    assert len(calls) == 4 * 6  # 6 chunks (the last of 3 samples) for each of the 4 calls
+    for a, b in zip(whole, chunked):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)

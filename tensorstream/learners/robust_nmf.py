@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 
 from ..algorithms.robust_nmf import (
     CONSTRAINTS,
@@ -77,6 +78,12 @@ AUTO_BATCH_LIMITS = (20, 1024)
 #: "Where online learning pays").
 AUTO_STEPS, AUTO_MAX_PASSES = 100, 5
 PASSES_RULE = PassesRule(passes=1, steps=AUTO_STEPS, max_passes=AUTO_MAX_PASSES, nearest=True)
+
+#: ``transform``, ``score``, ``decompose``, ``outliers`` and ``denoise`` code an array this
+#: many samples at a time (the largest ``"auto"`` batch): 20,000 8 x 8 patches in one call
+#: took twice the CPU time of 20 chunks of 1,000, whose arrays stay in the cache and each of
+#: which stops once its own samples have converged (the same values, to the bit)
+CODING_CHUNK = AUTO_BATCH_LIMITS[1]
 
 # -- parameter checks shared by the online and batch learners ------------------------------------
 
@@ -470,6 +477,30 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
         with using(self.backend_):
             low_rank = reconstruct(self.loadings_, coded.codes)
             return relabel(replace_flagged(data, low_rank, coded.outliers, mask))
+
+    def _coded(self, X: Any, mask: Any) -> Codes:
+        """The coding step of the checked samples ``X``, ``CODING_CHUNK`` at a time.
+
+        A sample's codes and outliers do not depend on the samples coded with it (its own
+        start, weight and stopping rule), so the chunks give what one call on the whole array
+        gives, in less time (``CODING_CHUNK``); ``constant`` is the chunks' mean weighted by
+        their sizes, the whole array's.
+        """
+        n_samples = int(tl.shape(X)[0])
+        if n_samples <= CODING_CHUNK:
+            return super()._coded(X, mask)
+        code, starts = super()._coded, range(0, n_samples, CODING_CHUNK)
+        parts = [code(X[k:k + CODING_CHUNK], None if mask is None else mask[k:k + CODING_CHUNK])
+                 for k in starts]
+        with using(self.backend_):
+            def joined(name: str) -> Any:
+                return tl.concatenate([getattr(part, name) for part in parts], axis=0)
+
+            sizes = [min(CODING_CHUNK, n_samples - k) for k in starts]
+            constant = sum(size * float(part.constant) for size, part in zip(sizes, parts))
+            return Codes(codes=joined("codes"), explained=joined("explained"),
+                         losses=joined("losses"), constant=constant / n_samples,
+                         outliers=joined("outliers"))
 
     def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, Codes, Any, Any]:
         """The checked samples, their coding step, the mask, and the function that labels a
