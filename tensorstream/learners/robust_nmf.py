@@ -62,10 +62,10 @@ from ._params import SHARED_CONSTRAINTS
 
 __all__ = ["RobustOnlineNMF"]
 
-#: ``batch_size="auto"`` in ``fit`` over an array: a pass in this many batches (with the
-#: default 5 passes, 100 steps), each of at least the first and at most the second limit
-#: (measured on the benchmark's patches and faces and on clean digits: ``docs/robustness.md``,
-#: "Speed")
+#: ``batch_size="auto"`` in ``fit`` over an array: a pass in this many batches (with
+#: ``max_iter="auto"``, 5 passes there: 100 steps), each of at least the first and at most
+#: the second limit (measured on the benchmark's patches and faces and on clean digits:
+#: ``docs/robustness.md``, "Speed")
 AUTO_BATCHES = 20
 AUTO_BATCH_LIMITS = (20, 1024)
 
@@ -242,15 +242,17 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
         Samples per mini-batch in ``fit``. ``"auto"``: a pass over an array of ``n`` samples
         in ``AUTO_BATCHES`` = 20 batches (``ceil(n / 20)``, kept between
         ``AUTO_BATCH_LIMITS`` = 20 and 1,024 samples; ``batch_size_`` after ``fit``; the same
-        on a CUDA device, or the largest batch it holds where that is less): with the default 5
-        passes, 100 steps on arrays of 400 to 20,480 samples, fewer on smaller ones. A step
+        on a CUDA device, or the largest batch it holds where that is less): with
+        ``max_iter="auto"`` (5 passes there), 100 steps on arrays of 400 to 20,480 samples,
+        fewer on smaller ones. A step
         costs about as much at 75 samples as at 20 (per-call overhead dominates the coding
         step's iterations), so on the benchmark's 1,500 patches ``fit`` takes 100 steps of 75
         instead of 375 of 20, in a third of the CPU time, at -0.07 to +0.30 dB on every
         class and strength (``docs/robustness.md``, "Speed"); fewer, larger steps (25 of
         300) were faster still but cost 1.3 dB on clean digits (K = 25), which need about
-        100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 of
-        earlier versions is ``batch_size=20``.
+        100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 and 5
+        passes of earlier versions are ``batch_size=20, max_iter=5`` (``"auto"`` passes count
+        a given batch too: one pass of 75 batches of 20 on 1,500 samples).
     max_iter : int or "auto", default "auto"
         Passes over an array in ``fit`` (the paper streams every sample once, in
         ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms).
