@@ -45,8 +45,10 @@ def test_auto_batch_is_limited():
 
 
 def test_a_given_batch_is_used_as_given():
-    model = RobustOnlineNMF(3, batch_size=20, random_state=0).fit(_data(1500))
+    model = RobustOnlineNMF(3, batch_size=20, max_iter=5, random_state=0).fit(_data(1500))
     assert model.n_steps_ == 5 * 75 and "batch_size_" not in model.__dict__
+    # max_iter="auto" counts the given batches: one pass of 75 comes nearest to 100 steps
+    assert RobustOnlineNMF(3, batch_size=20, random_state=0).fit(_data(1500)).n_steps_ == 75
 
 
 def test_the_chosen_batch_is_kept_in_checkpoints(tmp_path):

@@ -98,7 +98,8 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
     from ..learners._fitting import fit_passes  # here: `tensorstream info` needs no learner
 
     # without --epochs, the passes fit(X) takes: one training-length rule for both
-    epochs = args.epochs or fit_passes(getattr(learner, "max_iter", 1), n_samples, batch_size)
+    epochs = args.epochs or fit_passes(getattr(learner, "max_iter", 1), n_samples, batch_size,
+                                       learner._passes_rule)
     total = epochs * per_epoch if args.steps is None else (
         args.steps if args.epochs is None else min(args.steps, args.epochs * per_epoch))
     start = int(getattr(learner, "n_steps_", 0)) if args.resume else 0

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,26 +75,48 @@ def check_fit_work(steps: int, what: str, lower: str, owner: str) -> None:
                          f"in a loop of your own (which can be stopped and checkpointed)")
 
 
-#: ``max_iter="auto"``: ``AUTO_PASSES`` passes over an array, or more on a small one, so that
-#: ``fit`` takes at least ``AUTO_MIN_STEPS`` mini-batches, but at most ``AUTO_MAX_PASSES``. On
-#: scikit-learn's 1,437 training digits in batches of 1,024, 10 passes are 20 steps and leave
-#: OnlineNMF 0.8 dB below MiniBatchNMF's defaults (which run up to 200 passes); 100 passes close
-#: the gap (docs/defaults.md). Arrays of 20 batches or more keep 10 passes.
+class PassesRule(NamedTuple):
+    """What ``max_iter="auto"`` means for a learner: ``passes`` passes over an array, or more
+    on a small one so that ``fit`` takes ``steps`` mini-batches, at most ``max_passes``.
+    ``nearest=False``: at least ``steps`` (the passes rounded up); True: the passes whose
+    steps come nearest to ``steps`` (rounded to the nearest, halves up), so that an array
+    of many batches takes one pass, not two."""
+
+    passes: int
+    steps: int
+    max_passes: int
+    nearest: bool = False
+
+
+#: ``max_iter="auto"`` (the rule of most learners): ``AUTO_PASSES`` passes over an array, or
+#: more on a small one, so that ``fit`` takes at least ``AUTO_MIN_STEPS`` mini-batches, but at
+#: most ``AUTO_MAX_PASSES``. On scikit-learn's 1,437 training digits in batches of 1,024, 10
+#: passes are 20 steps and leave OnlineNMF 0.8 dB below MiniBatchNMF's defaults (which run up
+#: to 200 passes); 100 passes close the gap (docs/defaults.md). Arrays of 20 batches or more
+#: keep 10 passes.
 AUTO_PASSES, AUTO_MIN_STEPS, AUTO_MAX_PASSES = 10, 200, 200
+AUTO_RULE = PassesRule(AUTO_PASSES, AUTO_MIN_STEPS, AUTO_MAX_PASSES)
 
 
-def fit_passes(max_iter: Any, n_samples: int, batch_size: int) -> int:
+def fit_passes(max_iter: Any, n_samples: int, batch_size: int,
+               rule: PassesRule = AUTO_RULE) -> int:
     """The passes of ``fit`` over an array of ``n_samples`` in batches of ``batch_size``:
-    ``max_iter``, or for ``"auto"`` the rule of ``AUTO_PASSES``.
+    ``max_iter``, or for ``"auto"`` the learner's ``rule`` (:data:`AUTO_RULE` unless it has
+    its own, ``_passes_rule``).
 
     Examples
     --------
     >>> fit_passes("auto", 1437, 1024), fit_passes("auto", 50000, 1024), fit_passes(3, 10, 5)
     (100, 10, 3)
+    >>> about_100 = PassesRule(passes=1, steps=100, max_passes=5, nearest=True)
+    >>> [fit_passes("auto", n, 1024, about_100) for n in (5000, 40000, 100000, 10**6)]
+    [5, 3, 1, 1]
     """
     if isinstance(max_iter, str) and max_iter == "auto":
         per_pass = -(-n_samples // batch_size)
-        return min(AUTO_MAX_PASSES, max(AUTO_PASSES, -(-AUTO_MIN_STEPS // per_pass)))
+        wanted = (2 * rule.steps + per_pass) // (2 * per_pass) if rule.nearest else \
+            -(-rule.steps // per_pass)
+        return min(rule.max_passes, max(rule.passes, wanted))
     return check_positive_int(max_iter, "max_iter")
 
 
@@ -108,6 +130,9 @@ class OnlineEstimator(CheckedParameters):
     """Base class of the learners that ``fit`` by mini-batches: ``fit`` over an array or a
     stream, progress bar and callback (a subclass gives ``partial_fit``, ``_reset`` and its
     checkpoints)."""
+
+    #: what ``max_iter="auto"`` means for this learner (:func:`fit_passes`)
+    _passes_rule: PassesRule = AUTO_RULE
 
     def fit(self, X: Any, y: Any = None, *, mask: Any = None, n_steps: int | None = None,
             sample_dim: str | None = None, modes: Any = None,
@@ -187,7 +212,7 @@ class OnlineEstimator(CheckedParameters):
             raise ValueError(f"X is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
                              f"minimum of 1 is required.")
         batch_size = self._step_batch(batch_size, X, n_samples)
-        n_epochs = fit_passes(self.max_iter, n_samples, batch_size)
+        n_epochs = fit_passes(self.max_iter, n_samples, batch_size, self._passes_rule)
         positions = epoch_indices(n_samples, batch_size, n_epochs, self._rng)
         batches = (take(X, rows) if mask is None else (take(X, rows), take(mask, rows))
                    for rows in positions)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 
 from ..algorithms.robust_nmf import (
     CONSTRAINTS,
@@ -55,17 +56,34 @@ from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import penalty_value, surrogate_value
 from ._base import OnlineLearner
+from ._fitting import PassesRule
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
 
 __all__ = ["RobustOnlineNMF"]
 
-#: ``batch_size="auto"`` in ``fit`` over an array: a pass in this many batches (with the
-#: default 5 passes, 100 steps), each of at least the first and at most the second limit
-#: (measured on the benchmark's patches and faces and on clean digits: ``docs/robustness.md``,
-#: "Speed")
+#: ``batch_size="auto"`` in ``fit`` over an array: a pass in this many batches (with
+#: ``max_iter="auto"``, 5 passes there: 100 steps), each of at least the first and at most
+#: the second limit (measured on the benchmark's patches and faces and on clean digits:
+#: ``docs/robustness.md``, "Speed")
 AUTO_BATCHES = 20
 AUTO_BATCH_LIMITS = (20, 1024)
+
+#: ``max_iter="auto"``: the passes over an array whose steps come nearest to ``AUTO_STEPS``,
+#: at least one and at most ``AUTO_MAX_PASSES``. Arrays of up to 20,480 samples (20 batches
+#: of ``"auto"`` size a pass) keep the 5 passes of earlier versions, 100 steps: K = 25 atoms
+#: on clean digits need about 100 dictionary updates (25 steps of 120: 18.46 dB, 150 of 120:
+#: 19.26). Larger arrays take batches of 1,024 and fewer passes: one pass from 68,000
+#: samples on, where five cost as much CPU time as our batch PCP (docs/robustness.md,
+#: "Where online learning pays").
+AUTO_STEPS, AUTO_MAX_PASSES = 100, 5
+PASSES_RULE = PassesRule(passes=1, steps=AUTO_STEPS, max_passes=AUTO_MAX_PASSES, nearest=True)
+
+#: ``transform``, ``score``, ``decompose``, ``outliers`` and ``denoise`` code an array this
+#: many samples at a time (the largest ``"auto"`` batch): 20,000 8 x 8 patches in one call
+#: took twice the CPU time of 20 chunks of 1,000, whose arrays stay in the cache and each of
+#: which stops once its own samples have converged (the same values, to the bit)
+CODING_CHUNK = AUTO_BATCH_LIMITS[1]
 
 # -- parameter checks shared by the online and batch learners ------------------------------------
 
@@ -224,19 +242,24 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
         Samples per mini-batch in ``fit``. ``"auto"``: a pass over an array of ``n`` samples
         in ``AUTO_BATCHES`` = 20 batches (``ceil(n / 20)``, kept between
         ``AUTO_BATCH_LIMITS`` = 20 and 1,024 samples; ``batch_size_`` after ``fit``; the same
-        on a CUDA device, or the largest batch it holds where that is less): with the default 5
-        passes, 100 steps on arrays of 400 to 20,480 samples, fewer on smaller ones. A step
+        on a CUDA device, or the largest batch it holds where that is less): with
+        ``max_iter="auto"`` (5 passes there), 100 steps on arrays of 400 to 20,480 samples,
+        fewer on smaller ones. A step
         costs about as much at 75 samples as at 20 (per-call overhead dominates the coding
         step's iterations), so on the benchmark's 1,500 patches ``fit`` takes 100 steps of 75
         instead of 375 of 20, in a third of the CPU time, at -0.07 to +0.30 dB on every
         class and strength (``docs/robustness.md``, "Speed"); fewer, larger steps (25 of
         300) were faster still but cost 1.3 dB on clean digits (K = 25), which need about
-        100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 of
-        earlier versions is ``batch_size=20``.
-    max_iter : int or "auto", default 5
+        100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 and 5
+        passes of earlier versions are ``batch_size=20, max_iter=5`` (``"auto"`` passes count
+        a given batch too: one pass of 75 batches of 20 on 1,500 samples).
+    max_iter : int or "auto", default "auto"
         Passes over an array in ``fit`` (the paper streams every sample once, in
-        ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms);
-        ``"auto"`` as in :func:`~tensorstream.learners._fitting.fit_passes`.
+        ``paper_params``; one pass of 100 faces is 5 steps of 20: too few to learn 25 atoms).
+        ``"auto"``: the passes whose steps come nearest to ``AUTO_STEPS`` = 100, at least 1
+        and at most ``AUTO_MAX_PASSES`` = 5 (``PASSES_RULE``): 5 passes on arrays of up to
+        20,480 samples (those of earlier versions' default), one from 68,000 on (98 steps
+        of 1,024 at 100,000 samples, where five took as much CPU time as batch PCP).
     init : "random", list of loadings, or array of shape (n_components, n_features)
         ``"random"``: U[0, 1) entries projected on the constraint set (the paper's ``W_0``).
     random_state, backend, verbose, callback, reinit_dead_atoms, device, n_threads
@@ -274,6 +297,9 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
     #: each solver's settings (``solver_params`` keys) and their defaults
     _solver_params = SOLVER_PARAMS
 
+    #: what ``max_iter="auto"`` means here: about 100 steps, 1 to 5 passes
+    _passes_rule = PASSES_RULE
+
     #: The paper's settings (its Section VII-B1): ``outlier_alpha = 1/sqrt(F)``, the box
     #: ``outlier_bound = 1`` and raw units, for data scaled to unit maximum
     #: (``RobustOnlineNMF(K, **paper_params)``).
@@ -292,7 +318,7 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
                  outlier_l2: float = 0.0, nonnegative_outliers: bool = False,
                  code_init: str = "uniform", outlier_init: str = "gross",
                  missing: str | None = None, weights=0.5, batch_size: int | str = "auto",
-                 max_iter: int | str = 5, init="random", random_state=None,
+                 max_iter: int | str = "auto", init="random", random_state=None,
                  backend: str | None = None, device: Any = None, n_threads: int | None = 1,
                  verbose: bool = False, callback=None,
                  reinit_dead_atoms: bool = True):
@@ -453,6 +479,30 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
         with using(self.backend_):
             low_rank = reconstruct(self.loadings_, coded.codes)
             return relabel(replace_flagged(data, low_rank, coded.outliers, mask))
+
+    def _coded(self, X: Any, mask: Any) -> Codes:
+        """The coding step of the checked samples ``X``, ``CODING_CHUNK`` at a time.
+
+        A sample's codes and outliers do not depend on the samples coded with it (its own
+        start, weight and stopping rule), so the chunks give what one call on the whole array
+        gives, in less time (``CODING_CHUNK``); ``constant`` is the chunks' mean weighted by
+        their sizes, the whole array's.
+        """
+        n_samples = int(tl.shape(X)[0])
+        if n_samples <= CODING_CHUNK:
+            return super()._coded(X, mask)
+        code, starts = super()._coded, range(0, n_samples, CODING_CHUNK)
+        parts = [code(X[k:k + CODING_CHUNK], None if mask is None else mask[k:k + CODING_CHUNK])
+                 for k in starts]
+        with using(self.backend_):
+            def joined(name: str) -> Any:
+                return tl.concatenate([getattr(part, name) for part in parts], axis=0)
+
+            sizes = [min(CODING_CHUNK, n_samples - k) for k in starts]
+            constant = sum(size * float(part.constant) for size, part in zip(sizes, parts))
+            return Codes(codes=joined("codes"), explained=joined("explained"),
+                         losses=joined("losses"), constant=constant / n_samples,
+                         outliers=joined("outliers"))
 
     def _coded_parts(self, X: Any, mask: Any) -> tuple[Any, Codes, Any, Any]:
         """The checked samples, their coding step, the mask, and the function that labels a
