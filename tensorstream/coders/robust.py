@@ -92,10 +92,11 @@ class RobustPenalties:
         sparse group lasso).
     group_size : int
         Size of the code groups (the last group may be shorter).
-    sample_alpha : tensor of shape (b,) or None
+    sample_alpha : tensor of shape (b,), tensor shaped like the batch, or None
         Each sample's own weight of ``||e||_1``, in place of ``outlier_alpha`` (finite, > 0;
         ``outlier_alpha`` stays the weight that says whether there are outliers at all): the
-        per-sample thresholds of ``RobustOnlineNMF``'s ``outlier_alpha="auto"``. None: every
+        per-sample thresholds of ``RobustOnlineNMF``'s ``outlier_alpha="auto"``; shaped like
+        the batch, one weight per entry (its saturated entries weigh less). None: every
         sample has ``outlier_alpha``.
     """
 
@@ -139,9 +140,12 @@ class RobustPenalties:
 
     def thresholds(self, ndim: int) -> Any:
         """The l1 weight of the outliers, to broadcast over a batch of ``ndim`` dimensions:
-        ``outlier_alpha``, or ``sample_alpha`` as a ``(b, 1, ..., 1)`` tensor."""
+        ``outlier_alpha``, or ``sample_alpha`` as a ``(b, 1, ..., 1)`` tensor (as it is
+        when it has one weight per entry)."""
         if self.sample_alpha is None:
             return self.outlier_alpha
+        if tl.ndim(self.sample_alpha) > 1:  # one weight per entry: shaped like the batch
+            return self.sample_alpha
         return tl.reshape(self.sample_alpha, (-1,) + (1,) * (ndim - 1))
 
 
@@ -263,7 +267,11 @@ def outlier_penalty(E: Tensor, penalties: RobustPenalties) -> Tensor:
     if not penalties.has_outliers:
         return 0.0
     flat = _flat(E)
-    total = penalties.thresholds(1) * tl.sum(tl.abs(flat), axis=1)
+    weights = penalties.sample_alpha
+    if weights is not None and tl.ndim(weights) > 1:  # one weight per entry
+        total = tl.sum(_flat(weights) * tl.abs(flat), axis=1)
+    else:
+        total = penalties.thresholds(1) * tl.sum(tl.abs(flat), axis=1)
     if penalties.outlier_l2:
         total = total + 0.5 * penalties.outlier_l2 * tl.sum(flat * flat, axis=1)
     return total
