@@ -111,10 +111,11 @@ class RobustPenalties:
     sample_alpha: Any = None
 
     def __post_init__(self) -> None:
-        # a weight per sample: any other shape would broadcast against the batch silently
-        if self.sample_alpha is not None and len(self.sample_shape) != 1:
-            raise ValueError(f"sample_alpha must have shape (b,), one weight per sample; got "
-                             f"shape {self.sample_shape}")
+        # a weight per sample or per entry: a scalar would broadcast against the batch silently
+        if self.sample_alpha is not None and len(self.sample_shape) == 0:
+            raise ValueError("sample_alpha must have shape (b,), one weight per sample, or the "
+                             "batch's shape, one weight per entry; got a scalar (use "
+                             "outlier_alpha)")
 
     @property
     def sample_shape(self) -> tuple:
@@ -122,12 +123,18 @@ class RobustPenalties:
         weights = self.sample_alpha
         return tuple(weights.shape) if hasattr(weights, "shape") else np.shape(weights)
 
-    def check_batch(self, n_samples: int) -> None:
-        """Refuse a ``sample_alpha`` whose length is not the batch's number of samples (a
-        length of 1 would broadcast to every sample, another fail deep inside a solver)."""
-        if self.sample_alpha is not None and self.sample_shape[0] != n_samples:
-            raise ValueError(f"sample_alpha has {self.sample_shape[0]} weights but the batch has "
-                             f"{n_samples} samples: one weight per sample")
+    def check_batch(self, batch_shape: tuple) -> None:
+        """Refuse a ``sample_alpha`` that is neither one weight per sample of a batch of
+        ``batch_shape`` (a length of 1 would broadcast to every sample, another fail deep
+        inside a solver) nor shaped like the batch, one weight per entry."""
+        shape, batch_shape = self.sample_shape, tuple(batch_shape)
+        if self.sample_alpha is None or shape == batch_shape or shape == batch_shape[:1]:
+            return
+        if len(shape) == 1:
+            raise ValueError(f"sample_alpha has {shape[0]} weights but the batch has "
+                             f"{batch_shape[0]} samples: one weight per sample")
+        raise ValueError(f"sample_alpha has shape {shape} but the batch has shape "
+                         f"{batch_shape}: one weight per sample, or one per entry")
 
     @property
     def bound(self) -> float | None:
@@ -341,7 +348,7 @@ def _running(active: Tensor) -> Tensor | None:
 
 def _start(X: Tensor, loadings: list, H0: Tensor | None, E0: Tensor | None,
            penalties: RobustPenalties, mask: Tensor | None = None):
-    penalties.check_batch(tl.shape(X)[0])
+    penalties.check_batch(tl.shape(X))
     R = tl.shape(loadings[0])[1]
     context = tl.context(X)
     H = tl.zeros((tl.shape(X)[0], R), **context) if H0 is None else tl.clip(H0, 0, None)

@@ -1,4 +1,5 @@
-"""RobustPenalties.sample_alpha (one outlier weight per sample) is checked against the batch.
+"""RobustPenalties.sample_alpha (one outlier weight per sample, or per entry) is checked
+against the batch.
 
 Found by the previous session's final review: a ``sample_alpha`` of the wrong length
 broadcast silently (length 1: every sample got the first weight) or failed deep inside a
@@ -28,11 +29,32 @@ def test_wrong_length_is_refused_by_name(solver, length):
         solver(X, [W], penalties, tol=0, max_iter=3)
 
 
-def test_not_one_weight_per_sample_is_refused_when_built():
-    with pytest.raises(ValueError, match=r"sample_alpha must have shape \(b,\).*\(4, 2\)"):
-        RobustPenalties(outlier_alpha=0.1, sample_alpha=np.full((4, 2), 0.1))
-    with pytest.raises(ValueError, match=r"sample_alpha must have shape \(b,\)"):
+def test_a_scalar_is_refused_when_built():
+    with pytest.raises(ValueError, match=r"sample_alpha must have shape \(b,\).*scalar"):
         RobustPenalties(outlier_alpha=0.1, sample_alpha=np.float64(0.1))
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("shape", [(4, 2), (4, 6, 1), (2, 6)])
+def test_per_entry_weights_of_another_shape_are_refused_by_name(solver, shape):
+    X, W = _batch()
+    penalties = RobustPenalties(outlier_alpha=0.1, sample_alpha=np.full(shape, 0.1))
+    with pytest.raises(ValueError, match=r"sample_alpha has shape .* but the batch has shape "
+                                         r"\(4, 6\)"):
+        solver(X, [W], penalties, tol=0, max_iter=3)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_per_entry_weights_equal_to_per_sample_ones_code_the_same(solver):
+    X, W = _batch()
+    weights = np.array([0.05, 0.1, 0.2, 0.4])
+    per_sample = solver(X, [W], RobustPenalties(outlier_alpha=1.0, sample_alpha=weights),
+                        tol=0, max_iter=20)
+    per_entry = solver(X, [W], RobustPenalties(
+        outlier_alpha=1.0, sample_alpha=np.repeat(weights[:, None], X.shape[1], axis=1)),
+        tol=0, max_iter=20)
+    np.testing.assert_allclose(per_entry.codes, per_sample.codes, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(per_entry.outliers, per_sample.outliers, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
