@@ -132,3 +132,14 @@ def test_outputs_are_the_same_in_any_chunks(cls, n_features, monkeypatch):
         for method, expected in whole.items():
             np.testing.assert_allclose(getattr(model, method)(X), expected, rtol=1e-10,
                                        atol=1e-10, err_msg=f"{method}, chunks of {rows}")
+
+
+@pytest.mark.parametrize("cls", [*LEARNERS, RobustOnlineNMF])
+@pytest.mark.parametrize("batch_size", ["big", 0, 2.5])
+def test_a_bad_batch_is_refused_naming_auto_once(cls, batch_size):
+    model = cls(3, batch_size=batch_size)
+    with pytest.raises((ValueError, TypeError),  # a float: the wrong type
+                       match=r"batch_size must be one of 'auto' or >= 1") as error:
+        model.fit(_data(30))
+    assert str(error.value).count("'auto'") == 1
+    assert not hasattr(model, "loadings_")  # nothing learned
