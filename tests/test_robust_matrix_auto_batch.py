@@ -143,3 +143,21 @@ def test_a_bad_batch_is_refused_naming_auto_once(cls, batch_size):
         model.fit(_data(30))
     assert str(error.value).count("'auto'") == 1
     assert not hasattr(model, "loadings_")  # nothing learned
+
+
+@pytest.mark.parametrize("cls", LEARNERS)
+def test_a_cluster_fit_takes_the_batch_a_single_process_takes(cls, monkeypatch):
+    """On a Dask cluster the batch ``"auto"`` chooses is split into the workers' shards: the
+    same batches, the same result as in one process."""
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(cls, "auto_batches", 10)  # short passes (threads: workers see it)
+    X = _data(12 * cls.auto_batches)  # batches of 12, shards of 6
+    straight = cls(3, max_iter=1, random_state=0).fit(X)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        on_cluster = cls(3, max_iter=1, random_state=0).fit(X, client=client)
+    assert on_cluster.batch_size_ == straight.batch_size_ == 12
+    assert on_cluster.n_steps_ == straight.n_steps_ == cls.auto_batches
+    np.testing.assert_allclose(on_cluster.loadings_[0], straight.loadings_[0], rtol=0,
+                               atol=1e-10)
