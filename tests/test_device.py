@@ -186,10 +186,11 @@ def test_auto_batch_on_the_cpu_is_the_learners_default(name, device):
     X = data(n=60)
     auto = make(name, batch_size="auto", device=device).fit(X)
     reference = make(name, device=device)
-    # the class's default batch, or for a learner whose default is "auto" its rule: a
-    # twentieth of the array, at least 20 samples (RobustOnlineNMF)
+    # the class's default batch, or for a learner whose default is "auto" its rule
+    # (learners._auto_batch: the family's share of the array within its limits)
     default = inspect.signature(type(reference).__init__).parameters["batch_size"].default
-    reference.set_params(batch_size=20 if default == "auto" else default).fit(X)
+    reference.set_params(batch_size=reference._auto_batch(len(X)) if default == "auto"
+                         else default).fit(X)
     assert auto.batch_size_ == reference.batch_size
     _assert_same_factors(auto, reference)
 

@@ -20,7 +20,12 @@ rounding (``tests/test_compiled_bcd.py`` checks the two against each other); it 
 as the other kernels (:mod:`tensorstream.core.compiled`: ``TENSORSTREAM_JIT=0``, and from the
 first compiled step of an online fit on), and only inside a fit's steps
 (:data:`~tensorstream.core.compiled.FITS_ONLY`): outputs code in lockstep with the ``tl.*``
-loop, so a small ``transform`` does not load numba.
+loop, so a small ``transform`` does not load numba. Large outputs do not repay it either: in
+chunks of 1,024 samples (``learners/maxnorm.py``, ``_CODING_ENTRIES``) the ``tl.*`` loop is
+vectorised over the chunk, and measured warm (one BLAS thread) ``OnlineRobustPCA.denoise`` of
+20,000 patches took 0.088 s with it against 0.127 s with the kernel (``OnlineMaxNormMD``
+0.161 s against 0.134 s: 27 ms saved, against 0.5-0.8 s to load numba); the benchmark's
+video 30 ms against 42 ms, 100 faces 4.5 ms against 11 ms.
 """
 
 from __future__ import annotations

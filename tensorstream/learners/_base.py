@@ -88,7 +88,10 @@ class OnlineLearner(LabelledInput, OnlineCheckpoint, ClusterSteps, DictionaryMet
         """Let a streaming learner's ``batch_size`` be ``"auto"`` (see :meth:`_step_batch`)."""
         super().__init_subclass__(**kwargs)
         constraints = cls.__dict__.get("_parameter_constraints")
-        if constraints is not None and "batch_size" in constraints:
+        # once: a subclass that extends its base's constraints has "auto" already (the
+        # refusal said "one of 'auto' or one of 'auto' or >= 1")
+        if constraints is not None and "batch_size" in constraints and not any(
+                rule.accepts("auto") for rule in constraints["batch_size"]):
             cls._parameter_constraints = {
                 **constraints, "batch_size": [Options("auto"), *constraints["batch_size"]]}
 

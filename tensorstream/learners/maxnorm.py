@@ -58,25 +58,34 @@ from ..core.validation import (
 )
 from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import surrogate_value
+from ._auto_batch import AutoBatch
 from ._base import OnlineLearner
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
 
 DICT_STEPS = ("bcd_subgrad", "prox_grad")
-#: the fewest samples that outputs of new data (outliers, denoise, background, impute) code in
-#: one call: measured (one BLAS thread) the video's background took 0.038 s in chunks of 32
-#: (0.046 in the learner's batches of 10, 0.090 at once) and paper_params' denoise of 2,000
-#: samples 0.34 s (1.71 in its batches of one)
-_CODING_CHUNK = 32
-#: but no more entries than this in one call (large samples: fewer of them): the coder's
-#: temporaries are a few of the chunk's size each, and fresh memory for large ones costs more
-#: than their arithmetic. Measured (one BLAS thread, since background refits chunk by chunk):
-#: the video's background (4,096 pixels) took 26 ms in chunks of 16 against 32 ms in chunks
-#: of 32 (OR-PCA; OMRMD 17 against 21); samples of up to 2,048 features keep chunks of 32
+#: the entries that outputs of new data (outliers, denoise, background, impute) code in one
+#: call, whatever the batch ``fit`` took: ``_CODING_ENTRIES // n_features`` samples (at least
+#: one). The coder runs a call until its slowest sample converges, each sample's codes being its
+#: own (the same in any chunk), and its temporaries are a few of the chunk's size each: fewer,
+#: larger calls save the per-call overhead until fresh memory for large temporaries costs more
+#: than their arithmetic. Measured (one BLAS thread, ms of denoise / background, OnlineRobustPCA
+#: after fits in batches of 10): 1,500 patches of 64 pixels 30 / 61 in chunks of 32 against
+#: 8 / 33 in chunks of 1,024 (OnlineMaxNormMD 62 / 108 against 13 / 40; 20,000 patches 0.36 s
+#: against 0.09 s); 100 faces of 625 pixels 5 / 14 against 4 / 9 at once; the video (4,096
+#: pixels) 29 / 31 in chunks of 16 against 35 / 34 in chunks of 32 and 72 / 80 in chunks of 128
 _CODING_ENTRIES = 65_536
 
+#: ``batch_size="auto"`` (:class:`~._auto_batch.AutoBatch`): the smallest and the largest
+#: batch of both learners. The smallest, 10, is the former default: the benchmark's video
+#: (120 frames) and faces (100) keep it, and their results. Beyond about 1,000 samples a batch
+#: saves no more time (the coding's arithmetic dominates): ``OnlineRobustPCA`` on 100,000
+#: patches (benchmarks/bench_robust.py --scale) took 0.98 s in batches of 1,024 and 0.92 s in
+#: batches of 2,048, 0.1-0.2 dB worse (5,000: 1.03 s, 0.4-1.1 dB worse)
+AUTO_BATCH_LIMITS = (10, 1024)
 
-class RobustMatrixLearner(OnlineLearner):
+
+class RobustMatrixLearner(AutoBatch, OnlineLearner):
     """What OMRMD and OR-PCA share: matrix samples split into ``L r + e``, masks, inits.
 
     Not used directly: subclasses build their algorithm (``_algorithm``, a
@@ -91,7 +100,7 @@ class RobustMatrixLearner(OnlineLearner):
                  column_bound: float | str | None = "auto", dict_passes: int | None = 1,
                  code_tol: float = 1e-6, code_max_iter: int | None = None,
                  missing: str | None = None, weights: Any = "balanced",
-                 batch_size: int | str = 10, max_iter: int | str = 1, init: Any = "random",
+                 batch_size: int | str = "auto", max_iter: int | str = 1, init: Any = "random",
                  random_state: Any = None, backend: str | None = None, device: Any = None,
                  verbose: bool = False, callback: Any = None, reinit_dead_atoms: bool = True,
                  n_threads: int | None = 1):
@@ -237,14 +246,12 @@ class RobustMatrixLearner(OnlineLearner):
         """``(chunk, codes, chunk's mask)`` of checked samples, chunk after chunk (inside the
         learner's backend).
 
-        In chunks: the coder runs a batch until its slowest sample converges, and each
-        sample's codes are its own (the same in any batch), so smaller batches stop sooner;
-        but each call costs its own overhead, hence at least _CODING_CHUNK samples a call
-        (fewer for large samples: at most _CODING_ENTRIES entries, unless a batch holds more).
+        In chunks of ``_CODING_ENTRIES`` entries (whole samples, at least one): the coder
+        runs a chunk until its slowest sample converges and each sample's codes are its own
+        (the same in any chunk), so the chunk sets the time alone, not the values.
         """
         algorithm = self._algorithm() if algorithm is None else algorithm
-        rows = min(_CODING_CHUNK, max(1, _CODING_ENTRIES // max(1, int(data.shape[1]))))
-        size = max(self._batch_size(), rows)
+        size = max(1, _CODING_ENTRIES // max(1, int(data.shape[1])))
         L, scale = self.loadings_[0], self.scale_
         # chunks without a mask share the basis' spectrum (masked ones have their own)
         spectrum = algorithm.coding_spectrum(L, scale) if mask is None else None
@@ -356,9 +363,19 @@ class OnlineMaxNormMD(RobustMatrixLearner):
         forgets the first steps' statistics, coded against a random basis that cannot yet
         tell corruption from signal: on the paper's recipe (p=200, d=60, rho=0.3) the
         expressed variance is 0.81-0.86 with it against 0.67-0.70 with ``1/t`` (seeds 0-2).
-    batch_size : int, default 10
+    batch_size : int or "auto", default "auto"
         Samples per step when ``fit`` is given an array (1: the paper's algorithm; larger
-        batches share one basis update and run the coding step vectorised).
+        batches share one basis update and run the coding step vectorised). ``"auto"``: a
+        pass over ``n`` samples in ``auto_batches`` = 150 batches (``ceil(n / 150)``, kept
+        between ``auto_batch_limits`` = 10 and 1,024 samples; 10 for a stream, whose length
+        is not known; ``batch_size_`` after ``fit``, kept in checkpoints): batches of 10 up to
+        1,500 samples, larger ones beyond. Measured on the benchmark's patches
+        (``benchmarks/bench_robust.py``, weak classes): on 1,500 of them larger batches cost
+        up to 1.3 dB (75: salt-pepper 31.54 against 32.87), on 20,000 batches of 134 gain
+        0.0-3.2 dB over batches of 10 in a quarter of the CPU time (salt-pepper 33.10
+        against 31.42 dB, 0.75 s against 3.0 s, fit and ``denoise``); on the paper's recipe
+        (p=200, d=60, rho=0.3, 2,000 samples: batches of 14) the expressed variance is
+        0.804 / 0.814 / 0.811 against 0.809 / 0.836 / 0.831 in batches of 10 (seeds 0-2).
     max_iter : int or "auto", default 1
         Passes over an array given to ``fit`` (the paper makes one); ``"auto"`` as in
         :func:`~tensorstream.learners._fitting.fit_passes`.
@@ -400,6 +417,10 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                     "column_bound": 1.0, "noise": "l1", "ridge": 0.01,
                     "batch_size": 1, "init": "random", "weights": "balanced"}
 
+    #: ``batch_size="auto"``: a pass in 150 batches of 10 to 1,024 samples (the docstring)
+    auto_batches = 150
+    auto_batch_limits = AUTO_BATCH_LIMITS
+
     def __init__(self, n_components: int, *, norm_alpha: float | None = 1.0,
                  outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",
                  noise: str = "l1",
@@ -407,7 +428,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
                  dict_passes: int | None = None, ridge: float = 0.01, basis_jitter: float = 1e-3,
                  code_tol: float = 1e-6, code_max_iter: int = 100,
                  ball_solver: str = "newton", ball_tol: float = 1e-3, ball_max_iter: int = 60,
-                 missing: str | None = None, weights=0.6, batch_size: int = 10,
+                 missing: str | None = None, weights=0.6, batch_size: int | str = "auto",
                  max_iter: int = 1, init="random", random_state=None, backend: str | None = None,
                  device: Any = None,
                  verbose: bool = False, callback=None,

@@ -55,6 +55,7 @@ from ..core.validation import ARRAY, BOOLEAN, CALLABLE, NONE, SEQUENCE, Instance
 from ..engine import Codes
 from ..schedules import make_weights
 from ..steps.surrogate import penalty_value, surrogate_value
+from ._auto_batch import AutoBatch
 from ._base import OnlineLearner
 from ._fitting import PassesRule
 from ._output import replace_flagged
@@ -134,7 +135,7 @@ class RobustNMFParameters:
         check_outlier_alpha_scale(self.outlier_alpha, self._set_by_hand("outlier_alpha_scale"))
 
 
-class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
+class RobustOnlineNMF(RobustNMFParameters, AutoBatch, OnlineLearner):
     """Online NMF with outliers (ONMFO, Zhao & Tan): dictionary, codes and sparse outliers.
 
     Learns a nonnegative dictionary ``W`` from a stream so that every sample is ``W h + e``
@@ -299,6 +300,9 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
 
     #: what ``max_iter="auto"`` means here: about 100 steps, 1 to 5 passes
     _passes_rule = PASSES_RULE
+    #: ``batch_size="auto"`` (:class:`~._auto_batch.AutoBatch`)
+    auto_batches = AUTO_BATCHES
+    auto_batch_limits = AUTO_BATCH_LIMITS
 
     #: The paper's settings (its Section VII-B1): ``outlier_alpha = 1/sqrt(F)``, the box
     #: ``outlier_bound = 1`` and raw units, for data scaled to unit maximum
@@ -399,27 +403,6 @@ class RobustOnlineNMF(RobustNMFParameters, OnlineLearner):
 
     def _nonnegative_data(self) -> bool:
         return True
-
-    def _step_batch(self, batch_size: Any, X: Any, n_samples: int) -> int:
-        """``"auto"`` is this learner's rule on every device (a CUDA device's largest batch
-        would leave ``fit`` a few steps), checked like a given batch; where a device cannot
-        hold it, the largest batch that fits."""
-        if batch_size != "auto":
-            return super()._step_batch(batch_size, X, n_samples)
-        try:
-            resolved = super()._step_batch(self._auto_batch(n_samples), X, n_samples)
-        except ValueError:  # more than the device holds (or not even one sample: raised again)
-            return super()._step_batch("auto", X, n_samples)
-        self.batch_size_ = resolved
-        return resolved
-
-    def _auto_batch(self, n_samples: int | None) -> int:
-        """``batch_size="auto"``: ``ceil(n_samples / AUTO_BATCHES)`` within
-        ``AUTO_BATCH_LIMITS`` (the smallest when the number of samples is not known)."""
-        low, high = AUTO_BATCH_LIMITS
-        if n_samples is None:
-            return low
-        return min(max(-(-n_samples // AUTO_BATCHES), low), high)
 
     # -- learning ------------------------------------------------------------------------------
 
