@@ -11,6 +11,8 @@ Corruption classes, each at two strengths (``weak`` / ``strong``), on half of th
 (every frame of the video carries its moving object):
 
 - ``block-bright`` / ``block-dark``: one square block at 1 or 0 covering 7% / 15% of a sample;
+- ``occluder``: the same square filled with a real object's texture (a window of ``coffee``,
+  grey values inside the range, at no sample's extremes: saturation does not give it away);
 - ``salt-pepper``: 5% / 15% of a sample's pixels at 0 or 1;
 - ``stripes``: 1 / 3 dead (0) or saturated (1) rows or columns (sensor defects);
 - ``spikes``: 2% / 5% of a sample's pixels plus ``|Cauchy|`` spikes (scale 2, at most 50);
@@ -61,6 +63,7 @@ any run.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 import warnings
 from collections.abc import Callable
@@ -154,6 +157,29 @@ def _block(image: np.ndarray, s: int, rng, value: float) -> None:
     image[a:a + side, b:b + side] = value
 
 
+def _occluder(image: np.ndarray, s: int, rng) -> None:
+    """A real object over the sample: a random 60 x 60 window of ``coffee`` (grey), resized
+    to the block's side."""
+    from skimage.transform import resize
+
+    texture = _coffee_grey()
+    side = max(1, int(round(np.sqrt((0.07, 0.15)[s] * image.size))))
+    a = rng.integers(0, texture.shape[0] - 60)
+    b = rng.integers(0, texture.shape[1] - 60)
+    patch = resize(texture[a:a + 60, b:b + 60], (side, side), anti_aliasing=True)
+    a = rng.integers(0, image.shape[0] - side + 1)
+    b = rng.integers(0, image.shape[1] - side + 1)
+    image[a:a + side, b:b + side] = patch
+
+
+@functools.cache
+def _coffee_grey() -> np.ndarray:
+    from skimage import data
+    from skimage.color import rgb2gray
+
+    return rgb2gray(data.coffee())
+
+
 def _salt_pepper(image: np.ndarray, s: int, rng) -> None:
     hit = rng.random(image.shape) < (0.05, 0.15)[s]
     image[hit] = rng.integers(0, 2, int(hit.sum()))
@@ -176,6 +202,7 @@ def _spikes(image: np.ndarray, s: int, rng) -> None:
 CORRUPTIONS: dict[str, Callable] = {
     "block-bright": lambda image, s, rng: _block(image, s, rng, 1.0),
     "block-dark": lambda image, s, rng: _block(image, s, rng, 0.0),
+    "occluder": _occluder,
     "salt-pepper": _salt_pepper,
     "stripes": _stripes,
     "spikes": _spikes,

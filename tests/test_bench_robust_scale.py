@@ -50,3 +50,15 @@ def test_a_longer_video_shows_the_same_object_slower():
     for _, _, truth in (short, long):
         columns = np.flatnonzero(truth[-1].reshape(64, 64).any(axis=0))
         assert columns.max() == 63
+
+
+def test_the_occluder_hides_a_block_with_values_inside_the_range():
+    clean = BENCH.faces(6)
+    corrupted = BENCH.corrupt(clean, "occluder", "weak", (25, 25))
+    changed = corrupted != clean
+    assert changed[::2].any(axis=1).all() and not changed[1::2].any()  # every other sample
+    side = int(round(np.sqrt(0.07 * 625)))
+    for image, hit in zip(corrupted[::2], changed[::2]):
+        assert side * side - 5 <= hit.sum() <= side * side  # one square (a few equal pixels)
+        assert 0 < image[hit].min() and image[hit].max() < 1  # no sample's extreme
+        assert np.unique(image[hit]).size > side  # a texture, not a flat block
