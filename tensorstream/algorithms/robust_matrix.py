@@ -128,7 +128,13 @@ def held_residual_scales(Z: Any, fit: Any, mask: Any = None) -> Any:
     """Each row's :func:`residual_scales` of ``Z - fit`` over the entries the row holds
     (nonzero, and observed where ``mask`` is given), shape ``(b,)``: a dark border or
     background of exact zeros, which any basis fits exactly, would put the median residual at
-    0 and flag the whole image."""
+    0 and flag the whole image. ``fit`` and ``mask`` have ``Z``'s shape (a row or a column
+    would broadcast: every row measured against another fit); the values are the caller's
+    to keep finite (the learners refuse NaN and inf in their data by name)."""
+    for name, value in (("fit", fit), ("mask", mask)):
+        if value is not None and tuple(tl.shape(value)) != tuple(tl.shape(Z)):
+            raise ValueError(f"{name} must have Z's shape {tuple(tl.shape(Z))}, got "
+                             f"{tuple(tl.shape(value))}")
     held = Z != 0  # row_medians reads held > 0: a boolean serves without a 0/1 copy
     if mask is not None:
         held = held & (mask > 0)
@@ -325,7 +331,10 @@ class RobustMatrixAlgorithm(Algorithm):
     def coding_spectrum(L: Any, scale: float) -> Spectrum:
         """The spectrum of the basis the coder sees, ``L / scale`` (no mask), which
         :meth:`robust_codes` of every batch against ``L`` and ``scale`` without a mask can
-        share (its basis is the coder's)."""
+        share (its basis is the coder's). ``scale`` is a positive number: 0 or NaN would
+        give a spectrum of NaN."""
+        if not float(scale) > 0:
+            raise ValueError(f"scale must be a positive number, got {scale!r}")
         return Spectrum.of(L / scale)
 
     def _thresholded_codes(self, X: Any, L: Any, scale: float, mask: Any = None,
