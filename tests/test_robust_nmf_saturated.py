@@ -51,6 +51,15 @@ def test_missing_entries_are_no_extreme_and_each_sample_is_judged_alone():
     X[1, 9:] = 0.0  # missing entries are zeroed: three ties at the row's minimum, not counted
     found = saturated_entries(X, fit, mask)
     assert not found[1].any() and found[0, :4].all()
+    # a row whose observed minimum is 0: its missing (zeroed) entries do not join that tie
+    rng = np.random.default_rng(0)
+    fit1 = 0.3 + 0.4 * rng.random((1, 12))
+    X1 = fit1 + 0.01 * rng.standard_normal(fit1.shape)
+    X1[0, 0] = 0.0
+    mask1 = np.ones(X1.shape)
+    mask1[0, 8:] = 0
+    X1[0, 8:] = 0.0
+    assert not saturated_entries(X1, fit1, mask1).any()
     for j in range(len(X)):
         np.testing.assert_array_equal(saturated_entries(X[j:j + 1], fit[j:j + 1], mask[j:j + 1]),
                                       found[j:j + 1])
@@ -88,8 +97,8 @@ def test_the_outlier_penalty_weighs_each_entry():
 
 
 def test_the_coding_step_weighs_saturated_entries_less():
-    """``outlier_weights``: one weight per sample without saturated entries, and per entry,
-    ``SATURATED_WEIGHT`` times the sample's, where a sample has them."""
+    """``outlier_weights``: per entry, each sample's own weight, and ``SATURATED_WEIGHT``
+    times it on its saturated entries (none on a sample without them)."""
     X, _ = _striped()
     model = RobustOnlineNMF(2, random_state=0).fit(np.tile(X[1:2], (20, 1)))
     fitted = model._algorithm().at_state(model.state_)
@@ -106,7 +115,7 @@ def test_the_coding_step_weighs_saturated_entries_less():
     np.testing.assert_allclose(weights, expected)
     clean = to_numpy(fitted.outlier_weights(Z[1:2], model.state_.loadings, cap, H0[1:2],
                                             E0[1:2]))
-    np.testing.assert_allclose(clean, per_sample[1:2])
+    np.testing.assert_allclose(clean, np.tile(per_sample[1:2, None], (1, 12)))
 
 
 @pytest.mark.parametrize("kind, strength, floor, before", [
@@ -129,3 +138,13 @@ def test_faces_with_weak_stripes_gain_two_db_over_the_input():
     Xc = BENCH.corrupt(X, "stripes", "weak", (25, 25))
     model = RobustOnlineNMF(25, random_state=0).fit(Xc)
     assert BENCH.psnr(to_numpy(model.denoise(Xc)), X) > BENCH.psnr(Xc, X) + 2.0
+
+
+@pytest.mark.parametrize("name, fit, mask", [
+    ("fit", np.ones((12, 3)), None),  # the same size, transposed
+    ("mask", np.ones((3, 12)), np.ones((1, 12))),
+])
+def test_a_fit_or_mask_of_another_shape_is_refused_by_name(name, fit, mask):
+    X, _ = _striped()
+    with pytest.raises(ValueError, match=f"{name} must have X's shape"):
+        saturated_entries(X, fit, mask)

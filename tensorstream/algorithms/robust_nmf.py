@@ -178,7 +178,8 @@ _RESIDUAL_SCALE_FLOOR = 1e-6
 #: weak blocks, fitted: 0.19 data units on average on the clean half, 0.27 on the corrupted
 #: half, the cap 0.30).
 #: Measured on every weak and strong cell of ``benchmarks/bench_robust.py`` with the robust
-#: statistics of :meth:`RobustNMFAlgorithm.robust_statistics` (docs/robustness.md, "third round"):
+#: statistics of :meth:`RobustNMFAlgorithm.robust_statistics` (docs/robustness_history.md,
+#: "third round"):
 #: +0.85 dB on average, from -0.51 to +3.6 dB per cell; 3 residual scales cost clean faces
 #: 0.4 dB, 5 and 6 lost more on strong blocks; without the robust statistics the per-sample
 #: weight changed nothing (the cap of 0.5 data units was below 4 residual scales).
@@ -238,24 +239,32 @@ def saturated_entries(X: Any, fit: Any, mask: Any = None) -> Any:
            [0, 0, 0, 0, 0, 0],
            [0, 0, 0, 0, 0, 0]])
     """
+    for name, value in (("fit", fit), ("mask", mask)):
+        if value is not None and tuple(tl.shape(value)) != tuple(tl.shape(X)):
+            raise ValueError(f"{name} must have X's shape {tuple(tl.shape(X))}, got "
+                             f"{tuple(tl.shape(value))}")
     b = tl.shape(X)[0]
     flat = tl.reshape(X, (b, -1))
     residuals = tl.abs(flat - tl.reshape(fit, (b, -1)))
-    observed = None if mask is None else \
+    observed = flat == flat if mask is None else \
         tl.reshape(tl.tensor(mask, **tl.context(flat)), (b, -1)) > 0
-    held = flat != 0 if observed is None else (flat != 0) & observed
-    # missing entries (zeroed) are neither extreme: +-inf there before the max
+    held = (flat != 0) & observed
+    # missing entries (zeroed) are neither extreme nor tied: -inf there before the max
     far = flat * 0 + float("inf")
-    top = flat if observed is None else tl.where(observed, flat, -far)
-    bottom = -flat if observed is None else tl.where(observed, -flat, -far)
-    saturated = None
     # the minimum as the maximum of -X: tl.min(axis=...) returns a pair on pytorch
-    for extreme in (tl.max(top, axis=1), -tl.max(bottom, axis=1)):
-        tied = flat == tl.reshape(extreme, (-1, 1))
-        count = tl.sum(indicator(tied, flat), axis=1)
-        missed = row_medians(residuals, tied) > \
-            SATURATED_CONTRAST * row_medians(residuals, held & ~tied)
-        group = tied & tl.reshape((count >= SATURATED_TIES) & missed, (-1, 1))
+    extremes = (tl.max(tl.where(observed, flat, -far), axis=1),
+                -tl.max(tl.where(observed, -flat, -far), axis=1))
+    tied = [(flat == tl.reshape(extreme, (-1, 1))) & observed for extreme in extremes]
+    # the four medians in one call (one count read back from the device, not four)
+    medians = row_medians(tl.concatenate([residuals] * 4, axis=0),
+                          tl.concatenate([tied[0], held & ~tied[0], tied[1], held & ~tied[1]],
+                                         axis=0))
+    saturated = None
+    for k, ties in enumerate(tied):
+        count = tl.sum(indicator(ties, flat), axis=1)
+        missed = medians[2 * k * b:(2 * k + 1) * b] > \
+            SATURATED_CONTRAST * medians[(2 * k + 1) * b:(2 * k + 2) * b]
+        group = ties & tl.reshape((count >= SATURATED_TIES) & missed, (-1, 1))
         saturated = group if saturated is None else saturated | group
     return tl.reshape(saturated, tl.shape(X))
 
@@ -581,15 +590,15 @@ class RobustNMFAlgorithm(SurrogateCP):
 
     def outlier_weights(self, X: Any, loadings: list, penalties: RobustPenalties, H0: Any,
                         E0: Any, mask: Any = None) -> Any:
-        """The coding step's outlier weights with ``"auto"`` (``X`` at unit data scale): each
-        sample's (:meth:`sample_weights`), shape ``(b,)``; shaped like ``X`` where some
-        sample has :func:`saturated_entries`, which weigh ``SATURATED_WEIGHT`` times its
-        weight (one rough code serves both)."""
+        """The coding step's outlier weights with ``"auto"`` (``X`` at unit data scale), shaped
+        like ``X``: each sample's weight (:meth:`sample_weights`) on its entries, its
+        :func:`saturated_entries` at ``SATURATED_WEIGHT`` times it (one rough code serves
+        both)."""
         fit = self._rough_fit(X, loadings, penalties, H0, E0, mask)
         weights = self._weights_of(X, fit, penalties.outlier_alpha, mask)
         saturated = saturated_entries(X, fit, mask)
-        if not bool(tl.any(saturated)):
-            return weights
+        # per entry whether or not a sample has saturated entries: asking would read a flag
+        # back from the device every step (the same weights where none is)
         per_entry = tl.reshape(weights, (-1,) + (1,) * (tl.ndim(X) - 1)) + X * 0
         return tl.where(saturated, SATURATED_WEIGHT * per_entry, per_entry)
 
