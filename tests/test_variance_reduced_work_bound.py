@@ -71,3 +71,10 @@ def test_the_bound_itself_is_still_a_fit():
     model.set_params(epoch_length=10**7 + 1)
     with pytest.raises(ValueError, match="10,000,001 steps"):
         model._check_fit_work(X)
+
+
+@pytest.mark.parametrize("method", ["vr", "sgd", "smm"])
+def test_an_empty_array_is_refused_by_the_fit_not_by_the_work_bound(method):
+    # the early bound divided by the epoch's batch of an empty array (ZeroDivisionError)
+    with pytest.raises(ValueError, match="0 sample"):
+        VarianceReducedMF(2, method=method).fit(np.zeros((0, 5)))

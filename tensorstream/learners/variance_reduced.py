@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import numbers
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -328,8 +329,10 @@ class VarianceReducedMF(FiniteDataLearner):
         # (a DataFrame's values, a lazily opened DataArray's load, an Epochs' sample space),
         # which the fit makes again where it reads the data
         shape = getattr(X, "shape", ())
-        n_samples = int(shape[0]) if len(shape) == 2 else \
+        n_samples = shape[0] if len(shape) == 2 else \
             finite_matrix(X, type(self).__name__).shape[0]
+        if not (isinstance(n_samples, numbers.Integral) and n_samples >= 1):
+            return  # no rows, or rows not known yet (a lazy dask array): the fit's checks say so
         _, epoch_length = epoch_sizes(n_samples, self.inner_batch, self.epoch_length,
                                       self.method)
         check_fit_work(self.n_epochs * epoch_length, f"n_epochs={self.n_epochs:,} epochs of "
