@@ -3,8 +3,8 @@
 
 * a ``fit`` or ``mask`` of another shape than ``Z``'s is refused by name (a row or a
   column broadcast silently before: each row measured against another fit);
-* a scale that is not positive is refused by name (0 or NaN gave a spectrum of NaN), and a
-  basis that is not a matrix raises;
+* a scale that is not positive and finite is refused by name (0 or NaN gave a spectrum of
+  NaN, inf one of zeros), and a basis that is not a matrix raises;
 * NaN: the values are the caller's to keep finite. The learners that reach both functions
   refuse NaN in their data by name and keep their state (tested here), so NaN does not reach
   them from the public API; a check on their hot path would cost a device sync a step.
@@ -53,9 +53,9 @@ def test_coding_spectrum_refuses_a_basis_that_is_not_a_matrix(basis):
         RobustMatrixAlgorithm.coding_spectrum(basis, 1.0)
 
 
-@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan")])
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
 def test_coding_spectrum_refuses_a_scale_that_is_not_positive_by_name(scale):
-    with pytest.raises(ValueError, match="scale must be a positive number"):
+    with pytest.raises(ValueError, match="scale must be a positive finite number"):
         RobustMatrixAlgorithm.coding_spectrum(L, scale)
 
 

@@ -331,10 +331,10 @@ class RobustMatrixAlgorithm(Algorithm):
     def coding_spectrum(L: Any, scale: float) -> Spectrum:
         """The spectrum of the basis the coder sees, ``L / scale`` (no mask), which
         :meth:`robust_codes` of every batch against ``L`` and ``scale`` without a mask can
-        share (its basis is the coder's). ``scale`` is a positive number: 0 or NaN would
-        give a spectrum of NaN."""
-        if not float(scale) > 0:
-            raise ValueError(f"scale must be a positive number, got {scale!r}")
+        share (its basis is the coder's). ``scale`` is a positive finite number: 0 or NaN
+        would give a spectrum of NaN, inf one of zeros."""
+        if not 0 < float(scale) < math.inf:
+            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
         return Spectrum.of(L / scale)
 
     def _thresholded_codes(self, X: Any, L: Any, scale: float, mask: Any = None,
