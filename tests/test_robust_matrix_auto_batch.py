@@ -10,7 +10,7 @@ import pytest
 from tensorstream import load
 from tensorstream.cli import main
 from tensorstream.learners._auto_batch import AutoBatch
-from tensorstream.learners.maxnorm import AUTO_BATCH_LIMITS, OnlineMaxNormMD
+from tensorstream.learners.maxnorm import MATRIX_BATCH_LIMITS, OnlineMaxNormMD
 from tensorstream.learners.robust_nmf import RobustOnlineNMF
 from tensorstream.learners.robust_pca import OnlineRobustPCA
 
@@ -46,7 +46,7 @@ def test_auto_is_a_share_of_the_array_within_the_limits(cls, expected):
     assert model.batch_size == "auto"
     assert {n: model._auto_batch(n) for n in expected} == expected
     # a stream (no number of samples) and an unfitted learner: the smallest
-    assert model._auto_batch(None) == AUTO_BATCH_LIMITS[0] == model._batch_size()
+    assert model._auto_batch(None) == MATRIX_BATCH_LIMITS[0] == model._batch_size()
 
 
 @pytest.mark.parametrize("cls", LEARNERS)
@@ -69,11 +69,11 @@ def test_auto_equals_the_batch_it_resolves_to(cls):
 
 
 @pytest.mark.parametrize("cls", LEARNERS)
-def test_a_stream_and_partial_fit_use_the_smallest_batch(cls):
+def test_a_stream_keeps_its_own_batches_and_chooses_none(cls):
     X = _data(60)
     model = cls(3, random_state=0).fit(iter([X[:20], X[20:40], X[40:]]))
-    assert "batch_size_" not in model.__dict__ and model._batch_size() == 10
-    assert model.n_steps_ == 3  # a stream's batches are its own
+    assert "batch_size_" not in model.__dict__  # nothing chosen: nothing to checkpoint
+    assert model.n_steps_ == 3 and model.n_samples_seen_ == 60  # one step a given batch
 
 
 @pytest.mark.parametrize("cls", LEARNERS)
@@ -86,6 +86,16 @@ def test_the_chosen_batch_survives_a_checkpoint(cls, tmp_path):
     for method in ("denoise", "outliers", "background", "transform"):
         np.testing.assert_array_equal(getattr(resumed, method)(_data(30, seed=1)),
                                       getattr(model, method)(_data(30, seed=1)))
+
+
+@pytest.mark.parametrize("cls", LEARNERS)
+def test_a_batch_set_after_the_fit_is_the_one_a_checkpoint_keeps(cls, tmp_path):
+    # set_params(batch_size=12) after an "auto" fit: the checkpoint wrote the old choice, and
+    # `tensorstream fit` resumed with it instead of 12
+    model = cls(3, random_state=0).fit(_data(25 * cls.auto_batches)).set_params(batch_size=12)
+    resumed = load(model.save(tmp_path / "model"))
+    assert resumed.batch_size == 12 and "batch_size_" not in resumed.__dict__
+    assert resumed._batch_size() == 12
 
 
 @pytest.mark.parametrize("model", ["robust-pca", "maxnorm"])

@@ -89,7 +89,8 @@ def train(learner: Any, da: Any, sample_dim: str, modes: Any, plan: dict,
     n_samples = da.sizes[sample_dim]
     # batch_size='auto' as fit chooses it (a resumed run keeps the one its checkpoint holds);
     # a batch the device cannot hold refused up front
-    given = learner.__dict__.get("batch_size_", learner.batch_size)
+    given = learner.batch_size if learner.batch_size != "auto" else \
+        learner.__dict__.get("batch_size_", "auto")  # a batch set since the fit wins
     try:
         batch_size = learner._step_batch(given, da, n_samples)
     except ValueError as error:

@@ -172,7 +172,7 @@ class OnlineCheckpoint:
             arrays.update(layout_arrays)
         if "array_layout_" in self.__dict__:
             meta["array_layout"] = encode_array_layout(self.array_layout_)
-        if "batch_size_" in self.__dict__:  # batch_size="auto" as fit chose it
+        if "batch_size_" in self.__dict__ and self.batch_size == "auto":  # as fit chose it
             meta["batch_size"] = int(self.batch_size_)
         return meta, arrays
 
