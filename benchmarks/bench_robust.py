@@ -491,6 +491,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.frames is not None and args.frames < 2:
         parser.error(f"--frames takes 2 frames or more, got {args.frames}")
+    if args.frames is not None and args.scale is not None:
+        parser.error("--frames is the video's length: --scale runs no video")
     OUTPUT["kind"] = "low-rank" if args.low_rank else "denoise"
     SELECTED["columns"] = PCP if args.pcp else None
     CLOCK["cpu"] = args.cpu_time

@@ -33,6 +33,7 @@ def test_scale_rows_time_every_online_robust_learner_against_pcp(capsys):
     (["--scale", "100", "--small"], "not allowed with"),
     (["--kinds", "nothing"], "invalid choice"),
     (["--video", "--frames", "1"], "2 frames or more"),
+    (["--scale", "100", "--frames", "240"], "--scale runs no video"),
 ])
 def test_bad_options_are_refused_by_name(capsys, argv, message):
     with pytest.raises(SystemExit):
