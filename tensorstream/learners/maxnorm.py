@@ -82,7 +82,7 @@ _CODING_ENTRIES = 65_536
 #: saves no more time (the coding's arithmetic dominates): ``OnlineRobustPCA`` on 100,000
 #: patches (benchmarks/bench_robust.py --scale) took 0.98 s in batches of 1,024 and 0.92 s in
 #: batches of 2,048, 0.1-0.2 dB worse (5,000: 1.03 s, 0.4-1.1 dB worse)
-AUTO_BATCH_LIMITS = (10, 1024)
+MATRIX_BATCH_LIMITS = (10, 1024)
 
 
 class RobustMatrixLearner(AutoBatch, OnlineLearner):
@@ -419,7 +419,7 @@ class OnlineMaxNormMD(RobustMatrixLearner):
 
     #: ``batch_size="auto"``: a pass in 150 batches of 10 to 1,024 samples (the docstring)
     auto_batches = 150
-    auto_batch_limits = AUTO_BATCH_LIMITS
+    auto_batch_limits = MATRIX_BATCH_LIMITS
 
     def __init__(self, n_components: int, *, norm_alpha: float | None = 1.0,
                  outlier_alpha: float | str | None = "auto", data_scale: float | str = "auto",

@@ -66,7 +66,7 @@ __all__ = ["RobustOnlineNMF"]
 #: ``batch_size="auto"`` in ``fit`` over an array: a pass in this many batches (with
 #: ``max_iter="auto"``, 5 passes there: 100 steps), each of at least the first and at most
 #: the second limit (measured on the benchmark's patches and faces and on clean digits:
-#: ``docs/robustness.md``, "Speed")
+#: ``docs/robustness_history.md``, "Speed")
 AUTO_BATCHES = 20
 AUTO_BATCH_LIMITS = (20, 1024)
 
@@ -159,7 +159,7 @@ class RobustOnlineNMF(RobustNMFParameters, AutoBatch, OnlineLearner):
         dictionary learns from
         the codes refit to the entries not flagged, with the model ``W h`` at the flagged
         ones (not ``x - e``, which keeps the weight's part of every outlier:
-        docs/robustness.md, "third round"); None:
+        docs/robustness_history.md, "third round"); None:
         ``outlier_alpha_scale / sqrt(F)`` with ``F`` the sample size (the paper's convention,
         for data at unit maximum with ``data_scale=1.0``); ``inf``: no outliers (plain online
         NMF with these solvers; ``outlier_bound``, ``outlier_l2``, ``nonnegative_outliers``
@@ -249,7 +249,7 @@ class RobustOnlineNMF(RobustNMFParameters, AutoBatch, OnlineLearner):
         costs about as much at 75 samples as at 20 (per-call overhead dominates the coding
         step's iterations), so on the benchmark's 1,500 patches ``fit`` takes 100 steps of 75
         instead of 375 of 20, in a third of the CPU time, at -0.07 to +0.30 dB on every
-        class and strength (``docs/robustness.md``, "Speed"); fewer, larger steps (25 of
+        class and strength (``docs/robustness_history.md``, "Speed"); fewer, larger steps (25 of
         300) were faster still but cost 1.3 dB on clean digits (K = 25), which need about
         100 dictionary updates. The paper's tau is 5, in ``paper_params``; the fixed 20 and 5
         passes of earlier versions are ``batch_size=20, max_iter=5`` (``"auto"`` passes count

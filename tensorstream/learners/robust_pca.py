@@ -26,7 +26,7 @@ from ..core.device import device_context, move
 from ..core.validation import BACKEND, NONE, Interval, check_batch, feature_names
 from ._checkpoints import ArrayCheckpoint
 from ._fitting import MAX_FIT_STEPS, OnlineEstimator
-from .maxnorm import AUTO_BATCH_LIMITS, RobustMatrixLearner
+from .maxnorm import MATRIX_BATCH_LIMITS, RobustMatrixLearner
 
 
 class OnlineRobustPCA(RobustMatrixLearner):
@@ -77,7 +77,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
         vectorised over more samples a call; the smaller the array, the more basis updates
         it needs, and a large basis more still: on the max-norm paper's recipe (p=200, d=60,
         rho=0.3, 2,000 samples) batches of 100 express 0.42-0.44 of the variance against
-        0.53-0.56 in batches of 10 (seeds 0-2; ``batch_size=10`` there).
+        0.53-0.56 with ``batch_size=10`` (seeds 0-2).
     max_iter : int or "auto", default 1
         Passes over an array given to ``fit``; ``"auto"`` as in
         :func:`~tensorstream.learners._fitting.fit_passes`.
@@ -120,7 +120,7 @@ class OnlineRobustPCA(RobustMatrixLearner):
 
     #: ``batch_size="auto"``: a pass in 20 batches of 10 to 1,024 samples (the docstring)
     auto_batches = 20
-    auto_batch_limits = AUTO_BATCH_LIMITS
+    auto_batch_limits = MATRIX_BATCH_LIMITS
 
     def _algorithm(self) -> RobustPCAAlgorithm:
         # RobustMatrixOptions's fields are parameters of the same names (_options)
