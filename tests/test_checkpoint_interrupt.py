@@ -26,6 +26,9 @@ _SCRIPT = textwrap.dedent("""
     from tensorstream import OnlineCPDL, load
 
     where, number = sys.argv[2], int(sys.argv[3])
+    # Python's own Ctrl-C, whatever this process inherited: a parent that ignores SIGINT (a
+    # test runner's worker) hands the ignoring down, and the signal would do nothing
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = np.random.default_rng(0)
     model = OnlineCPDL(2, random_state=0).partial_fit(rng.random((4, 3, 2)))
     path = model.save(os.path.join(sys.argv[1], "m.npz"))
