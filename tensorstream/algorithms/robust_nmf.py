@@ -46,7 +46,11 @@ from ..engine.loop import usable_scale
 from ..schedules import make_weights
 from ..steps.surrogate import surrogate_solver_step
 from .nmf import loadings_from_init
-from .robust_matrix import held_residual_scales, row_medians
+from .robust_matrix import (
+    SATURATED_WEIGHT,
+    held_residual_scales,
+    saturated_entries,
+)
 from .surrogate_cp import SurrogateCP
 
 CONSTRAINTS = ("l2ball", "nonneg", "simplex", "elasticnet")
@@ -192,83 +196,6 @@ ROUGH_CODE_ITER = 5
 #: digits 0.49 and 0.50 dB below plain OnlineNMF, at the limit a test holds; 1.1: 0.46 and
 #: 0.42; 1.25: structured corruption 0.25 dB lower on average)
 REFLAG_WEIGHT = 1.1
-#: ``outlier_alpha="auto"`` weighs a sample's saturated entries (:func:`saturated_entries`: a
-#: value shared by ``SATURATED_TIES`` or more of its entries at its own largest or smallest
-#: observed value, which the rough code misses by more than ``SATURATED_CONTRAST`` times the
-#: median of its other entries) at ``SATURATED_WEIGHT`` times the sample's weight: a dead or
-#: saturated row of a sensor, a clipped region. Without it the dictionary learned such a
-#: stripe as an atom of its own (8 x 8 patches with one stripe on half of them: 6 of 16 atoms
-#: held 80-95% of their energy on one row or column, against 1 learned from the clean patches)
-#: and flagged 62% of the stripes' entries. Measured on benchmarks/bench_robust.py (strong
-#: stripes on patches; clean digits, plain OnlineNMF 19.80 dB): weight 0.35 / 0.25 / 0.2 at
-#: contrast 2, 18.92 / 19.81 / 19.14 dB and digits 19.61 / 19.20 / 19.13; at contrast 1.75,
-#: 0.3 / 0.25 / 0.2 / 0.15: 20.26 / 21.15 / 21.47 / 21.84 and 19.42 / 19.47 / 19.30 / 19.45;
-#: contrast 1.5: digits 19.05-19.19. Digits move by 0.3-0.6 dB over seeds 0-5 whatever the
-#: setting (means 19.25 without the rule, 19.27 with this one): their ink is at their largest
-#: value too, which the model explains as well as the rest (without the contrast test, every
-#: tied extreme: 16.21).
-SATURATED_WEIGHT = 0.25
-SATURATED_CONTRAST = 1.75
-SATURATED_TIES = 2
-
-
-def saturated_entries(X: Any, fit: Any, mask: Any = None) -> Any:
-    """The entries of each sample that look saturated (or dead), shaped like ``X`` (bool):
-    those equal to the sample's largest, or its smallest, observed entry, where at least
-    ``SATURATED_TIES`` entries share that value and the model ``fit`` misses them (the median
-    of their absolute residuals) by more than ``SATURATED_CONTRAST`` times the sample's other
-    nonzero observed entries.
-
-    Real-valued data seldom repeat a value exactly but where a sensor clips or a pixel is
-    dead: a row of a patch at 0 or at 1 is a tie at the patch's extreme. Data whose extreme is
-    their own (the ink of a digit at its largest value, an empty background at 0) tie too, but
-    the model explains those entries as well as the rest, which the contrast test asks. Each
-    sample is judged on its own entries, so its weights depend on nothing else in the batch.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[0.2, 0.4, 1.0, 1.0, 0.3, 0.5],   # two entries at its maximum, missed
-    ...               [0.2, 0.4, 1.0, 1.0, 0.3, 0.5],   # the same, explained
-    ...               [0.2, 0.4, 1.0, 0.9, 0.3, 0.5]])  # one entry at its maximum
-    >>> fit = np.array([[0.21, 0.38, 0.5, 0.4, 0.3, 0.52],
-    ...                 [0.21, 0.38, 0.98, 1.01, 0.3, 0.52],
-    ...                 [0.21, 0.38, 0.5, 0.4, 0.3, 0.52]])
-    >>> saturated_entries(X, fit).astype(int)
-    array([[0, 0, 1, 1, 0, 0],
-           [0, 0, 0, 0, 0, 0],
-           [0, 0, 0, 0, 0, 0]])
-    """
-    for name, value in (("fit", fit), ("mask", mask)):
-        if value is not None and tuple(tl.shape(value)) != tuple(tl.shape(X)):
-            raise ValueError(f"{name} must have X's shape {tuple(tl.shape(X))}, got "
-                             f"{tuple(tl.shape(value))}")
-    b = tl.shape(X)[0]
-    flat = tl.reshape(X, (b, -1))
-    residuals = tl.abs(flat - tl.reshape(fit, (b, -1)))
-    observed = flat == flat if mask is None else \
-        tl.reshape(tl.tensor(mask, **tl.context(flat)), (b, -1)) > 0
-    held = (flat != 0) & observed
-    # missing entries (zeroed) are neither extreme nor tied: -inf there before the max
-    far = flat * 0 + float("inf")
-    # the minimum as the maximum of -X: tl.min(axis=...) returns a pair on pytorch
-    extremes = (tl.max(tl.where(observed, flat, -far), axis=1),
-                -tl.max(tl.where(observed, -flat, -far), axis=1))
-    tied = [(flat == tl.reshape(extreme, (-1, 1))) & observed for extreme in extremes]
-    # the four medians in one call (one count read back from the device, not four)
-    medians = row_medians(tl.concatenate([residuals] * 4, axis=0),
-                          tl.concatenate([tied[0], held & ~tied[0], tied[1], held & ~tied[1]],
-                                         axis=0))
-    saturated = None
-    for k, ties in enumerate(tied):
-        count = tl.sum(indicator(ties, flat), axis=1)
-        missed = medians[2 * k * b:(2 * k + 1) * b] > \
-            SATURATED_CONTRAST * medians[(2 * k + 1) * b:(2 * k + 2) * b]
-        group = ties & tl.reshape((count >= SATURATED_TIES) & missed, (-1, 1))
-        saturated = group if saturated is None else saturated | group
-    return tl.reshape(saturated, tl.shape(X))
-
-
 def _default_outlier_alpha(outlier_alpha: float | str | None, scale: float,
                            n_features: int, residual_scale: float | None = None) -> float:
     """``outlier_alpha`` (in units of the data scale); for ``"auto"``, ``scale`` (the
