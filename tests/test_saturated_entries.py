@@ -100,8 +100,8 @@ def test_the_outlier_penalty_weighs_each_entry():
 
 
 def test_the_coding_step_weighs_saturated_entries_less():
-    """``outlier_weights``: per entry, each sample's own weight, and ``SATURATED_WEIGHT``
-    times it on its saturated entries (none on a sample without them)."""
+    """``outlier_weights``: one weight per sample without saturated entries, and per entry,
+    ``SATURATED_WEIGHT`` times the sample's, where a sample has them."""
     X, _ = _striped()
     model = RobustOnlineNMF(2, random_state=0).fit(np.tile(X[1:2], (20, 1)))
     fitted = model._algorithm().at_state(model.state_)
@@ -118,7 +118,7 @@ def test_the_coding_step_weighs_saturated_entries_less():
     np.testing.assert_allclose(weights, expected)
     clean = to_numpy(fitted.outlier_weights(Z[1:2], model.state_.loadings, cap, H0[1:2],
                                             E0[1:2]))
-    np.testing.assert_allclose(clean, np.tile(per_sample[1:2, None], (1, 12)))
+    np.testing.assert_allclose(clean, per_sample[1:2])  # one weight a sample: none saturated
 
 
 @pytest.mark.parametrize("kind, strength, floor, before", [
@@ -183,3 +183,15 @@ def test_the_robust_matrix_learners_remove_stripes(cls, floor):
     X = BENCH.corrupt(clean, "stripes", "weak", (8, 8))
     model = cls(16, random_state=0).fit(X)
     assert BENCH.psnr(to_numpy(model.denoise(X)), clean) > floor
+
+
+@pytest.mark.parametrize("cls", [OnlineRobustPCA, OnlineMaxNormMD])
+def test_without_saturated_entries_the_thresholds_stay_one_a_sample(cls):
+    X, _ = _striped()
+    model = cls(2, random_state=0).fit(np.tile(X[1:2], (20, 1)))
+    fitted = model._algorithm().at_state(model.state_)
+    cap = fitted.alphas(12)[1]
+    thresholds = fitted.residual_thresholds(X[1:2] / model.scale_, model.loadings_[0] /
+                                            model.scale_, cap,
+                                            fitted.coder_options(fitted.alphas(12)[0]))
+    assert tuple(thresholds.shape) == (1, 1)

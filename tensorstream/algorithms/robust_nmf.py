@@ -49,7 +49,7 @@ from .nmf import loadings_from_init
 from .robust_matrix import (
     SATURATED_WEIGHT,
     held_residual_scales,
-    saturated_entries,
+    saturated_or_none,
 )
 from .surrogate_cp import SurrogateCP
 
@@ -517,15 +517,15 @@ class RobustNMFAlgorithm(SurrogateCP):
 
     def outlier_weights(self, X: Any, loadings: list, penalties: RobustPenalties, H0: Any,
                         E0: Any, mask: Any = None) -> Any:
-        """The coding step's outlier weights with ``"auto"`` (``X`` at unit data scale), shaped
-        like ``X``: each sample's weight (:meth:`sample_weights`) on its entries, its
-        :func:`saturated_entries` at ``SATURATED_WEIGHT`` times it (one rough code serves
-        both)."""
+        """The coding step's outlier weights with ``"auto"`` (``X`` at unit data scale): each
+        sample's (:meth:`sample_weights`), shape ``(b,)``; shaped like ``X`` where some
+        sample has :func:`saturated_entries`, which weigh ``SATURATED_WEIGHT`` times its
+        weight (one rough code serves both)."""
         fit = self._rough_fit(X, loadings, penalties, H0, E0, mask)
         weights = self._weights_of(X, fit, penalties.outlier_alpha, mask)
-        saturated = saturated_entries(X, fit, mask)
-        # per entry whether or not a sample has saturated entries: asking would read a flag
-        # back from the device every step (the same weights where none is)
+        saturated = saturated_or_none(X, fit, mask)
+        if saturated is None:
+            return weights
         per_entry = tl.reshape(weights, (-1,) + (1,) * (tl.ndim(X) - 1)) + X * 0
         return tl.where(saturated, SATURATED_WEIGHT * per_entry, per_entry)
 
