@@ -127,18 +127,18 @@ def test_a_resumed_command_line_fit_equals_the_uninterrupted_one(model, tmp_path
 @pytest.mark.parametrize("cls", LEARNERS)
 @pytest.mark.parametrize("n_features", [12, 300])
 def test_outputs_are_the_same_in_any_chunks(cls, n_features, monkeypatch):
-    """Outputs code in chunks of ``_CODING_ENTRIES`` entries, whatever ``batch_size`` says:
+    """Outputs code in chunks of ``CODING_ENTRIES`` entries, whatever ``batch_size`` says:
     each sample's codes are its own, so chunks of one sample, of seven, and the whole array
     in one call give the same values to rounding (so do the learner's batches of 10)."""
-    from tensorstream.learners import maxnorm
+    from tensorstream.learners import _dictionary
 
     X = _data(200, n_features=n_features)
     model = cls(3, batch_size=10, random_state=0).fit(X)
     methods = ("denoise", "outliers", "background", "transform", "impute")
-    monkeypatch.setattr(maxnorm, "_CODING_ENTRIES", 200 * n_features)
+    monkeypatch.setattr(_dictionary, "CODING_ENTRIES", 200 * n_features)
     whole = {method: getattr(model, method)(X) for method in methods}
     for rows in (1, 7):
-        monkeypatch.setattr(maxnorm, "_CODING_ENTRIES", rows * n_features)
+        monkeypatch.setattr(_dictionary, "CODING_ENTRIES", rows * n_features)
         for method, expected in whole.items():
             np.testing.assert_allclose(getattr(model, method)(X), expected, rtol=1e-10,
                                        atol=1e-10, err_msg=f"{method}, chunks of {rows}")

@@ -106,9 +106,10 @@ def test_the_command_takes_the_rules_passes_and_resumes_to_the_uninterrupted_res
 
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_coding_in_chunks_gives_the_whole_arrays_result(monkeypatch, with_mask):
-    """``transform``, ``score``, ``outliers`` and ``denoise`` code an array ``CODING_CHUNK``
-    samples at a time: the same values as one call on the whole array (a last, shorter chunk
-    included), missing entries and the ``"auto"`` per-sample weights too."""
+    """``transform``, ``score``, ``outliers`` and ``denoise`` code an array in
+    ``coding_chunks`` (``CODING_ENTRIES`` entries at a time): the same values as one call on
+    the whole array (a last, shorter chunk included), missing entries and the ``"auto"``
+    per-sample weights too."""
     from tensorstream.learners import robust_nmf
 
     X = _low_rank(53, seed=1)
@@ -124,7 +125,9 @@ def test_coding_in_chunks_gives_the_whole_arrays_result(monkeypatch, with_mask):
         calls.append(1)
         return coded(self, *args)
 
-    monkeypatch.setattr(robust_nmf, "CODING_CHUNK", 10)
+    from tensorstream.learners import _dictionary
+
+    monkeypatch.setattr(_dictionary, "CODING_ENTRIES", 10 * X.shape[1])  # 10 samples a chunk
     monkeypatch.setattr(robust_nmf.OnlineLearner, "_coded", counted)
     chunked = (model.transform(X, **given), model.score(X, **given),
                model.outliers(X, **given), model.denoise(X, **given))

@@ -21,8 +21,8 @@ as the other kernels (:mod:`tensorstream.core.compiled`: ``TENSORSTREAM_JIT=0``,
 first compiled step of an online fit on), and only inside a fit's steps
 (:data:`~tensorstream.core.compiled.FITS_ONLY`): outputs code in lockstep with the ``tl.*``
 loop, so a small ``transform`` does not load numba. Large outputs do not repay it either: in
-chunks of ``_CODING_ENTRIES`` = 65,536 entries (``learners/maxnorm.py``: 1,024 patches of
-64 pixels) the ``tl.*`` loop is
+chunks of ``CODING_ENTRIES`` = 65,536 entries (``learners/_dictionary.py``: 1,024 patches
+of 64 pixels) the ``tl.*`` loop is
 vectorised over the chunk, and measured warm (one BLAS thread) ``OnlineRobustPCA.denoise`` of
 20,000 patches took 0.088 s with it against 0.127 s with the kernel (``OnlineMaxNormMD``
 0.161 s against 0.134 s: 27 ms saved, against 0.5-0.8 s to load numba); the benchmark's

@@ -60,22 +60,11 @@ from ..schedules import checked_weight, make_weights
 from ..steps.surrogate import surrogate_value
 from ._auto_batch import AutoBatch
 from ._base import OnlineLearner
+from ._dictionary import coding_chunks
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
 
 DICT_STEPS = ("bcd_subgrad", "prox_grad")
-#: the entries that outputs of new data (outliers, denoise, background, impute) code in one
-#: call, whatever the batch ``fit`` took: ``_CODING_ENTRIES // n_features`` samples (at least
-#: one). The coder runs a call until its slowest sample converges, each sample's codes being its
-#: own (the same in any chunk), and its temporaries are a few of the chunk's size each: fewer,
-#: larger calls save the per-call overhead until fresh memory for large temporaries costs more
-#: than their arithmetic. Measured (one BLAS thread, ms of denoise / background, OnlineRobustPCA
-#: after fits in batches of 10): 1,500 patches of 64 pixels 30 / 61 in chunks of 32 against
-#: 8 / 33 in chunks of 1,024 (OnlineMaxNormMD 62 / 108 against 13 / 40; 20,000 patches 0.36 s
-#: against 0.09 s); 100 faces of 625 pixels 5 / 14 against 4 / 9 at once; the video (4,096
-#: pixels) 29 / 31 in chunks of 16 against 35 / 34 in chunks of 32 and 72 / 80 in chunks of 128
-_CODING_ENTRIES = 65_536
-
 #: ``batch_size="auto"`` (:class:`~._auto_batch.AutoBatch`): the smallest and the largest
 #: batch of both learners. The smallest, 10, is the former default: the benchmark's video
 #: (120 frames) and faces (100) keep it, and their results. Beyond about 1,000 samples a batch
@@ -246,18 +235,16 @@ class RobustMatrixLearner(AutoBatch, OnlineLearner):
         """``(chunk, codes, chunk's mask)`` of checked samples, chunk after chunk (inside the
         learner's backend).
 
-        In chunks of ``_CODING_ENTRIES`` entries (whole samples, at least one): the coder
-        runs a chunk until its slowest sample converges and each sample's codes are its own
-        (the same in any chunk), so the chunk sets the time alone, not the values.
+        In :func:`~._dictionary.coding_chunks`: each sample's codes are its own (the same in
+        any chunk), so the chunk sets the time alone, not the values.
         """
         algorithm = self._algorithm() if algorithm is None else algorithm
-        size = max(1, _CODING_ENTRIES // max(1, int(data.shape[1])))
         L, scale = self.loadings_[0], self.scale_
         # chunks without a mask share the basis' spectrum (masked ones have their own)
         spectrum = algorithm.coding_spectrum(L, scale) if mask is None else None
-        for start in range(0, int(data.shape[0]), size):
-            part = data[start:start + size]
-            part_mask = None if mask is None else mask[start:start + size]
+        for chunk in coding_chunks(int(data.shape[0]), int(data.shape[1])):
+            part = data[chunk]
+            part_mask = None if mask is None else mask[chunk]
             yield part, algorithm.robust_codes(part, L, scale, part_mask, spectrum), part_mask
 
     def surrogate_value(self) -> float:

@@ -57,6 +57,7 @@ from ..schedules import make_weights
 from ..steps.surrogate import penalty_value, surrogate_value
 from ._auto_batch import AutoBatch
 from ._base import OnlineLearner
+from ._dictionary import coding_chunks
 from ._fitting import PassesRule
 from ._output import replace_flagged
 from ._params import SHARED_CONSTRAINTS
@@ -79,12 +80,6 @@ AUTO_BATCH_LIMITS = (20, 1024)
 #: "Where online learning pays").
 AUTO_STEPS, AUTO_MAX_PASSES = 100, 5
 PASSES_RULE = PassesRule(passes=1, steps=AUTO_STEPS, max_passes=AUTO_MAX_PASSES, nearest=True)
-
-#: ``transform``, ``score``, ``decompose``, ``outliers`` and ``denoise`` code an array this
-#: many samples at a time (the largest ``"auto"`` batch): 20,000 8 x 8 patches in one call
-#: took twice the CPU time of 20 chunks of 1,000, whose arrays stay in the cache and each of
-#: which stops once its own samples have converged (the same values, to the bit)
-CODING_CHUNK = AUTO_BATCH_LIMITS[1]
 
 # -- parameter checks shared by the online and batch learners ------------------------------------
 
@@ -464,25 +459,24 @@ class RobustOnlineNMF(RobustNMFParameters, AutoBatch, OnlineLearner):
             return relabel(replace_flagged(data, low_rank, coded.outliers, mask))
 
     def _coded(self, X: Any, mask: Any) -> Codes:
-        """The coding step of the checked samples ``X``, ``CODING_CHUNK`` at a time.
+        """The coding step of the checked samples ``X``, in :func:`~._dictionary.coding_chunks`.
 
         A sample's codes and outliers do not depend on the samples coded with it (its own
         start, weight and stopping rule), so the chunks give what one call on the whole array
-        gives, in less time (``CODING_CHUNK``); ``constant`` is the chunks' mean weighted by
-        their sizes, the whole array's.
+        gives, in less time; ``constant`` is the chunks' mean weighted by their sizes, the
+        whole array's.
         """
         n_samples = int(tl.shape(X)[0])
-        if n_samples <= CODING_CHUNK:
+        chunks = coding_chunks(n_samples, int(np.prod(tl.shape(X)[1:])))
+        if len(chunks) == 1:
             return super()._coded(X, mask)
-        code, starts = super()._coded, range(0, n_samples, CODING_CHUNK)
-        parts = [code(X[k:k + CODING_CHUNK], None if mask is None else mask[k:k + CODING_CHUNK])
-                 for k in starts]
+        code = super()._coded  # (a comprehension has no zero-argument super)
+        parts = [code(X[chunk], None if mask is None else mask[chunk]) for chunk in chunks]
         with using(self.backend_):
             def joined(name: str) -> Any:
                 return tl.concatenate([getattr(part, name) for part in parts], axis=0)
 
-            sizes = [min(CODING_CHUNK, n_samples - k) for k in starts]
-            constant = sum(size * float(part.constant) for size, part in zip(sizes, parts))
+            constant = sum(int(tl.shape(part.codes)[0]) * float(part.constant) for part in parts)
             return Codes(codes=joined("codes"), explained=joined("explained"),
                          losses=joined("losses"), constant=constant / n_samples,
                          outliers=joined("outliers"))
