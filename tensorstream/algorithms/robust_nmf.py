@@ -448,8 +448,8 @@ class RobustNMFAlgorithm(SurrogateCP):
         """Codes and outliers of a batch; the statistics see ``X - E`` (with ``"auto"``, the
         robust statistics of :meth:`batch_sums`).
 
-        With ``"auto"`` every sample is coded at its own outlier weight
-        (:meth:`sample_weights`), its saturated entries at less (:meth:`outlier_weights`).
+        With ``"auto"`` every sample is coded at its own outlier weight, its saturated
+        entries at less (:meth:`outlier_weights`).
         With a ``mask``, ``X`` (zeroed at the boundary) and ``E`` are 0 on missing entries, so
         ``explained`` is too: ``B`` and ``c`` see the observed entries only.
         """
@@ -499,28 +499,20 @@ class RobustNMFAlgorithm(SurrogateCP):
             options.update(rho=p.rho)
         return robust_code(X, loadings, penalties, solver=p.solver, **options)
 
-    def sample_weights(self, X: Any, loadings: list, penalties: RobustPenalties, H0: Any,
-                       E0: Any, mask: Any = None) -> Any:
-        """Each sample's outlier weight with ``"auto"`` (``X`` at unit data scale), shape
-        ``(b,)``: the smaller of the cap ``penalties.outlier_alpha`` and
+    def outlier_weights(self, X: Any, loadings: list, penalties: RobustPenalties, H0: Any,
+                        E0: Any, mask: Any = None) -> Any:
+        """The coding step's outlier weights with ``"auto"`` (``X`` at unit data scale), one
+        rough code of ``ROUGH_CODE_ITER`` iterations at the cap ``penalties.outlier_alpha``
+        serving both parts: each sample's weight, shape ``(b,)``, the smaller of the cap and
         ``SAMPLE_RESIDUAL_SCALES`` times the sample's residual scale (the MAD of ``x - W h``
-        over its nonzero observed entries) under a rough code of ``ROUGH_CODE_ITER``
-        iterations at the cap.
+        over its nonzero observed entries); shaped like ``X`` where some sample has
+        :func:`saturated_entries`, which weigh ``SATURATED_WEIGHT`` times its weight.
 
         A sample the dictionary explains closely gets a weight near its residuals' own scale;
         one whose residuals are large (a corruption that pulls the rough code, a random start,
         structure not learned yet) keeps the cap, so that the first steps do not call the
         data's own structure an outlier (measured: ``SAMPLE_RESIDUAL_SCALES``).
         """
-        fit = self._rough_fit(X, loadings, penalties, H0, E0, mask)
-        return self._weights_of(X, fit, penalties.outlier_alpha, mask)
-
-    def outlier_weights(self, X: Any, loadings: list, penalties: RobustPenalties, H0: Any,
-                        E0: Any, mask: Any = None) -> Any:
-        """The coding step's outlier weights with ``"auto"`` (``X`` at unit data scale): each
-        sample's (:meth:`sample_weights`), shape ``(b,)``; shaped like ``X`` where some
-        sample has :func:`saturated_entries`, which weigh ``SATURATED_WEIGHT`` times its
-        weight (one rough code serves both)."""
         fit = self._rough_fit(X, loadings, penalties, H0, E0, mask)
         weights = self._weights_of(X, fit, penalties.outlier_alpha, mask)
         saturated = saturated_or_none(X, fit, mask)
